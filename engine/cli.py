@@ -1,0 +1,74 @@
+"""The ``engine`` command: a click group. The one place where EngineError becomes a CLI message."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+
+from engine import __version__
+from engine.errors import EngineError
+
+
+class EngineGroup(click.Group):
+    """Turns EngineError into one line on stderr and exit 2; other errors exit 1 (traceback with --debug)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except EngineError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                traceback.print_exc()
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(2)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # internal error: say so, point at --debug
+            if ctx.obj and ctx.obj.get("debug"):
+                traceback.print_exc()
+            else:
+                click.echo(
+                    f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+                    err=True,
+                )
+            ctx.exit(1)
+
+
+@click.group(cls=EngineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="engine")
+@click.option("--debug", is_flag=True, help="Print full tracebacks for errors.")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """engine: turn raw text corpora into the exact tensors a language model trains on.
+
+    \b
+    Example:
+      engine prepare                       # the bundled corpus in data/
+      engine inspect out/store
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def _register_commands() -> None:
+    """Each command lives in engine/commands/<name>.py and exposes ``command`` (a click command)."""
+    import importlib
+    import pkgutil
+
+    import engine.commands as pkg
+
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"engine.commands.{info.name}")
+        cmd = getattr(module, "command", None)
+        if cmd is not None:
+            main.add_command(cmd)
+
+
+_register_commands()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""What every tokenizer shares: specials, document wrapping, the frozen JSON file and its hash.
+
+A tokenizer file is one JSON object::
+
+    {"format": "engine.tokenizer", "version": 1, "kind": "char", "hash": "<sha256>", "payload": {...}}
+
+``hash`` is the SHA-256 of the canonical JSON (sorted keys, no spaces) of ``{"kind", "payload"}``,
+so two tokenizers with the same behaviour have the same hash, and a file edited by hand or cut
+short is detected on load. Subclasses implement ``_encode``, ``decode``, ``tokenize``,
+``_payload`` and ``_from_payload``; everything else lives here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar, Iterable, Sequence
+
+import numpy as np
+
+from engine.errors import TokenizerError
+
+__all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer", "FORMAT", "FORMAT_VERSION"]
+
+FORMAT = "engine.tokenizer"
+FORMAT_VERSION = 1
+BOS_ID = 0
+EOS_ID = 1
+BOS_TOKEN = "<bos>"
+EOS_TOKEN = "<eos>"
+
+_REGISTRY: dict[str, type["Tokenizer"]] = {}
+
+
+def register_tokenizer(cls: type["Tokenizer"]) -> type["Tokenizer"]:
+    """Class decorator: make ``load_tokenizer`` able to rebuild files of ``cls.kind``."""
+    _REGISTRY[cls.kind] = cls
+    return cls
+
+
+def canonical_json(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+class Tokenizer(ABC):
+    """A frozen tokenizer. Ids are uint32; ``bos_id``/``eos_id`` wrap every encoded document."""
+
+    kind: ClassVar[str] = ""
+
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+
+    # -- subclass hooks ---------------------------------------------------------------------
+    @abstractmethod
+    def _encode(self, text: str, document_id: str | None) -> np.ndarray:
+        """Content ids of ``text`` (uint32, no specials); errors name ``document_id`` if given."""
+
+    @abstractmethod
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        """The exact text of ``ids`` (specials decode to nothing)."""
+
+    @abstractmethod
+    def tokenize(self, text: str) -> list[str]:
+        """The pieces of ``text`` as strings, in order."""
+
+    @property
+    @abstractmethod
+    def vocab_size(self) -> int:
+        """Number of ids, specials included."""
+
+    @abstractmethod
+    def _payload(self) -> dict:
+        """Everything that defines behaviour, as plain JSON values."""
+
+    @classmethod
+    @abstractmethod
+    def _from_payload(cls, payload: dict) -> "Tokenizer":
+        """Inverse of ``_payload``; raise ``TokenizerError`` on a malformed payload."""
+
+    # -- shared behaviour -------------------------------------------------------------------
+    def encode(self, text: str) -> np.ndarray:
+        """Content ids of ``text`` as a uint32 array, without BOS/EOS."""
+        return self._encode(text, None)
+
+    def encode_document(self, text: str, document_id: str | None = None) -> np.ndarray:
+        """``[BOS, content..., EOS]`` as uint32; an empty text gives ``[BOS, EOS]``."""
+        content = self._encode(text, document_id)
+        out = np.empty(content.shape[0] + 2, dtype=np.uint32)
+        out[0] = self.bos_id
+        out[1:-1] = content
+        out[-1] = self.eos_id
+        return out
+
+    def encode_documents(
+        self, texts: Sequence[str], document_ids: Sequence[str] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Encode many documents at once: ``(values uint32, offsets int64)``, each one wrapped.
+
+        ``offsets`` has ``len(texts) + 1`` entries starting at 0; document ``i`` is
+        ``values[offsets[i]:offsets[i+1]]``. Subclasses may override with a kernel.
+        """
+        parts = []
+        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+        for i, text in enumerate(texts):
+            doc_id = None if document_ids is None else document_ids[i]
+            enc = self.encode_document(text, doc_id)
+            parts.append(enc)
+            offsets[i + 1] = offsets[i] + enc.shape[0]
+        values = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint32)
+        return values.astype(np.uint32, copy=False), offsets
+
+    @property
+    def hash(self) -> str:
+        cached = self.__dict__.get("_hash_cache")
+        if cached is None:
+            cached = hashlib.sha256(canonical_json({"kind": self.kind, "payload": self._payload()})).hexdigest()
+            self.__dict__["_hash_cache"] = cached
+        return cached
+
+    def to_json(self) -> dict:
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "kind": self.kind,
+            "hash": self.hash,
+            "payload": self._payload(),
+        }
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the tokenizer file atomically (temporary file, then rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = json.dumps(self.to_json(), ensure_ascii=False, indent=None, separators=(",", ":"))
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return path
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(vocab_size={self.vocab_size}, hash={self.hash[:12]})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tokenizer) and other.kind == self.kind and other.hash == self.hash
+
+    def __hash__(self) -> int:
+        return hash(self.hash)
+
+
+def tokenizer_from_json(obj: Any, source: str = "<memory>") -> Tokenizer:
+    """Rebuild a tokenizer from the parsed JSON of its file, checking format, version and hash."""
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise TokenizerError(f"{source}: not an engine tokenizer file (expected \"format\": \"{FORMAT}\")")
+    version = obj.get("version")
+    if not isinstance(version, int):
+        raise TokenizerError(f"{source}: missing or non-integer \"version\" (expected {FORMAT_VERSION})")
+    if version > FORMAT_VERSION:
+        raise TokenizerError(
+            f"{source}: tokenizer file format version {version} is newer than this engine supports "
+            f"({FORMAT_VERSION}); upgrade engine to read it"
+        )
+    kind = obj.get("kind")
+    cls = _REGISTRY.get(kind)
+    if cls is None:
+        known = ", ".join(sorted(_REGISTRY)) or "none"
+        raise TokenizerError(f"{source}: unknown tokenizer kind {kind!r} (expected one of: {known})")
+    payload = obj.get("payload")
+    if not isinstance(payload, dict):
+        raise TokenizerError(f"{source}: missing \"payload\" object")
+    expected = hashlib.sha256(canonical_json({"kind": kind, "payload": payload})).hexdigest()
+    recorded = obj.get("hash")
+    if recorded != expected:
+        raise TokenizerError(
+            f"{source}: tokenizer file is corrupt: recorded hash {recorded!r} does not match its content "
+            f"(content hashes to {expected})"
+        )
+    try:
+        tok = cls._from_payload(payload)
+    except TokenizerError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise TokenizerError(f"{source}: malformed {kind} tokenizer payload: {exc}") from exc
+    return tok
+
+
+def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
+    """Load any tokenizer file written by ``Tokenizer.save``."""
+    # Import the kinds so their classes are registered before dispatching on "kind".
+    import engine.tokenizers  # noqa: F401
+
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise TokenizerError(f"{path}: tokenizer file not found") from None
+    except OSError as exc:
+        raise TokenizerError(f"{path}: cannot read tokenizer file: {exc.strerror}") from None
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TokenizerError(f"{path}: tokenizer file is not valid JSON ({exc}); is it truncated?") from None
+    return tokenizer_from_json(obj, str(path))
+
+
+def _iter_texts(texts: Iterable[str] | str) -> Iterable[str]:
+    """Accept one string or an iterable of strings."""
+    if isinstance(texts, str):
+        return (texts,)
+    return texts
