@@ -1,0 +1,64 @@
+"""``engine inspect STORE``: what a token store holds, per split, without reading its tokens.
+
+Reads only the manifest and each file's Parquet footer (``TokenStore.open``); ``--verify`` also
+hashes every file against the manifest's sha256.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from engine.store import TokenStore
+
+
+def store_summary(store: TokenStore) -> dict:
+    """Plain-JSON facts about ``store``: format, tokenizer, and documents/tokens per split."""
+    splits = {p.value: {"documents": store.num_documents(p), "tokens": store.num_tokens(p)} for p in store.partitions}
+    return {
+        "path": str(store.path),
+        "format_version": store.format_version,
+        "tokenizer_hash": store.tokenizer_hash,
+        "bos_id": store.bos_id,
+        "eos_id": store.eos_id,
+        "splits": splits,
+        "total": {
+            "documents": sum(s["documents"] for s in splits.values()),
+            "tokens": sum(s["tokens"] for s in splits.values()),
+        },
+    }
+
+
+def format_summary(summary: dict) -> str:
+    lines = [
+        f"store           {summary['path']}",
+        f"format version  {summary['format_version']}",
+        f"tokenizer hash  {summary['tokenizer_hash']}",
+        f"bos / eos ids   {summary['bos_id']} / {summary['eos_id']}",
+        "",
+        f"{'split':<12}{'documents':>12}{'tokens':>16}",
+    ]
+    rows = list(summary["splits"].items()) + [("total", summary["total"])]
+    for name, counts in rows:
+        lines.append(f"{name:<12}{counts['documents']:>12,}{counts['tokens']:>16,}")
+    return "\n".join(lines)
+
+
+@click.command(name="inspect")
+@click.argument("store_path", metavar="STORE")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@click.option("--verify", is_flag=True, help="Also check every file's sha256 against the manifest.")
+def command(store_path: str, as_json: bool, verify: bool) -> None:
+    """Show a token store: documents and tokens per split, tokenizer hash, BOS/EOS, format version.
+
+    \b
+    Example:
+      engine inspect out/store
+      engine inspect out/store --json --verify
+    """
+    store = TokenStore.open(store_path)
+    if verify:
+        store.verify()
+    summary = store_summary(store)
+    click.echo(json.dumps(summary, indent=2) if as_json else format_summary(summary))

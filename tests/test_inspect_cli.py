@@ -1,0 +1,113 @@
+"""``engine inspect STORE``: table and JSON summaries, errors as one line and exit status 2."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from click.testing import CliRunner
+
+from engine.cli import main
+from engine.corpus import Partition
+from engine.store import EncodedDocument, TokenStore
+from engine.tokenizers.base import Tokenizer, register_tokenizer
+
+
+@register_tokenizer
+class InspectTestBytes(Tokenizer):
+    kind = "test-inspect-bytes"
+
+    def _encode(self, text, document_id):
+        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.uint32) + 2
+
+    def decode(self, ids):
+        return bytes(int(i) - 2 for i in ids if int(i) >= 2).decode("utf-8")
+
+    def tokenize(self, text):
+        return list(text)
+
+    @property
+    def vocab_size(self):
+        return 258
+
+    def _payload(self):
+        return {}
+
+    @classmethod
+    def _from_payload(cls, payload):
+        return cls()
+
+
+TOK = InspectTestBytes()
+
+
+def make_store(path):
+    docs = {
+        "train": [EncodedDocument(f"t{i}", Partition.TRAIN, TOK.encode_document("x" * i)) for i in range(1200)],
+        "validation": [EncodedDocument("v", Partition.VALIDATION, TOK.encode_document("hello"))],
+    }
+    return TokenStore.write(path, docs, TOK)
+
+
+def test_inspect_table(tmp_path):
+    make_store(tmp_path / "store")
+    result = CliRunner().invoke(main, ["inspect", str(tmp_path / "store")])
+    assert result.exit_code == 0, result.output
+    train_tokens = sum(i + 2 for i in range(1200))  # 721,800
+    assert result.output.splitlines() == [
+        f"store           {tmp_path / 'store'}",
+        "format version  1",
+        f"tokenizer hash  {TOK.hash}",
+        "bos / eos ids   0 / 1",
+        "",
+        "split          documents          tokens",
+        "train              1,200         721,800",
+        "validation             1               7",
+        "test                   0               0",
+        "total              1,201         721,807",
+    ]
+    assert train_tokens == 721_800
+
+
+def test_inspect_json_and_verify(tmp_path):
+    make_store(tmp_path / "store")
+    result = CliRunner().invoke(main, ["inspect", str(tmp_path / "store"), "--json", "--verify"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {
+        "path": str(tmp_path / "store"),
+        "format_version": 1,
+        "tokenizer_hash": TOK.hash,
+        "bos_id": 0,
+        "eos_id": 1,
+        "splits": {
+            "train": {"documents": 1200, "tokens": 721800},
+            "validation": {"documents": 1, "tokens": 7},
+            "test": {"documents": 0, "tokens": 0},
+        },
+        "total": {"documents": 1201, "tokens": 721807},
+    }
+
+
+def test_inspect_missing_store_is_one_error_line(tmp_path):
+    result = CliRunner().invoke(main, ["inspect", str(tmp_path / "missing")])
+    assert result.exit_code == 2
+    assert result.output == f"error: {tmp_path / 'missing'}: no token store here (directory not found)\n"
+
+
+def test_inspect_verify_reports_a_corrupt_file(tmp_path):
+    make_store(tmp_path / "store")
+    file = tmp_path / "store" / "split=validation" / "part-00000.parquet"
+    data = bytearray(file.read_bytes())
+    data[8] ^= 0x01
+    file.write_bytes(bytes(data))
+    assert CliRunner().invoke(main, ["inspect", str(tmp_path / "store")]).exit_code == 0
+    result = CliRunner().invoke(main, ["inspect", str(tmp_path / "store"), "--verify"])
+    assert result.exit_code == 2
+    lines = result.output.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {file}: sha256 is ")
+
+
+def test_inspect_help_has_an_example():
+    result = CliRunner().invoke(main, ["inspect", "--help"])
+    assert result.exit_code == 0
+    assert "Example:\n    engine inspect out/store\n" in result.output
