@@ -1,0 +1,96 @@
+"""``engine prepare``: the main job (corpus -> tokenizer -> store -> window counts -> report.json)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from engine.errors import ConfigurationError
+
+
+def parse_ratios(text: str | None) -> dict[str, float] | None:
+    """``"0.8,0.1,0.1"`` -> ``{"train": 0.8, "validation": 0.1, "test": 0.1}``."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 3:
+        raise ConfigurationError(f"--hash-split {text!r}: expected three ratios train,validation,test like 0.8,0.1,0.1")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        raise ConfigurationError(f"--hash-split {text!r}: ratios must be numbers like 0.8,0.1,0.1") from None
+    return dict(zip(("train", "validation", "test"), values))
+
+
+def format_table(headers: list[str], rows: list[list]) -> str:
+    """A plain aligned text table: first column left, the rest right-aligned."""
+    cells = [headers] + [[f"{v:,}" if isinstance(v, int) else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for n, row in enumerate(cells):
+        line = "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        lines.append(line.rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+@click.command("prepare")
+@click.argument("corpus", required=False, type=click.Path(path_type=str))
+@click.option("--splits", "splits", type=click.Path(path_type=str), help="Split manifest JSON (train/validation/test id lists).")
+@click.option("--hash-split", "hash_split", metavar="R,R,R", help="Assign documents by hashing their ids into train,validation,test ratios.")
+@click.option("--train-fraction", default=0.9, show_default=True, type=float, help="For one continuous .txt file: the leading share that trains.")
+@click.option("--out", "out_dir", default="out", show_default=True, type=click.Path(path_type=str), help="Output directory (store/, tokenizer.json, report.json).")
+@click.option("--tokenizer", default="bpe", show_default=True, help="char, word, bpe, or the path of a tokenizer file to encode with.")
+@click.option("--merges", default=200, show_default=True, type=int, help="BPE merges to train.")
+@click.option("--context", "context_length", default=64, show_default=True, type=int, help="Context length T for window counts.")
+@click.option("--stride", default=1, show_default=True, type=int, help="Stride S between window starts.")
+@click.option("--on-invalid-utf8", type=click.Choice(["error", "replace", "skip"]), default="error", show_default=True, help="What to do with bytes that are not UTF-8.")
+@click.option("--skip-bad-lines", is_flag=True, help="Skip malformed JSONL lines (counted) instead of failing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of a table.")
+@click.option("--quiet", is_flag=True, help="No progress on stderr.")
+def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merges, context_length, stride,
+            on_invalid_utf8, skip_bad_lines, as_json, quiet):
+    """Fit a tokenizer on the training partition, encode every document, write the store.
+
+    CORPUS is a .jsonl or .parquet file, a folder of text files, or one continuous .txt file
+    (split by position). Without CORPUS the bundled data/corpus.jsonl and data/splits.json are used.
+    Writes OUT/store (Parquet, partitioned by split), OUT/tokenizer.json and OUT/report.json, and
+    prints documents, characters, tokens and complete windows (context T, stride S) per partition.
+
+    \b
+    Example:
+      engine prepare
+      engine prepare corpus.jsonl --splits splits.json --out out --context 256
+      engine prepare shakespeare.txt --tokenizer char --train-fraction 0.9 --json
+    """
+    from engine.pipeline import prepare
+
+    result = prepare(
+        corpus,
+        splits,
+        out_dir,
+        tokenizer=tokenizer,
+        merges=merges,
+        context_length=context_length,
+        stride=stride,
+        train_fraction=train_fraction,
+        hash_split=parse_ratios(hash_split),
+        on_invalid_utf8=on_invalid_utf8,
+        skip_bad_lines=skip_bad_lines,
+        quiet=quiet,
+    )
+    report = result.report
+    if as_json:
+        click.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        return
+    tok = report["tokenizer"]
+    click.echo(f"tokenizer: {tok['kind']}, vocabulary {tok['vocab_size']:,}, hash {tok['hash'][:16]}")
+    click.echo(f"windows: context {report['context_length']}, stride {report['stride']}")
+    rows = []
+    for name, p in report["partitions"].items():
+        rows.append([name, p["documents"], p["characters"], p["tokens"], p["windows"], p["incomplete_tails"]])
+    total = ["total"] + [sum(r[i] for r in rows) for i in range(1, 6)]
+    click.echo(format_table(["partition", "documents", "characters", "tokens", "windows", "tails"], rows + [total]))
+    click.echo(f"wrote {result.store_path}, {result.tokenizer_path}, {result.report_path}")
