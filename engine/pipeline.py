@@ -134,11 +134,11 @@ def fit_or_load_tokenizer(
 
 def window_counts(offsets: np.ndarray, context_length: int, stride: int) -> dict[str, int]:
     """Complete windows, incomplete tails and tail tokens over documents given by ``offsets`` (SPEC §5)."""
-    from engine.windows import CausalWindowConfig
+    from engine.windows import CausalWindowConfig, document_window_counts
 
     config = CausalWindowConfig(context_length, stride)
     lengths = np.diff(offsets)
-    counts = config.window_counts(lengths)
+    counts = document_window_counts(offsets, config)
     # The first candidate start that cannot fill a window is count * S; a tail exists iff it is inside.
     tail_starts = counts * np.int64(stride)
     has_tail = tail_starts < lengths
@@ -168,6 +168,10 @@ def prepare(
     from engine.windows import CausalWindowConfig
 
     CausalWindowConfig(context_length, stride)  # validate before any work
+    if corpus_path is None:
+        corpus_path, default_splits = default_corpus_paths()
+        if splits_path is None and hash_split is None:
+            splits_path = default_splits
     if merges < 0:
         raise ConfigurationError(f"--merges must be >= 0, got {merges}")
     out_dir = Path(out_dir)
@@ -219,7 +223,7 @@ def prepare(
         partitions[partition.value] = row
 
     report = {
-        "corpus": str(corpus_path) if corpus_path is not None else str(default_corpus_paths()[0]),
+        "corpus": str(corpus_path),
         "splits": str(splits_path) if splits_path is not None else None,
         "store": str(store_path),
         "tokenizer": {
