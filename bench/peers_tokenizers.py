@@ -1,0 +1,137 @@
+"""Classic BPE beside its peers: training and encoding Tiny Shakespeare, one thread.
+
+- Training 200 merges on the first 90% (word splitting included) vs the plain-loop trainer of
+  tests/naive_tokenizers.py (it recounts every pair per merge, so its cost per merge is nearly
+  constant: in quick mode it runs 20 merges and is scaled x10) and vs Hugging Face
+  ``tokenizers`` (same regex via ``Split(Regex(...), behavior="isolated")``, ``initial_alphabet``
+  = the training characters, vocab = alphabet + merges + 2 specials, TOKENIZERS_PARALLELISM=false).
+  With ``tie_break="hf"`` engine produces exactly Hugging Face's merges; the timed engine run
+  uses the SPEC tie rule (same work).
+- Training 5,000 merges (target: under a second) vs Hugging Face at 5,000.
+- Encoding the whole text with the 200 merges vs the memoised pure-Python encoder and vs
+  ``tiktoken`` given the same pieces as ranks (piece UTF-8 bytes -> id - 2) and the word regex as
+  pattern. The text is ASCII, so bytes are characters and every piece is made by one merge:
+  tiktoken's ids + 2 equal engine's ids exactly (checked before timing).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from engine.tokenizers import BpeTrainer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+WORD_PATTERN = r"\w+|[^\w\s]|\s"
+
+
+def shakespeare_text() -> str:
+    env = os.environ.get("ENGINE_SHAKESPEARE")
+    path = Path(env) if env else ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+    return path.read_text(encoding="utf-8")
+
+
+def best_time(fn, repeat: int) -> float:
+    fn()  # warm up: Numba compilation and caches stay out of the timing
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def naive_module():
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from tests import naive_tokenizers
+
+    return naive_tokenizers
+
+
+def hf_trainer_run(text: str, merges: int):
+    """Train Hugging Face BPE with the word regex; returns the trained tokenizer."""
+    import tokenizers
+    from tokenizers import Regex, models, pre_tokenizers, trainers
+
+    alphabet = sorted(set(text))
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(WORD_PATTERN), behavior="isolated")
+    trainer = trainers.BpeTrainer(
+        vocab_size=len(alphabet) + merges + 2, special_tokens=["<bos>", "<eos>"],
+        initial_alphabet=alphabet, show_progress=False, min_frequency=0,
+    )
+    tok.train_from_iterator([text], trainer=trainer)
+    return tok
+
+
+def tiktoken_encoding(bpe):
+    import tiktoken
+
+    ranks = {piece.encode("utf-8"): i for i, piece in enumerate(bpe.pieces)}
+    return tiktoken.Encoding(name="engine-bpe-words", pat_str=WORD_PATTERN, mergeable_ranks=ranks, special_tokens={})
+
+
+def _installed(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def _row(benchmark, engine_s, peer, peer_s, target):
+    return {"benchmark": benchmark, "engine_s": engine_s, "peer": peer, "peer_s": peer_s,
+            "ratio": peer_s / engine_s, "target": target}
+
+
+def rows(quick: bool) -> list[dict]:
+    text = shakespeare_text()
+    train = text[: int(len(text) * 0.9)]
+    repeat = 3 if quick else 7
+    out = []
+
+    engine_train = best_time(lambda: BpeTrainer(200).train(train), repeat)
+    naive = naive_module()
+    naive_merges = 20 if quick else 200
+    start = time.perf_counter()
+    naive.naive_train_bpe(train, naive_merges)
+    naive_train = (time.perf_counter() - start) * (200 / naive_merges)
+    label = "plain-loop trainer" + (" (20 merges x10)" if quick else "")
+    out.append(_row("bpe train 200 merges, 90% tinyshakespeare", engine_train, label, naive_train, ">=100x"))
+
+    if _installed("tokenizers"):
+        hf_200 = best_time(lambda: hf_trainer_run(train, 200), 1 if quick else 3)
+        out.append(_row("bpe train 200 merges, 90% tinyshakespeare", engine_train, "hf tokenizers BpeTrainer",
+                        hf_200, ">=3x"))
+    engine_5000 = best_time(lambda: BpeTrainer(5000).train(train), 1 if quick else 3)
+    if _installed("tokenizers"):
+        hf_5000 = best_time(lambda: hf_trainer_run(train, 5000), 1)
+        out.append(_row("bpe train 5000 merges, 90% tinyshakespeare", engine_5000, "hf tokenizers BpeTrainer",
+                        hf_5000, "engine < 1 s"))
+
+    bpe = BpeTrainer(200).train(train)
+    engine_encode = best_time(lambda: bpe.encode(text), repeat)
+    start = time.perf_counter()
+    naive.naive_encode_bpe(text, bpe.alphabet, bpe.merges)
+    naive_encode = time.perf_counter() - start
+    out.append(_row("bpe encode full text, 200 merges", engine_encode, "memoised pure-Python encoder",
+                    naive_encode, ">=40x"))
+    if _installed("tiktoken"):
+        encoding = tiktoken_encoding(bpe)
+        ours = bpe.encode(text)
+        theirs = encoding.encode_ordinary(text)
+        if len(theirs) != len(ours) or any(int(a) != b + 2 for a, b in zip(ours.tolist(), theirs)):
+            raise RuntimeError("tiktoken and engine disagree on the ids of the same merges")
+        tiktoken_s = best_time(lambda: encoding.encode_ordinary(text), repeat)
+        out.append(_row("bpe encode full text, 200 merges", engine_encode, "tiktoken (same ranks, word regex)",
+                        tiktoken_s, ">=2x"))
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover
+    for row in rows(quick="--quick" in sys.argv):
+        print(f"{row['benchmark']:<45} engine {row['engine_s'] * 1e3:9.2f} ms  {row['peer']:<36} "
+              f"{row['peer_s'] * 1e3:10.2f} ms  {row['ratio']:8.1f}x  target {row['target']}")

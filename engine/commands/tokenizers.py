@@ -1,0 +1,140 @@
+"""``engine tokenizers``: compare the classic tokenizers on a text, and train one on a corpus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from engine.errors import ConfigurationError, CorpusError
+
+
+@click.group(name="tokenizers")
+def command() -> None:
+    """Fit, compare and save the character, word and BPE tokenizers.
+
+    \b
+    Example:
+      engine tokenizers compare data/tinyshakespeare.txt --merges 200
+      engine tokenizers train data/tinyshakespeare.txt --kind bpe --merges 200 --out bpe.json
+    """
+
+
+@command.command(name="compare")
+@click.argument("text_file", metavar="TEXT", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--train-fraction", default=0.9, show_default=True, type=float,
+              help="Share of the characters (from the start) that trains; the rest validates.")
+@click.option("--merges", default=200, show_default=True, type=int, help="BPE merges to train.")
+@click.option("--context", default=64, show_default=True, type=int,
+              help="Context length T in tokens, reported as characters per context.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a PNG of training tokens vs vocabulary size (needs engine[plot]).")
+@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
+def compare(text_file: Path, train_fraction: float, merges: int, context: int, plot_path: Path | None, as_json: bool) -> None:
+    """Fit char, word and BPE on the first part of TEXT; compare them on both parts.
+
+    Counts content pieces only (no BOS/EOS). Validation characters missing from the training
+    alphabet count as one unknown token each (char, bpe); the word tokenizer maps unseen
+    pieces to <unk> and counts those.
+
+    \b
+    Example:
+      engine tokenizers compare data/tinyshakespeare.txt
+      engine tokenizers compare play.txt --merges 500 --context 256 --plot bpe.png
+      engine tokenizers compare play.txt --json > table.json
+    """
+    from engine.corpus import read_text_file
+    from engine.tokenizers.stats import compare_tokenizers, format_comparison, plot_history
+
+    report = compare_tokenizers(read_text_file(text_file), train_fraction=train_fraction, merges=merges, context=context)
+    if plot_path is not None:
+        plot_history(report, plot_path)
+    if as_json:
+        click.echo(json.dumps(report, ensure_ascii=False))
+    else:
+        click.echo(format_comparison(report))
+        if plot_path is not None:
+            click.echo(f"plot written to {plot_path}")
+
+
+def _training_texts(corpus_path: Path, splits: Path | None, train_fraction: float) -> list[str]:
+    """The texts of the TRAIN partition only."""
+    from engine.corpus import Corpus, CorpusPartitions, Partition, SplitManifest, read_text_file
+
+    if corpus_path.is_file() and corpus_path.suffix == ".txt":
+        if splits is not None:
+            raise ConfigurationError(
+                f"{corpus_path}: a continuous .txt text is split by position (--train-fraction), not by --splits"
+            )
+        partitions = CorpusPartitions.from_text(read_text_file(corpus_path), train_fraction, name=corpus_path.stem)
+    else:
+        if splits is None:
+            raise ConfigurationError(
+                f"{corpus_path}: a corpus of documents needs --splits MANIFEST.json so only training documents fit"
+            )
+        partitions = SplitManifest.from_json(splits).partition(Corpus.from_path(corpus_path))
+    documents = partitions.documents(Partition.TRAIN)
+    if not documents:
+        raise CorpusError(f"{corpus_path}: the train partition is empty; nothing to fit the tokenizer on")
+    return [doc.text for doc in documents]
+
+
+@command.command(name="train")
+@click.argument("corpus", type=click.Path(exists=True, path_type=Path))
+@click.option("--kind", type=click.Choice(["char", "word", "bpe"]), required=True, help="Tokenizer kind.")
+@click.option("--merges", type=int, default=None, help="BPE merges (default 200 unless --vocab-size).")
+@click.option("--level", type=click.Choice(["char", "byte"]), default="char", show_default=True, help="BPE level.")
+@click.option("--vocab-size", type=int, default=None, help="BPE: stop at this many ids (specials included).")
+@click.option("--pattern", type=click.Choice(["gpt2", "cl100k"]), default="gpt2", show_default=True,
+              help="Byte-level BPE pre-tokenizer pattern.")
+@click.option("--tie-break", type=click.Choice(["first", "hf"]), default="first", show_default=True,
+              help="BPE tie rule: first occurrence (SPEC) or Hugging Face order.")
+@click.option("--splits", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Split manifest JSON (required for document corpora).")
+@click.option("--train-fraction", default=0.9, show_default=True, type=float,
+              help="For a .txt corpus: share of characters (from the start) that trains.")
+@click.option("--unknown", default=None, help="Word tokenizer: map unseen pieces to this token (e.g. '<unk>').")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Tokenizer file to write.")
+def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: int | None, pattern: str,
+          tie_break: str, splits: Path | None, train_fraction: float, unknown: str | None, out_path: Path) -> None:
+    """Fit a tokenizer on the TRAIN partition of CORPUS and save it.
+
+    \b
+    Example:
+      engine tokenizers train data/tinyshakespeare.txt --kind bpe --merges 200 --out bpe.json
+      engine tokenizers train corpus.jsonl --splits splits.json --kind word --unknown '<unk>' --out word.json
+      engine tokenizers train corpus.jsonl --splits splits.json --kind bpe --level byte --vocab-size 4096 --out b.json
+    """
+    from engine.tokenizers.bpe import BpeTrainer
+    from engine.tokenizers.char import CharTokenizer
+    from engine.tokenizers.word import WordTokenizer
+
+    if kind != "bpe" and (merges is not None or vocab_size is not None or level != "char"):
+        raise ConfigurationError(f"--merges/--vocab-size/--level apply to --kind bpe, not --kind {kind}")
+    if kind != "word" and unknown is not None:
+        raise ConfigurationError(f"--unknown applies to --kind word, not --kind {kind}")
+    texts = _training_texts(corpus, splits, train_fraction)
+    if kind == "char":
+        tokenizer = CharTokenizer.fit(texts)
+    elif kind == "word":
+        tokenizer = WordTokenizer.fit(texts, unknown=unknown)
+    else:
+        if merges is None and vocab_size is None:
+            merges = 200
+        tokenizer = BpeTrainer(merges, level=level, vocab_size=vocab_size, pattern=pattern, tie_break=tie_break).train(texts)
+    tokenizer.save(out_path)
+    click.echo(f"{kind} tokenizer: {tokenizer.vocab_size} ids, hash {tokenizer.hash[:12]}, written to {out_path}")
+
+
+def _add_import_command() -> None:
+    """``engine tokenizers import`` lives in its own module; attach it to this group when present."""
+    try:
+        from engine.commands._tokenizers_import import import_command
+    except ImportError:
+        return
+    command.add_command(import_command)
+
+
+_add_import_command()

@@ -1,0 +1,146 @@
+"""Character tokenizer (SPEC §3): vocabulary = specials, then the sorted distinct training characters.
+
+Encoding is one table look-up per code point (a Numba kernel over the UTF-32 view of the text);
+decoding gathers code points and decodes them as UTF-32. Both are O(n). A character the
+training text lacked is a ``TokenizerError`` naming it, its document and its offset.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from engine.errors import TokenizerError
+from engine.kernels.bpe_encode import map_symbols
+from engine.kernels.wordsplit import code_points
+from engine.tokenizers.base import Tokenizer, _iter_texts, register_tokenizer
+
+__all__ = ["CharTokenizer", "unknown_character_error", "symbol_table", "check_ids"]
+
+SPECIALS = 2
+
+
+def describe_character(ch: str) -> str:
+    return f"{ch!r} (U+{ord(ch):04X})"
+
+
+def unknown_character_error(
+    text: str, offset: int, document_id: str | None, kind: str, vocabulary: str
+) -> TokenizerError:
+    """The error for a character ``kind`` cannot encode: what, which document, which offset."""
+    where = f"at offset {offset}" + (f" of document {document_id!r}" if document_id is not None else "")
+    return TokenizerError(
+        f"character {describe_character(text[offset])} {where} is not in the {kind} tokenizer's "
+        f"vocabulary (expected one of its {vocabulary}; refit on text that contains it)"
+    )
+
+
+def symbol_table(alphabet_cps: np.ndarray, first_id: int) -> np.ndarray:
+    """int64 table code point -> ``first_id + index in alphabet`` (-1 for characters not in it)."""
+    size = int(alphabet_cps.max()) + 1 if alphabet_cps.size else 0
+    table = np.full(size, -1, dtype=np.int64)
+    table[alphabet_cps] = np.arange(first_id, first_id + alphabet_cps.shape[0], dtype=np.int64)
+    return table
+
+
+def check_ids(ids: Sequence[int] | np.ndarray, vocab_size: int, kind: str) -> np.ndarray:
+    """Ids as int64, or a TokenizerError naming the first id outside ``[0, vocab_size)``."""
+    arr = np.asarray(ids)
+    if arr.ndim != 1:
+        raise TokenizerError(f"{kind} decode: expected a 1-d sequence of ids, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise TokenizerError(f"{kind} decode: expected integer ids, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64, copy=False)
+    bad = np.flatnonzero((arr < 0) | (arr >= vocab_size))
+    if bad.size:
+        i = int(bad[0])
+        raise TokenizerError(
+            f"{kind} decode: id {int(arr[i])} at position {i} is outside the vocabulary (expected 0..{vocab_size - 1})"
+        )
+    return arr
+
+
+def join_documents(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Code points of all texts back to back and the document bounds (int64[D+1])."""
+    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+    bounds = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    return code_points("".join(texts)), bounds
+
+
+def raise_unknown_in_documents(texts, document_ids, bounds, position, kind, vocabulary):
+    """Turn a position in the joined text into the error of its document."""
+    doc = int(np.searchsorted(bounds, position, side="right") - 1)
+    doc_id = None if document_ids is None else document_ids[doc]
+    raise unknown_character_error(texts[doc], int(position - bounds[doc]), doc_id, kind, vocabulary)
+
+
+@register_tokenizer
+class CharTokenizer(Tokenizer):
+    """One id per character: ``<bos>``=0, ``<eos>``=1, then characters sorted by code point."""
+
+    kind = "char"
+
+    def __init__(self, alphabet: str):
+        chars = sorted(set(alphabet))
+        if "".join(chars) != alphabet:
+            raise TokenizerError("char tokenizer: alphabet must be distinct characters sorted by code point")
+        if not alphabet:
+            raise TokenizerError("char tokenizer: the alphabet is empty (expected at least one character)")
+        self.alphabet = alphabet
+        self._cps = code_points(alphabet)
+        self._table = symbol_table(self._cps, SPECIALS)
+
+    @classmethod
+    def fit(cls, texts: Iterable[str] | str) -> "CharTokenizer":
+        """Vocabulary from the training text(s): every distinct character, sorted by code point."""
+        seen: set[str] = set()
+        for text in _iter_texts(texts):
+            seen.update(text)
+        if not seen:
+            raise TokenizerError("char tokenizer: the training text is empty (expected at least one character)")
+        return cls("".join(sorted(seen)))
+
+    @property
+    def vocab_size(self) -> int:
+        return SPECIALS + len(self.alphabet)
+
+    def _encode(self, text: str, document_id: str | None) -> np.ndarray:
+        ids, first_unknown = map_symbols(code_points(text), self._table)
+        if first_unknown >= 0:
+            raise unknown_character_error(text, first_unknown, document_id, self.kind, "training characters")
+        return ids.astype(np.uint32)
+
+    def encode_documents(self, texts, document_ids=None):
+        cps, bounds = join_documents(texts)
+        ids, first_unknown = map_symbols(cps, self._table)
+        if first_unknown >= 0:
+            raise_unknown_in_documents(texts, document_ids, bounds, first_unknown, self.kind, "training characters")
+        n_docs = len(texts)
+        offsets = bounds + 2 * np.arange(n_docs + 1, dtype=np.int64)
+        values = np.empty(offsets[-1], dtype=np.uint32)
+        values[offsets[:-1]] = self.bos_id
+        values[offsets[1:] - 1] = self.eos_id
+        doc_of_char = np.repeat(np.arange(n_docs, dtype=np.int64), np.diff(bounds))
+        values[np.arange(cps.shape[0], dtype=np.int64) + 2 * doc_of_char + 1] = ids
+        return values, offsets
+
+    def decode(self, ids) -> str:
+        arr = check_ids(ids, self.vocab_size, self.kind)
+        content = arr[arr >= SPECIALS] - SPECIALS
+        return self._cps[content].tobytes().decode("utf-32-le", "surrogatepass")
+
+    def tokenize(self, text: str) -> list[str]:
+        self._encode(text, None)
+        return list(text)
+
+    def _payload(self) -> dict:
+        return {"alphabet": self.alphabet}
+
+    @classmethod
+    def _from_payload(cls, payload: dict) -> "CharTokenizer":
+        alphabet = payload["alphabet"]
+        if not isinstance(alphabet, str):
+            raise TokenizerError("char tokenizer payload: \"alphabet\" must be a string")
+        return cls(alphabet)
