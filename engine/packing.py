@@ -1,0 +1,309 @@
+"""Pack documents into rows of ``L`` input/target positions with segment ids (SPEC §8).
+
+Input/target space: a segment built from source tokens ``z[a : b+1]`` fills ``b - a`` positions
+with inputs ``z[a:b]`` and targets ``z[a+1:b+1]``, so no target crosses a segment. A document of
+``n`` tokens has ``n - 1`` transitions; one longer than a row is cut into pieces of ``L``
+transitions that overlap by one source token, so every transition is scored exactly once.
+A document of fewer than 2 tokens has no transition: it is skipped and listed in
+``PackedBatch.skipped_documents``.
+
+Strategies (both deterministic):
+- ``"bfd"`` best-fit decreasing: pieces sorted by length, longest first, ties in document order
+  (then piece order); each goes to the row with the smallest remaining capacity that fits, the
+  lowest row index among equal capacities; a new row opens when none fits. ``O(P (log L + log R))``.
+- ``"sequential"`` next-fit in document order: a piece that does not fit the last row opens a
+  new row; rows never go back, so rows read in document order. ``O(P)``.
+Inside a row, segment ids are 0, 1, 2, ... in placement order, which is also left-to-right.
+
+Row arrays ``[rows, L]``: ``inputs``/``targets`` uint32 (0 on padding), ``segment_ids`` int32
+(-1 on padding), ``position_ids`` int32 (restart at 0 per segment, 0 on padding),
+``loss_weights`` uint8 (1 = scored, 0 = not: padding, or a target whose role flag is 0).
+Role flags (0/1 per source token) are shifted with the targets: the weight at input position
+``t`` is the flag of source token ``t + 1`` of the segment. Cost: ``O(D + P log L + tokens)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Sequence
+
+import numpy as np
+
+from engine.errors import ConfigurationError, PackingError
+from engine.kernels import packing as kernels
+
+__all__ = ["PackedBatch", "PackingPlan", "pack_documents", "plan_packing", "STRATEGIES"]
+
+STRATEGIES = ("bfd", "sequential")
+
+
+@dataclass(frozen=True)
+class PackingPlan:
+    """Where every piece goes. Pieces are listed in document order (piece order inside a document)."""
+
+    row_length: int
+    rows: int
+    piece_document: np.ndarray  # int64: index of the source document
+    piece_source_start: np.ndarray  # int64: first source token, offset inside the document
+    piece_length: np.ndarray  # int64: positions filled (= transitions scored)
+    piece_row: np.ndarray  # int64
+    piece_column: np.ndarray  # int64: first position inside the row
+    piece_segment: np.ndarray  # int32: segment id inside the row
+    skipped_documents: np.ndarray  # int64: documents with fewer than 2 tokens
+
+    @property
+    def real_positions(self) -> int:
+        return int(self.piece_length.sum())
+
+    @property
+    def fill_efficiency(self) -> float:
+        """Real positions / all positions (``rows * L``); 0.0 when there are no rows."""
+        return self.real_positions / (self.rows * self.row_length) if self.rows else 0.0
+
+
+def _check_row_length(row_length: Any) -> int:
+    if isinstance(row_length, bool) or not isinstance(row_length, (int, np.integer)) or row_length < 1:
+        raise ConfigurationError(f"row_length={row_length!r}: expected an integer >= 1")
+    return int(row_length)
+
+
+def _plan_from_offsets(offsets: np.ndarray, row_length: int, strategy: str) -> PackingPlan:
+    if strategy not in STRATEGIES:
+        raise ConfigurationError(f"strategy={strategy!r} is not one of {STRATEGIES}")
+    documents = offsets.shape[0] - 1
+    counts = np.empty(documents, dtype=np.int64)
+    pieces = int(kernels.piece_counts(offsets, row_length, counts))
+    piece_document = np.empty(pieces, dtype=np.int64)
+    piece_source_start = np.empty(pieces, dtype=np.int64)
+    piece_length = np.empty(pieces, dtype=np.int64)
+    kernels.cut_pieces(offsets, row_length, piece_document, piece_source_start, piece_length)
+    piece_row = np.empty(pieces, dtype=np.int64)
+    piece_column = np.empty(pieces, dtype=np.int64)
+    piece_segment = np.empty(pieces, dtype=np.int32)
+    place = kernels.best_fit_decreasing if strategy == "bfd" else kernels.next_fit
+    rows = int(place(piece_length, row_length, piece_row, piece_column, piece_segment))
+    return PackingPlan(
+        row_length=row_length,
+        rows=rows,
+        piece_document=piece_document,
+        piece_source_start=piece_source_start,
+        piece_length=piece_length,
+        piece_row=piece_row,
+        piece_column=piece_column,
+        piece_segment=piece_segment,
+        skipped_documents=np.flatnonzero(np.diff(offsets) < 2).astype(np.int64),
+    )
+
+
+def plan_packing(document_lengths: Any, row_length: int, *, strategy: str = "bfd") -> PackingPlan:
+    """Plan rows for documents of ``document_lengths`` source tokens (no tokens needed)."""
+    row_length = _check_row_length(row_length)
+    lengths = np.asarray(document_lengths)
+    if lengths.ndim != 1 or lengths.dtype.kind not in "iu" or (lengths.size and lengths.min() < 0):
+        raise PackingError(f"document_lengths: expected a 1-D array of integers >= 0, got {lengths.dtype} {lengths.shape}")
+    offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return _plan_from_offsets(offsets, row_length, strategy)
+
+
+@dataclass(frozen=True)
+class PackedBatch:
+    """Packed rows ``[rows, L]`` and one provenance record per segment (row-major order)."""
+
+    row_length: int
+    strategy: str
+    inputs: np.ndarray  # uint32 [rows, L]
+    targets: np.ndarray  # uint32 [rows, L]
+    segment_ids: np.ndarray  # int32 [rows, L], -1 = padding
+    position_ids: np.ndarray  # int32 [rows, L], 0 on padding
+    loss_weights: np.ndarray  # uint8 [rows, L], 1 = scored
+    segment_row: np.ndarray  # int64 [segments]
+    segment_id: np.ndarray  # int32 [segments], id inside its row
+    segment_column: np.ndarray  # int64 [segments], first position inside its row
+    segment_document: np.ndarray  # int64 [segments], index into document_ids
+    segment_source_start: np.ndarray  # int64 [segments], first source token inside the document
+    segment_length: np.ndarray  # int64 [segments], positions (= transitions)
+    document_ids: tuple[str, ...]
+    skipped_documents: np.ndarray  # int64: indices of documents with fewer than 2 tokens
+
+    @property
+    def rows(self) -> int:
+        return int(self.inputs.shape[0])
+
+    @property
+    def segments(self) -> int:
+        return int(self.segment_row.shape[0])
+
+    @property
+    def real_positions(self) -> int:
+        return int(self.segment_length.sum())
+
+    @property
+    def scored_targets(self) -> int:
+        """Positions whose loss counts: the denominator of a token-weighted mean (SPEC §7)."""
+        return int(self.loss_weights.sum(dtype=np.int64))
+
+    @property
+    def fill_efficiency(self) -> float:
+        """Real positions / all positions; 0.0 for an empty batch."""
+        return self.real_positions / self.inputs.size if self.inputs.size else 0.0
+
+    @cached_property
+    def _varlen(self) -> tuple[np.ndarray, int]:
+        from engine.masks import varlen_boundaries
+
+        return varlen_boundaries(self.segment_ids, device="cpu")
+
+    @property
+    def cu_seqlens(self) -> np.ndarray:
+        """int32 run starts over the flattened ``[rows * L]`` tokens, then ``rows * L``; see
+        ``engine.masks.varlen_boundaries`` (a row's trailing padding is one sequence of its own)."""
+        return self._varlen[0]
+
+    @property
+    def max_seqlen(self) -> int:
+        return self._varlen[1]
+
+    def segment(self, k: int) -> dict:
+        """Provenance of segment ``k``: row, segment id, column, document index and id, source start, length."""
+        document = int(self.segment_document[k])
+        return {
+            "row": int(self.segment_row[k]),
+            "segment_id": int(self.segment_id[k]),
+            "column": int(self.segment_column[k]),
+            "document_index": document,
+            "document_id": self.document_ids[document],
+            "source_start": int(self.segment_source_start[k]),
+            "length": int(self.segment_length[k]),
+        }
+
+
+def _flat_documents(documents: Any, split: Any) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """(values uint32, offsets int64, ids) from documents, a (values, offsets, ids) triple or a store."""
+    if hasattr(documents, "arrays") and hasattr(documents, "ids"):
+        if split is None:
+            raise ConfigurationError("packing a token store needs split= (train, validation or test)")
+        values, offsets = documents.arrays(split)
+        return _flat_triple(values, offsets, documents.ids(split))
+    if split is not None:
+        raise ConfigurationError("split= applies only when packing a token store")
+    if isinstance(documents, tuple) and len(documents) == 3:
+        return _flat_triple(*documents)
+    documents = list(documents)
+    partitions = {getattr(d, "partition", None) for d in documents}
+    if len(partitions) > 1:
+        first = documents[0]
+        other = next(d for d in documents if d.partition != first.partition)
+        raise PackingError(
+            f"document {other.id!r} is in partition {other.partition!s} but {first.id!r} is in "
+            f"{first.partition!s}: pack one partition at a time"
+        )
+    for index, document in enumerate(documents):
+        tokens = np.asarray(document.tokens)
+        if tokens.ndim != 1 or tokens.dtype != np.uint32:
+            raise PackingError(
+                f"document {document.id!r} (index {index}): expected 1-D uint32 tokens, got {tokens.dtype} {tokens.shape}"
+            )
+    lengths = np.fromiter((len(d.tokens) for d in documents), dtype=np.int64, count=len(documents))
+    offsets = np.zeros(len(documents) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = np.concatenate([d.tokens for d in documents]) if documents else np.empty(0, np.uint32)
+    return _flat_triple(values, offsets, [d.id for d in documents])
+
+
+def _flat_triple(values: Any, offsets: Any, ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    values = np.asarray(values)
+    offsets = np.asarray(offsets)
+    ids = tuple(str(i) for i in ids)
+    if values.ndim != 1 or values.dtype != np.uint32:
+        raise PackingError(f"values: expected 1-D uint32 token ids, got {values.dtype} {values.shape}")
+    if offsets.ndim != 1 or offsets.dtype != np.int64 or offsets.shape[0] != len(ids) + 1:
+        raise PackingError(
+            f"offsets: expected 1-D int64 of length documents + 1 = {len(ids) + 1}, got {offsets.dtype} {offsets.shape}"
+        )
+    if offsets[0] != 0 or offsets[-1] != values.shape[0] or (np.diff(offsets) < 0).any():
+        raise PackingError(
+            f"offsets: expected to start at 0, never decrease and end at len(values) = {values.shape[0]}"
+        )
+    if len(set(ids)) != len(ids):
+        seen: set[str] = set()
+        repeated = next(i for i in ids if i in seen or seen.add(i))
+        raise PackingError(f"document id {repeated!r} appears more than once; ids must be unique")
+    return np.ascontiguousarray(values), np.ascontiguousarray(offsets), ids
+
+
+def _flat_roles(roles: Any, offsets: np.ndarray, ids: tuple[str, ...]) -> np.ndarray:
+    """Role flags as uint8 aligned with the flat values; every flag must be 0 or 1."""
+    if isinstance(roles, np.ndarray) and roles.ndim == 1 and roles.shape[0] == offsets[-1]:
+        flat = roles
+    else:
+        roles = list(roles)
+        if len(roles) != len(ids):
+            raise PackingError(f"roles: expected one array per document ({len(ids)}), got {len(roles)}")
+        for d, flags in enumerate(roles):
+            expected = offsets[d + 1] - offsets[d]
+            if np.shape(flags) != (expected,):
+                raise PackingError(
+                    f"roles for document {ids[d]!r}: expected {expected} flags (one per token), got shape {np.shape(flags)}"
+                )
+        flat = np.concatenate([np.asarray(r) for r in roles]) if roles else np.empty(0, np.uint8)
+    bad = np.flatnonzero((flat != 0) & (flat != 1))
+    if bad.size:
+        position = int(bad[0])
+        d = int(np.searchsorted(offsets, position, side="right") - 1)
+        raise PackingError(
+            f"roles for document {ids[d]!r} at offset {position - offsets[d]}: got {flat[position]}, expected 0 or 1"
+        )
+    return flat.astype(np.uint8)
+
+
+def pack_documents(
+    documents: Any,
+    row_length: int,
+    strategy: str = "bfd",
+    roles: Any = None,
+    *,
+    split: Any = None,
+) -> PackedBatch:
+    """Pack ``documents`` into rows of ``row_length`` positions.
+
+    ``documents``: a list of ``EncodedDocument`` (one partition), a ``(values uint32, offsets
+    int64, ids)`` triple, or a ``TokenStore`` with ``split=``. ``roles``: None (every real target
+    scored) or 0/1 flags per source token, one array per document or one flat array aligned
+    with ``values``.
+    """
+    row_length = _check_row_length(row_length)
+    values, offsets, ids = _flat_documents(documents, split)
+    flags = np.zeros(1, np.uint8) if roles is None else _flat_roles(roles, offsets, ids)
+    plan = _plan_from_offsets(offsets, row_length, strategy)
+    shape = (plan.rows, row_length)
+    inputs = np.zeros(shape, np.uint32)
+    targets = np.zeros(shape, np.uint32)
+    segment_ids = np.full(shape, -1, np.int32)
+    position_ids = np.zeros(shape, np.int32)
+    loss_weights = np.zeros(shape, np.uint8)
+    kernels.fill_rows(
+        values, offsets, flags, roles is not None, plan.piece_document, plan.piece_source_start,
+        plan.piece_length, plan.piece_row, plan.piece_column, plan.piece_segment,
+        inputs, targets, segment_ids, position_ids, loss_weights,
+    )
+    order = np.empty(plan.piece_length.shape[0], np.int64)
+    kernels.row_major_order(plan.piece_row, plan.piece_segment, plan.rows, order)
+    return PackedBatch(
+        row_length=row_length,
+        strategy=strategy,
+        inputs=inputs,
+        targets=targets,
+        segment_ids=segment_ids,
+        position_ids=position_ids,
+        loss_weights=loss_weights,
+        segment_row=plan.piece_row[order],
+        segment_id=plan.piece_segment[order],
+        segment_column=plan.piece_column[order],
+        segment_document=plan.piece_document[order],
+        segment_source_start=plan.piece_source_start[order],
+        segment_length=plan.piece_length[order],
+        document_ids=ids,
+        skipped_documents=plan.skipped_documents,
+    )

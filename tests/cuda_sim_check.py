@@ -1,0 +1,79 @@
+"""Run every CUDA mask kernel under the numba-cuda simulator and compare with the CPU kernels and
+the naive twins. Exit status 0 = identical everywhere, 1 = a mismatch (printed).
+
+NUMBA_ENABLE_CUDASIM must be set before numba.cuda is first imported, so this runs as its own
+process (tests/test_cuda_masks.py starts it): ``NUMBA_ENABLE_CUDASIM=1 python tests/cuda_sim_check.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+
+import naive_packing as naive  # noqa: E402
+from engine import masks  # noqa: E402
+
+
+def cases() -> list[np.ndarray]:
+    rng = np.random.default_rng(7)
+    fixed = [
+        np.array([[0, 0, 1, 1]], np.int32),
+        np.array([[0, 0, 0, -1, -1], [0, 1, 1, 2, -1]], np.int32),
+        np.array([[-1, -1, -1]], np.int32),
+        np.array([[3, 3, 5, 3, -1, 5]], np.int32),  # a row whose ids are not contiguous
+        np.array([[0]], np.int32),
+    ]
+    random = [rng.integers(-1, 3, size=(2, int(rng.integers(1, 9)))).astype(np.int32) for _ in range(3)]
+    return fixed + random
+
+
+def main() -> int:
+    if not masks.cuda_available():
+        print("numba.cuda is not available (simulator not enabled?)")
+        return 1
+    failures = 0
+    for seg in cases():
+        checks = {
+            "dense": (
+                masks.attention_mask(seg, "dense", device="cuda", to_host=True),
+                masks.attention_mask(seg, "dense", device="cpu"),
+                naive.naive_dense_mask(seg),
+            ),
+            "additive": (
+                masks.attention_mask(seg, "additive", device="cuda", to_host=True),
+                masks.attention_mask(seg, "additive", device="cpu"),
+                naive.naive_additive_mask(seg),
+            ),
+            "position_ids": (
+                masks.position_ids(seg, device="cuda", to_host=True),
+                masks.position_ids(seg, device="cpu"),
+                naive.naive_position_ids(seg),
+            ),
+        }
+        cuda_bounds, cuda_longest = masks.varlen_boundaries(seg, device="cuda", to_host=True)
+        cpu_bounds, cpu_longest = masks.varlen_boundaries(seg, device="cpu")
+        naive_bounds, naive_longest = naive.naive_varlen(seg.tolist())
+        checks["cu_seqlens"] = (cuda_bounds, cpu_bounds, np.array(naive_bounds, np.int32))
+        checks["max_seqlen"] = (np.array(cuda_longest), np.array(cpu_longest), np.array(naive_longest))
+        # A device-resident output buffer is reused and written in place.
+        from numba import cuda
+
+        out = cuda.device_array((seg.shape[0], seg.shape[1], seg.shape[1]), dtype=np.bool_)
+        masks.attention_mask(cuda.to_device(seg), "dense", device="cuda", out=out)
+        checks["dense out="] = (out.copy_to_host(), checks["dense"][1], checks["dense"][2])
+        for name, (on_cuda, on_cpu, reference) in checks.items():
+            if not (np.array_equal(on_cuda, on_cpu) and np.array_equal(on_cpu, reference)):
+                failures += 1
+                print(f"MISMATCH {name} for segment_ids {seg.tolist()}:\ncuda={on_cuda}\ncpu={on_cpu}\nnaive={reference}")
+    print(f"cuda simulator: {len(cases())} cases, {failures} mismatches")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""Plain-loop twins of the packing and mask kernels: slow, obvious, the reference for tests and benches."""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, insort
+
+import numpy as np
+
+
+def naive_pieces(lengths, row_length):
+    """[(document, source_start, length)] in document order; documents of < 2 tokens give none."""
+    pieces = []
+    for d, n in enumerate(lengths):
+        start = 0
+        while start < n - 1:
+            pieces.append((d, start, min(row_length, n - 1 - start)))
+            start += row_length
+    return pieces
+
+
+def naive_bfd(piece_lengths, row_length):
+    """Best-fit decreasing with bisect over capacity buckets: (row, column, segment) per piece, rows.
+
+    Pieces longest first, ties in piece order; the smallest remaining capacity that fits, lowest
+    row index among equal capacities (a heap per capacity bucket); a new row when none fits.
+    """
+    order = sorted(range(len(piece_lengths)), key=lambda p: (-piece_lengths[p], p))
+    buckets: dict[int, list[int]] = {}
+    capacities: list[int] = []  # sorted, non-empty buckets only
+    row_segments: list[int] = []
+    placed = [None] * len(piece_lengths)
+    for p in order:
+        need = piece_lengths[p]
+        k = bisect_left(capacities, need)
+        if k == len(capacities):
+            row = len(row_segments)
+            row_segments.append(0)
+            capacity = row_length
+        else:
+            capacity = capacities[k]
+            row = heapq.heappop(buckets[capacity])
+            if not buckets[capacity]:
+                del buckets[capacity]
+                del capacities[k]
+        placed[p] = (row, row_length - capacity, row_segments[row])
+        row_segments[row] += 1
+        remaining = capacity - need
+        if remaining > 0:
+            if remaining not in buckets:
+                buckets[remaining] = []
+                insort(capacities, remaining)
+            heapq.heappush(buckets[remaining], row)
+    return placed, len(row_segments)
+
+
+def naive_next_fit(piece_lengths, row_length):
+    placed = []
+    rows, used, segments = 0, row_length, 0
+    for need in piece_lengths:
+        if used + need > row_length:
+            rows, used, segments = rows + 1, 0, 0
+        placed.append((rows - 1, used, segments))
+        used += need
+        segments += 1
+    return placed, rows
+
+
+def naive_pack(documents, row_length, strategy="bfd", roles=None):
+    """Rows from token lists: dict of inputs, targets, segment_ids, position_ids, loss_weights (lists)."""
+    pieces = naive_pieces([len(d) for d in documents], row_length)
+    lengths = [p[2] for p in pieces]
+    placed, rows = (naive_bfd if strategy == "bfd" else naive_next_fit)(lengths, row_length)
+    out = {
+        "inputs": [[0] * row_length for _ in range(rows)],
+        "targets": [[0] * row_length for _ in range(rows)],
+        "segment_ids": [[-1] * row_length for _ in range(rows)],
+        "position_ids": [[0] * row_length for _ in range(rows)],
+        "loss_weights": [[0] * row_length for _ in range(rows)],
+    }
+    for (d, start, n), (row, column, segment) in zip(pieces, placed):
+        for t in range(n):
+            out["inputs"][row][column + t] = int(documents[d][start + t])
+            out["targets"][row][column + t] = int(documents[d][start + t + 1])
+            out["segment_ids"][row][column + t] = segment
+            out["position_ids"][row][column + t] = t
+            out["loss_weights"][row][column + t] = 1 if roles is None else int(roles[d][start + t + 1])
+    return out, pieces, placed
+
+
+def allowed(seg_row, i, j):
+    """The attention rule for one (query, key) pair of one row."""
+    if seg_row[i] < 0:
+        return i == j
+    return j <= i and seg_row[j] == seg_row[i]
+
+
+def naive_dense_mask(segment_ids):
+    rows, length = len(segment_ids), len(segment_ids[0]) if len(segment_ids) else 0
+    mask = np.zeros((rows, length, length), dtype=bool)
+    for b in range(rows):
+        for i in range(length):
+            for j in range(length):
+                mask[b, i, j] = allowed(segment_ids[b], i, j)
+    return mask
+
+
+def naive_additive_mask(segment_ids):
+    dense = naive_dense_mask(segment_ids)
+    additive = np.full(dense.shape, -np.inf, dtype=np.float32)
+    additive[dense] = 0.0
+    return additive
+
+
+def naive_position_ids(segment_ids):
+    out = np.zeros(np.shape(segment_ids), dtype=np.int32)
+    for b, row in enumerate(segment_ids):
+        start = 0
+        for i in range(len(row)):
+            if i > 0 and row[i] != row[i - 1]:
+                start = i
+            out[b, i] = 0 if row[i] < 0 else i - start
+    return out
+
+
+def naive_varlen(segment_ids):
+    """(cu_seqlens list, max_seqlen): every maximal run of equal ids per row is a sequence."""
+    starts = []
+    length = len(segment_ids[0]) if len(segment_ids) else 0
+    for b, row in enumerate(segment_ids):
+        for i in range(len(row)):
+            if i == 0 or row[i] != row[i - 1]:
+                starts.append(b * length + i)
+    bounds = starts + [len(segment_ids) * length]
+    longest = max((bounds[k + 1] - bounds[k] for k in range(len(bounds) - 1)), default=0)
+    return bounds, longest
+
+
+def reference_attention(values, additive_mask, segment_ids):
+    """Softmax attention with uniform scores over allowed keys; padding outputs zeroed. [B, L]."""
+    values = np.asarray(values, dtype=np.float64)
+    scores = np.zeros(additive_mask.shape) + additive_mask
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    out = np.einsum("bij,bj->bi", weights, values)
+    out[np.asarray(segment_ids) < 0] = 0.0
+    return out

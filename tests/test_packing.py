@@ -1,0 +1,214 @@
+"""Packing: exact rows for small inputs, invariants on random packs, kernels vs naive twins, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.cli import main
+from engine.corpus import Partition
+from engine.errors import ConfigurationError, PackingError
+from engine.masks import attention_mask
+from engine.packing import pack_documents, plan_packing
+from engine.store import EncodedDocument, TokenStore
+from engine.tokenizers.base import Tokenizer, register_tokenizer
+from tests.naive_packing import naive_bfd, naive_pack, naive_pieces
+
+
+def docs(*token_lists, partition=Partition.TRAIN):
+    return [EncodedDocument(f"d{i}", partition, np.array(t, np.uint32)) for i, t in enumerate(token_lists)]
+
+
+def test_abcab_inputs_and_targets():
+    packed = pack_documents(docs([0, 1, 2, 0, 1]), 4)
+    assert packed.inputs.tolist() == [[0, 1, 2, 0]]
+    assert packed.targets.tolist() == [[1, 2, 0, 1]]
+    assert packed.segment_ids.tolist() == [[0, 0, 0, 0]]
+    assert packed.position_ids.tolist() == [[0, 1, 2, 3]]
+    assert packed.loss_weights.tolist() == [[1, 1, 1, 1]]
+    assert packed.fill_efficiency == 1.0
+
+
+def test_bfd_exact_rows_padding_and_provenance():
+    # transitions: 3, 1, 5, 2 -> pieces sorted 5 (d2), 3 (d0), 2 (d3), 1 (d1) into rows of 6.
+    packed = pack_documents(docs([10, 11, 12, 13], [20, 21], [30, 31, 32, 33, 34, 35], [40, 41, 42]), 6)
+    assert packed.inputs.tolist() == [[30, 31, 32, 33, 34, 20], [10, 11, 12, 40, 41, 0]]
+    assert packed.targets.tolist() == [[31, 32, 33, 34, 35, 21], [11, 12, 13, 41, 42, 0]]
+    assert packed.segment_ids.tolist() == [[0, 0, 0, 0, 0, 1], [0, 0, 0, 1, 1, -1]]
+    assert packed.position_ids.tolist() == [[0, 1, 2, 3, 4, 0], [0, 1, 2, 0, 1, 0]]
+    assert packed.loss_weights.tolist() == [[1] * 6, [1, 1, 1, 1, 1, 0]]
+    assert packed.fill_efficiency == 11 / 12
+    assert packed.segment(1) == {
+        "row": 0, "segment_id": 1, "column": 5, "document_index": 1, "document_id": "d1", "source_start": 0, "length": 1,
+    }
+    assert packed.cu_seqlens.tolist() == [0, 5, 6, 9, 11, 12] and packed.max_seqlen == 5
+
+
+def test_sequential_next_fit_keeps_order():
+    packed = pack_documents(docs([10, 11, 12, 13], [20, 21], [30, 31, 32, 33, 34, 35], [40, 41, 42]), 6, "sequential")
+    assert packed.segment_ids.tolist() == [[0, 0, 0, 1, -1, -1], [0, 0, 0, 0, 0, -1], [0, 0, -1, -1, -1, -1]]
+    assert packed.segment_document.tolist() == [0, 1, 2, 3]
+
+
+def test_long_document_pieces_overlap_by_one_source_token():
+    tokens = list(range(100, 111))  # 11 tokens, 10 transitions
+    packed = pack_documents(docs(tokens), 4, "sequential")
+    assert packed.inputs.tolist() == [[100, 101, 102, 103], [104, 105, 106, 107], [108, 109, 0, 0]]
+    assert packed.targets.tolist() == [[101, 102, 103, 104], [105, 106, 107, 108], [109, 110, 0, 0]]
+    assert packed.segment_source_start.tolist() == [0, 4, 8]
+    assert packed.segment_length.tolist() == [4, 4, 2]
+
+
+def test_short_documents_are_skipped_and_counted():
+    packed = pack_documents(docs([5], [], [1, 2]), 3)
+    assert packed.skipped_documents.tolist() == [0, 1]
+    assert packed.inputs.tolist() == [[1, 0, 0]]
+    empty = pack_documents([], 3)
+    assert empty.rows == 0 and empty.fill_efficiency == 0.0
+
+
+def test_roles_are_shifted_with_targets():
+    # prompt 7 8 | response 9 10: flags 0 0 1 1. Input 8 predicts 9 (scored), input 7 predicts 8 (not).
+    packed = pack_documents(docs([7, 8, 9, 10]), 3, roles=[np.array([0, 0, 1, 1])])
+    assert packed.inputs.tolist() == [[7, 8, 9]]
+    assert packed.loss_weights.tolist() == [[0, 1, 1]]
+    assert packed.scored_targets == 2
+
+
+def test_input_errors_name_what_and_where():
+    with pytest.raises(PackingError, match=r"'d0' at offset 2: got 2, expected 0 or 1"):
+        pack_documents(docs([1, 2, 3]), 4, roles=[np.array([0, 1, 2])])
+    with pytest.raises(PackingError, match="'d1'.*expected 2 flags"):
+        pack_documents(docs([1, 2], [3, 4]), 4, roles=[np.array([0, 1]), np.array([1])])
+    with pytest.raises(PackingError, match="partition"):
+        pack_documents(docs([1, 2]) + docs([3, 4], partition=Partition.TEST)[:1], 4)
+    with pytest.raises(PackingError, match="'a' appears more than once"):
+        pack_documents((np.arange(4, dtype=np.uint32), np.array([0, 2, 4]), ["a", "a"]), 4)
+    with pytest.raises(PackingError, match="offsets"):
+        pack_documents((np.arange(4, dtype=np.uint32), np.array([0, 3, 2]), ["a", "b"]), 4)
+    with pytest.raises(ConfigurationError, match="row_length"):
+        pack_documents(docs([1, 2]), 0)
+    with pytest.raises(ConfigurationError, match="strategy"):
+        pack_documents(docs([1, 2]), 4, "first-fit")
+
+
+documents_strategy = st.lists(st.lists(st.integers(0, 50), max_size=30), max_size=14)
+
+
+@settings(max_examples=80, deadline=None)
+@given(documents_strategy, st.integers(1, 16), st.sampled_from(["bfd", "sequential"]), st.integers(0, 2**32 - 1))
+def test_random_packs_match_twin_and_keep_invariants(token_lists, row_length, strategy, seed):
+    rng = np.random.default_rng(seed)
+    roles = [rng.integers(0, 2, len(t)).astype(np.uint8) for t in token_lists]
+    packed = pack_documents(docs(*token_lists), row_length, strategy, roles=roles)
+    expected, pieces, _ = naive_pack(token_lists, row_length, strategy, roles)
+    for name, rows in expected.items():
+        np.testing.assert_array_equal(getattr(packed, name), np.array(rows, dtype=np.int64).reshape(-1, row_length))
+
+    # Every in-document transition is scored exactly once (role-weighted), nothing else is.
+    scored = {}
+    seg, pos = packed.segment_ids, packed.position_ids
+    for k in range(packed.segments):
+        row, column, n = packed.segment_row[k], packed.segment_column[k], packed.segment_length[k]
+        d, start = packed.segment_document[k], packed.segment_source_start[k]
+        assert (seg[row, column : column + n] == packed.segment_id[k]).all()
+        assert pos[row, column : column + n].tolist() == list(range(n))
+        for t in range(n):
+            key = (d, start + t)
+            assert key not in scored
+            scored[key] = packed.loss_weights[row, column + t]
+            assert packed.targets[row, column + t] == token_lists[d][start + t + 1]
+    all_transitions = {(d, i) for d, t in enumerate(token_lists) for i in range(len(t) - 1)}
+    assert set(scored) == all_transitions
+    assert sum(scored.values()) == sum(int(r[1:].sum()) for r in roles)
+    assert not packed.loss_weights[seg < 0].any()
+    # Segment ids unique inside each row and no attention edge across segments.
+    for row in range(packed.rows):
+        ids = [s for s in seg[row] if s >= 0]
+        assert ids == sorted(ids) and len(set(ids)) == len({(s) for s in ids})
+    if packed.rows:
+        mask = attention_mask(seg, device="cpu")
+        b, i, j = np.nonzero(mask)
+        real = seg[b, i] >= 0
+        assert (seg[b, i][real] == seg[b, j][real]).all() and (j[real] <= i[real]).all()
+        assert (i[~real] == j[~real]).all()
+    assert packed.fill_efficiency == pytest.approx(sum(len(t) - 1 for t in token_lists if len(t) > 1) / max(1, packed.inputs.size))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 300), max_size=200), st.integers(1, 64))
+def test_plan_matches_plain_python_bfd(lengths, row_length):
+    plan = plan_packing(np.array(lengths, np.int64), row_length)
+    pieces = naive_pieces(lengths, row_length)
+    placed, rows = naive_bfd([p[2] for p in pieces], row_length)
+    assert plan.rows == rows
+    assert list(zip(plan.piece_row.tolist(), plan.piece_column.tolist(), plan.piece_segment.tolist())) == placed
+    assert list(zip(plan.piece_document.tolist(), plan.piece_source_start.tolist(), plan.piece_length.tolist())) == pieces
+
+
+def test_plan_on_a_larger_lognormal_sample():
+    rng = np.random.default_rng(3)
+    lengths = np.clip(np.round(rng.lognormal(np.log(500) - 0.5, 1.0, 3000)), 1, 8192).astype(np.int64)
+    plan = plan_packing(lengths, 2048)
+    pieces = naive_pieces(lengths.tolist(), 2048)
+    placed, rows = naive_bfd([p[2] for p in pieces], 2048)
+    assert plan.rows == rows
+    assert list(zip(plan.piece_row.tolist(), plan.piece_column.tolist(), plan.piece_segment.tolist())) == placed
+    assert plan.fill_efficiency > 0.99
+
+
+@register_tokenizer
+class PackTestBytes(Tokenizer):
+    """UTF-8 bytes shifted past the specials: id = byte + 2."""
+
+    kind = "test-pack-bytes"
+
+    def _encode(self, text, document_id):
+        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.uint32) + 2
+
+    def decode(self, ids):
+        return bytes(int(i) - 2 for i in ids if int(i) >= 2).decode("utf-8")
+
+    def tokenize(self, text):
+        return list(text)
+
+    @property
+    def vocab_size(self):
+        return 258
+
+    def _payload(self):
+        return {}
+
+    @classmethod
+    def _from_payload(cls, payload):
+        return cls()
+
+
+def test_pack_command_writes_parquet_atomically(tmp_path):
+    tok = PackTestBytes()
+    texts = {"a": "hello world", "b": "hi", "c": "packing rows of eight tokens"}
+    encoded = [EncodedDocument(i, Partition.TRAIN, tok.encode_document(t, i)) for i, t in texts.items()]
+    store = TokenStore.write(tmp_path / "store", {Partition.TRAIN: encoded}, tok)
+    expected = pack_documents(store, 8, split="train")
+    out = tmp_path / "packed"
+    result = CliRunner().invoke(main, ["pack", str(tmp_path / "store"), "--row-length", "8", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["rows"] == expected.rows and report["segments"] == expected.segments
+    assert report["fill_efficiency"] == pytest.approx(expected.fill_efficiency)
+    table = pq.read_table(out / "rows.parquet")
+    assert table.column_names == ["inputs", "targets", "segment_ids", "position_ids", "loss_weights"]
+    assert table.column("inputs").to_pylist() == expected.inputs.tolist()
+    assert table.column("segment_ids").to_pylist() == expected.segment_ids.tolist()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    text = CliRunner().invoke(main, ["pack", str(tmp_path / "store"), "--row-length", "8"])
+    assert "fill efficiency" in text.output
+    bad = CliRunner().invoke(main, ["pack", str(tmp_path / "store"), "--row-length", "0"])
+    assert bad.exit_code == 2 and "row_length" in bad.output
+    assert "Example:" in CliRunner().invoke(main, ["pack", "--help"]).output
