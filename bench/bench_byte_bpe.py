@@ -1,0 +1,82 @@
+"""pytest-benchmark: byte-level BPE encode and train, engine beside tiktoken and HF in one run.
+
+Run: ``pytest bench/bench_byte_bpe.py --benchmark-only``. Uses 3 MB of the standard library and
+a 4,096 vocabulary so it finishes in seconds; ``python bench/peers_byte_bpe.py`` runs full size.
+"""
+
+import os
+
+import pytest
+
+from peers_byte_bpe import stdlib_texts, trained_tokenizer
+from engine.tokenizers.byte_bpe import ByteBpeTrainer
+from engine.tokenizers.pretokenize import PATTERNS
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return stdlib_texts(3_000_000)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(corpus):
+    tok = trained_tokenizer(corpus, 4096, "quick")
+    tok.encode_batch(corpus[:3])  # compile before timing
+    return tok
+
+
+@pytest.mark.benchmark(group="encode-1-thread")
+def test_engine_encode(benchmark, tokenizer, corpus):
+    benchmark(tokenizer.encode_batch, corpus, threads=1)
+
+
+@pytest.mark.benchmark(group="encode-1-thread")
+def test_tiktoken_encode_ordinary(benchmark, tokenizer, corpus):
+    tiktoken = pytest.importorskip("tiktoken")
+    ranks = {t: i for i, t in enumerate(tokenizer.tokens) if t is not None}
+    enc = tiktoken.Encoding("bench", pat_str=PATTERNS["gpt2"], mergeable_ranks=ranks, special_tokens={})
+    benchmark(lambda: [enc.encode_ordinary(t) for t in corpus])
+
+
+@pytest.mark.benchmark(group="encode-all-threads")
+def test_engine_encode_threads(benchmark, tokenizer, corpus):
+    benchmark(tokenizer.encode_batch, corpus, threads=os.cpu_count() or 1)
+
+
+@pytest.mark.benchmark(group="encode-all-threads")
+def test_tiktoken_encode_ordinary_batch(benchmark, tokenizer, corpus):
+    tiktoken = pytest.importorskip("tiktoken")
+    ranks = {t: i for i, t in enumerate(tokenizer.tokens) if t is not None}
+    enc = tiktoken.Encoding("bench", pat_str=PATTERNS["gpt2"], mergeable_ranks=ranks, special_tokens={})
+    benchmark(enc.encode_ordinary_batch, corpus, num_threads=os.cpu_count() or 1)
+
+
+@pytest.mark.benchmark(group="train-4096")
+def test_engine_train(benchmark, corpus):
+    ByteBpeTrainer(vocab_size=300, tie_break="hf").train(corpus[:2])
+    benchmark.pedantic(lambda: ByteBpeTrainer(vocab_size=4096, tie_break="hf").train(corpus), rounds=2)
+
+
+@pytest.mark.benchmark(group="train-4096")
+def test_hf_train(benchmark, corpus):
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import pre_tokenizers, trainers
+
+    def train():
+        model = tokenizers.Tokenizer(tokenizers.models.BPE())
+        model.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        model.train_from_iterator(corpus, trainers.BpeTrainer(
+            vocab_size=4096, special_tokens=["<bos>", "<eos>"], show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+
+    benchmark.pedantic(train, rounds=2)
+
+
+@pytest.mark.benchmark(group="long-piece")
+@pytest.mark.parametrize("length", [100_000, 1_000_000])
+def test_engine_long_run_of_one_letter(benchmark, tokenizer, length):
+    text = "a" * length
+    tokenizer.encode(text)
+    benchmark(tokenizer.encode, text)

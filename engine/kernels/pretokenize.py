@@ -1,0 +1,212 @@
+"""Pre-tokenizer scanners: split UTF-8 bytes exactly as the GPT-2 / cl100k regexes do.
+
+Each pattern is an ordered alternation; at a piece start the scanners try the alternatives in
+the regex's order and return where the first matching one ends, reproducing greedy, possessive
+and backtracking behaviour by hand:
+
+- ``\\s+(?!\\S)`` on a whitespace run ``[pos, e)``: the whole run at end of input, otherwise the
+  run minus its last character when that leaves at least one character (else ``\\s+`` takes it).
+- ``\\s*[\\r\\n]`` (cl100k): the run up to and including its last ``\\r``/``\\n``.
+- ``[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+`` (cl100k): the possessive optional character is taken
+  whenever it is in the class, so the alternative fails if no letter follows it.
+
+Input is valid UTF-8 (from ``str.encode``); classes come from ``unicode_tables`` (uint8 flags per
+code point). Cost: one pass over the bytes, O(1) per byte plus one lookahead per whitespace run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+GPT2 = 0
+CL100K = 1
+
+LETTER = 1
+NUMBER = 2
+SPACE = 4
+CR_LF = 8
+ASCII_SPACE = 16
+LETTER_NUMBER_SPACE = 7
+LETTER_NUMBER_CR_LF = 11
+
+
+@njit(cache=True, nogil=True, inline="always")
+def code_point_at(buf, i):
+    """(code point, byte width) of the UTF-8 character starting at ``buf[i]``."""
+    b0 = np.int64(buf[i])
+    if b0 < 0x80:
+        return b0, 1
+    if b0 < 0xE0:
+        return ((b0 & 0x1F) << 6) | (np.int64(buf[i + 1]) & 0x3F), 2
+    if b0 < 0xF0:
+        return ((b0 & 0x0F) << 12) | ((np.int64(buf[i + 1]) & 0x3F) << 6) | (np.int64(buf[i + 2]) & 0x3F), 3
+    return (
+        ((b0 & 0x07) << 18)
+        | ((np.int64(buf[i + 1]) & 0x3F) << 12)
+        | ((np.int64(buf[i + 2]) & 0x3F) << 6)
+        | (np.int64(buf[i + 3]) & 0x3F)
+    ), 4
+
+
+@njit(cache=True, nogil=True, inline="always")
+def class_at(buf, i, classes):
+    """(class flags, byte width) of the character at ``buf[i]``."""
+    b0 = buf[i]
+    if b0 < 0x80:
+        return np.int64(classes[b0]), 1
+    cp, width = code_point_at(buf, i)
+    return np.int64(classes[cp]), width
+
+
+@njit(cache=True, nogil=True, inline="always")
+def run_end(buf, i, end, classes, want):
+    """First position >= i in [i, end) whose character has none of the ``want`` flags."""
+    while i < end:
+        flags, width = class_at(buf, i, classes)
+        if (flags & want) == 0:
+            break
+        i += width
+    return i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def other_run_end(buf, i, end, classes):
+    """End of the run of characters that are not letters, numbers or whitespace."""
+    while i < end:
+        flags, width = class_at(buf, i, classes)
+        if (flags & LETTER_NUMBER_SPACE) != 0:
+            break
+        i += width
+    return i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def whitespace_piece_end(buf, pos, end, classes, cl100k):
+    """End of ``\\s*[\\r\\n]`` (cl100k only), else ``\\s+(?!\\S)``, else ``\\s+`` at ``pos``."""
+    i = pos
+    last_start = pos
+    last_newline_end = -1
+    while i < end:
+        flags, width = class_at(buf, i, classes)
+        if (flags & SPACE) == 0:
+            break
+        if flags & CR_LF:
+            last_newline_end = i + width
+        last_start = i
+        i += width
+    if cl100k and last_newline_end >= 0:
+        return last_newline_end
+    if i == end or last_start == pos:
+        return i
+    return last_start
+
+
+@njit(cache=True, nogil=True, inline="always")
+def lower_ascii(b):
+    if 65 <= b <= 90:
+        return b + 32
+    return b
+
+
+@njit(cache=True, nogil=True)
+def gpt2_piece_end(buf, pos, end, classes):
+    """End of the GPT-2 piece starting at ``pos`` (``pos < end``)."""
+    b0 = buf[pos]
+    if b0 == 39 and pos + 1 < end:  # 's 't 'm 'd 're 've 'll (lower case only)
+        b1 = buf[pos + 1]
+        if b1 == 115 or b1 == 116 or b1 == 109 or b1 == 100:
+            return pos + 2
+        if pos + 2 < end:
+            b2 = buf[pos + 2]
+            if (b1 == 114 and b2 == 101) or (b1 == 118 and b2 == 101) or (b1 == 108 and b2 == 108):
+                return pos + 3
+    flags, width = class_at(buf, pos, classes)
+    start = pos
+    if (flags & ASCII_SPACE) and pos + 1 < end:
+        flags, width = class_at(buf, pos + 1, classes)
+        start = pos + 1
+        if (flags & SPACE) != 0:  # " " before whitespace: no optional-space alternative applies
+            return whitespace_piece_end(buf, pos, end, classes, False)
+    if flags & LETTER:
+        return run_end(buf, start + width, end, classes, LETTER)
+    if flags & NUMBER:
+        return run_end(buf, start + width, end, classes, NUMBER)
+    if (flags & SPACE) == 0:
+        return other_run_end(buf, start + width, end, classes)
+    return whitespace_piece_end(buf, pos, end, classes, False)
+
+
+@njit(cache=True, nogil=True)
+def cl100k_piece_end(buf, pos, end, classes):
+    """End of the cl100k piece starting at ``pos`` (``pos < end``)."""
+    b0 = buf[pos]
+    if b0 == 39 and pos + 1 < end:  # '(?i:[sdmt]|ll|ve|re)
+        b1 = lower_ascii(buf[pos + 1])
+        if b1 == 115 or b1 == 100 or b1 == 109 or b1 == 116:
+            return pos + 2
+        if buf[pos + 1] == 0xC5 and pos + 2 < end and buf[pos + 2] == 0xBF:  # U+017F folds to "s"
+            return pos + 3
+        if pos + 2 < end:
+            b2 = lower_ascii(buf[pos + 2])
+            if (b1 == 108 and b2 == 108) or (b1 == 118 and b2 == 101) or (b1 == 114 and b2 == 101):
+                return pos + 3
+    flags, width = class_at(buf, pos, classes)
+    # [^\r\n\p{L}\p{N}]?+\p{L}+
+    if flags & LETTER:
+        return run_end(buf, pos + width, end, classes, LETTER)
+    if (flags & LETTER_NUMBER_CR_LF) == 0 and pos + width < end:
+        next_flags, next_width = class_at(buf, pos + width, classes)
+        if next_flags & LETTER:
+            return run_end(buf, pos + width + next_width, end, classes, LETTER)
+    # \p{N}{1,3}
+    if flags & NUMBER:
+        i = pos + width
+        for _ in range(2):
+            if i >= end:
+                break
+            next_flags, next_width = class_at(buf, i, classes)
+            if (next_flags & NUMBER) == 0:
+                break
+            i += next_width
+        return i
+    #  ?[^\s\p{L}\p{N}]++[\r\n]*
+    start = -1
+    if (flags & LETTER_NUMBER_SPACE) == 0:
+        start = pos + width
+    elif (flags & ASCII_SPACE) and pos + 1 < end:
+        next_flags, next_width = class_at(buf, pos + 1, classes)
+        if (next_flags & LETTER_NUMBER_SPACE) == 0:
+            start = pos + 1 + next_width
+    if start >= 0:
+        i = other_run_end(buf, start, end, classes)
+        while i < end and (buf[i] == 13 or buf[i] == 10):
+            i += 1
+        return i
+    return whitespace_piece_end(buf, pos, end, classes, True)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def piece_end(buf, pos, end, classes, pattern):
+    if pattern == CL100K:
+        return cl100k_piece_end(buf, pos, end, classes)
+    return gpt2_piece_end(buf, pos, end, classes)
+
+
+@njit(cache=True, nogil=True)
+def pretokenize_ends(buf, document_offsets, classes, pattern, out_ends):
+    """Write the end byte offset of every piece of every document into ``out_ends``.
+
+    ``document_offsets`` (int64, documents + 1) cut ``buf`` into documents; pieces never cross
+    a document boundary, so piece ``i`` spans ``[out_ends[i-1], out_ends[i])`` (0 for ``i = 0``).
+    ``out_ends`` needs ``len(buf)`` entries. Returns the number of pieces.
+    """
+    count = 0
+    for d in range(document_offsets.shape[0] - 1):
+        pos = document_offsets[d]
+        end = document_offsets[d + 1]
+        while pos < end:
+            pos = piece_end(buf, pos, end, classes, pattern)
+            out_ends[count] = pos
+            count += 1
+    return count

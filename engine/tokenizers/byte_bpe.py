@@ -1,0 +1,392 @@
+"""Byte-level BPE: the frozen tokenizer (kind ``"bpe-byte"``) and its trainer.
+
+A tokenizer is a vocabulary of byte strings with ids, a pre-tokenizer pattern, and the order in
+which pairs merge. Two merge rules, chosen by where the vocabulary came from:
+
+- ``merges`` given (trained here, or a ``tokenizer.json``): pair (a, b) merges with priority =
+  its position in ``merges`` (GPT-2 / Hugging Face semantics);
+- no ``merges`` (a tiktoken file): any two adjacent parts whose concatenation is a token merge,
+  with priority = that token's rank, and a piece that is itself a token is that token (tiktoken
+  semantics).
+
+Encoding runs in ``engine.kernels.byte_bpe_encode`` (nogil); ``encode_batch`` spreads documents
+over threads and gives the same ids for any thread count. Ids of a trained tokenizer:
+``<bos>`` = 0, ``<eos>`` = 1, byte b = 2 + b, then one id per new token in merge order.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from engine.errors import TokenizerError
+from engine.kernels.byte_bpe_encode import EMPTY_KEY, build_pair_table, build_token_map, encode_kernel
+from engine.kernels.byte_bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
+from engine.kernels.pretokenize import pretokenize_ends
+from engine.tokenizers.base import Tokenizer, _iter_texts, register_tokenizer
+from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
+from engine.tokenizers.unicode_tables import code_point_classes
+
+__all__ = ["ByteBpeTokenizer", "ByteBpeTrainer", "bytes_to_unicode"]
+
+
+@functools.lru_cache(maxsize=1)
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from the 256 bytes to printable characters (used by tokenizer.json)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    mapping = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in mapping:
+            mapping[b] = chr(256 + extra)
+            extra += 1
+    return mapping
+
+
+def _power_of_two_at_least(n: int) -> int:
+    size = 16
+    while size < n:
+        size <<= 1
+    return size
+
+
+@register_tokenizer
+class ByteBpeTokenizer(Tokenizer):
+    """Frozen byte-level BPE. ``tokens[id]`` is the byte string of ``id`` (``None`` for specials)."""
+
+    kind = "bpe-byte"
+
+    def __init__(
+        self,
+        tokens: Sequence[bytes | None],
+        *,
+        merges: Sequence[tuple[int, int]] | None = None,
+        specials: dict[str, int] | None = None,
+        pattern: str = "gpt2",
+        bos: str = "<bos>",
+        eos: str = "<eos>",
+        whole_piece_first: bool | None = None,
+    ):
+        self.pattern = pattern
+        self._pattern_code = pattern_code(pattern)
+        self.tokens = [None if t is None else bytes(t) for t in tokens]
+        self.specials = dict(specials if specials is not None else {"<bos>": 0, "<eos>": 1})
+        self.merges = None if merges is None else [(int(a), int(b)) for a, b in merges]
+        self.whole_piece_first = (self.merges is None) if whole_piece_first is None else bool(whole_piece_first)
+        for name, value in (("bos", bos), ("eos", eos)):
+            if value not in self.specials:
+                raise TokenizerError(f"{name} token {value!r} is not a special token (specials: {sorted(self.specials)})")
+        self.bos, self.eos = bos, eos
+        self.bos_id, self.eos_id = self.specials[bos], self.specials[eos]
+        self._build_tables()
+
+    # -- tables -------------------------------------------------------------------------------
+    def _build_tables(self) -> None:
+        size = max(len(self.tokens), max(self.specials.values(), default=-1) + 1)
+        for name, i in self.specials.items():
+            if i < len(self.tokens) and self.tokens[i] is not None:
+                raise TokenizerError(f"special token {name!r} has id {i}, which is also the id of a byte token")
+        id_of = {}
+        for i, t in enumerate(self.tokens):
+            if t is None:
+                continue
+            if len(t) == 0:
+                raise TokenizerError(f"token id {i} is the empty byte string (expected at least one byte)")
+            if t in id_of:
+                raise TokenizerError(f"token ids {id_of[t]} and {i} have the same bytes {t!r} (expected distinct tokens)")
+            id_of[t] = i
+        byte_ids = np.empty(256, dtype=np.int64)
+        for b in range(256):
+            i = id_of.get(bytes([b]))
+            if i is None:
+                raise TokenizerError(f"vocabulary lacks the single byte 0x{b:02x} (a byte-level vocabulary needs all 256)")
+            byte_ids[b] = i
+        lefts, rights, merged, priorities = [], [], [], []
+        if self.merges is not None:
+            for k, (a, b) in enumerate(self.merges):
+                if not (0 <= a < len(self.tokens) and 0 <= b < len(self.tokens)) or self.tokens[a] is None or self.tokens[b] is None:
+                    raise TokenizerError(f"merge {k} ({a}, {b}) names an id that is not a byte token")
+                target = id_of.get(self.tokens[a] + self.tokens[b])
+                if target is None:
+                    raise TokenizerError(f"merge {k} ({a}, {b}) makes {self.tokens[a] + self.tokens[b]!r}, which is not in the vocabulary")
+                lefts.append(a), rights.append(b), merged.append(target), priorities.append(k)
+        else:
+            for t, i in id_of.items():
+                for cut in range(1, len(t)):
+                    a, b = id_of.get(t[:cut]), id_of.get(t[cut:])
+                    if a is not None and b is not None:
+                        lefts.append(a), rights.append(b), merged.append(i), priorities.append(i)
+        capacity = _power_of_two_at_least(2 * len(lefts) + 1)
+        self._pair_keys = np.full(capacity, EMPTY_KEY, dtype=np.uint64)
+        self._pair_values = np.zeros(capacity, dtype=np.int64)
+        self._pair_priorities = np.zeros(capacity, dtype=np.int64)
+        build_pair_table(
+            np.asarray(lefts, dtype=np.int64), np.asarray(rights, dtype=np.int64),
+            np.asarray(merged, dtype=np.int64), np.asarray(priorities, dtype=np.int64),
+            self._pair_keys, self._pair_values, self._pair_priorities,
+        )
+        self._byte_ids = byte_ids
+        lengths = np.zeros(size, dtype=np.int64)
+        for i, t in enumerate(self.tokens):
+            if t is not None:
+                lengths[i] = len(t)
+        self._token_offsets = np.zeros(size + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self._token_offsets[1:])
+        self._token_pool = np.frombuffer(b"".join(t for t in self.tokens if t is not None), dtype=np.uint8)
+        self._token_slots = np.full(_power_of_two_at_least(2 * len(id_of) + 1) if self.whole_piece_first else 1, -1, dtype=np.int64)
+        if self.whole_piece_first:
+            build_token_map(self._token_pool, self._token_offsets, self._token_slots)
+        self._size = size
+
+    # -- encoding -----------------------------------------------------------------------------
+    def _run(self, buf: np.ndarray, document_offsets: np.ndarray, wrap: bool) -> tuple[np.ndarray, np.ndarray]:
+        documents = document_offsets.shape[0] - 1
+        out = np.empty(buf.shape[0] + 2 * documents, dtype=np.uint32)
+        out_offsets = np.empty(documents + 1, dtype=np.int64)
+        count = encode_kernel(
+            buf, document_offsets, code_point_classes(), self._pattern_code, self._byte_ids,
+            self._pair_keys, self._pair_values, self._pair_priorities, self.whole_piece_first,
+            self._token_pool, self._token_offsets, self._token_slots, self.bos_id, self.eos_id, wrap,
+            out, out_offsets,
+        )
+        return out[:count], out_offsets
+
+    def _encode(self, text: str, document_id: str | None) -> np.ndarray:
+        data = utf8_bytes(text, document_id)
+        ids, _ = self._run(np.frombuffer(data, dtype=np.uint8), np.array([0, len(data)], dtype=np.int64), False)
+        return ids.copy()
+
+    def _encode_chunks(self, texts: Sequence[str], document_ids: Sequence[str] | None, threads: int, wrap: bool):
+        encoded = [utf8_bytes(t, None if document_ids is None else document_ids[i]) for i, t in enumerate(texts)]
+        total = sum(len(e) for e in encoded)
+        chunks = []
+        target = max(total // max(4 * threads, 1), 1 << 16)
+        start, size = 0, 0
+        for i, e in enumerate(encoded):
+            size += len(e)
+            if size >= target or i == len(encoded) - 1:
+                chunks.append((start, i + 1))
+                start, size = i + 1, 0
+
+        def run(bounds):
+            lo, hi = bounds
+            part = encoded[lo:hi]
+            offsets = np.zeros(hi - lo + 1, dtype=np.int64)
+            np.cumsum([len(e) for e in part], out=offsets[1:])
+            return self._run(np.frombuffer(b"".join(part), dtype=np.uint8), offsets, wrap)
+
+        if threads <= 1 or len(chunks) <= 1:
+            return [run(c) for c in chunks]
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            return list(pool.map(run, chunks))
+
+    def encode_batch(self, texts: Sequence[str], *, threads: int = 1) -> list[np.ndarray]:
+        """Content ids of each text (uint32 arrays); identical for every ``threads``."""
+        out = []
+        for ids, offsets in self._encode_chunks(list(texts), None, threads, False):
+            out.extend(ids[offsets[i]:offsets[i + 1]].copy() for i in range(offsets.shape[0] - 1))
+        return out
+
+    def encode_documents(self, texts: Sequence[str], document_ids: Sequence[str] | None = None,
+                         *, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """``(values uint32, offsets int64)`` of the wrapped documents ``[BOS, ids..., EOS]``."""
+        texts = list(texts)
+        results = self._encode_chunks(texts, document_ids, threads, True)
+        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+        at, base = 0, 0
+        for ids, chunk_offsets in results:
+            n = chunk_offsets.shape[0] - 1
+            offsets[at + 1:at + n + 1] = chunk_offsets[1:] + base
+            at, base = at + n, base + ids.shape[0]
+        values = np.concatenate([ids for ids, _ in results]) if results else np.empty(0, dtype=np.uint32)
+        return values, offsets
+
+    # -- decoding -----------------------------------------------------------------------------
+    def decode_bytes(self, ids: Sequence[int] | np.ndarray) -> bytes:
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= self._size):
+            bad = int(ids[(ids < 0) | (ids >= self._size)][0])
+            raise TokenizerError(f"token id {bad} is outside the vocabulary (expected 0..{self._size - 1})")
+        starts, ends = self._token_offsets[ids], self._token_offsets[ids + 1]
+        pool = self._token_pool.tobytes()
+        return b"".join(pool[s:e] for s, e in zip(starts.tolist(), ends.tolist()))
+
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        data = self.decode_bytes(ids)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TokenizerError(f"decoded bytes are not valid UTF-8 at byte {exc.start} (use decode_bytes for partial sequences)") from None
+
+    def tokenize(self, text: str) -> list[str]:
+        """Pieces in GPT-2's printable byte alphabet (a space shows as ``Ġ``), as tokenizer.json writes them."""
+        table = bytes_to_unicode()
+        return ["".join(table[b] for b in self.tokens[i]) for i in self.encode(text).tolist()]
+
+    @property
+    def vocab_size(self) -> int:
+        return self._size
+
+    # -- file format --------------------------------------------------------------------------
+    def _payload(self) -> dict:
+        return {
+            "pattern": self.pattern,
+            "tokens": [None if t is None else base64.b64encode(t).decode("ascii") for t in self.tokens],
+            "merges": None if self.merges is None else [list(m) for m in self.merges],
+            "specials": dict(sorted(self.specials.items(), key=lambda kv: kv[1])),
+            "bos": self.bos,
+            "eos": self.eos,
+            "whole_piece_first": self.whole_piece_first,
+        }
+
+    @classmethod
+    def _from_payload(cls, payload: dict) -> "ByteBpeTokenizer":
+        tokens = [None if t is None else base64.b64decode(t, validate=True) for t in payload["tokens"]]
+        merges = payload.get("merges")
+        return cls(
+            tokens,
+            merges=None if merges is None else [tuple(m) for m in merges],
+            specials={str(k): int(v) for k, v in payload["specials"].items()},
+            pattern=payload["pattern"],
+            bos=payload["bos"],
+            eos=payload["eos"],
+            whole_piece_first=bool(payload["whole_piece_first"]),
+        )
+
+
+class ByteBpeTrainer:
+    """Trains byte-level BPE on any iterable of texts (streamed in batches of ~4 MB).
+
+    Words are the pre-tokenizer's pieces, counted as types (int64 counts, numbered by first
+    appearance); merges then run incrementally in ``engine.kernels.byte_bpe_train``.
+
+    ``vocab_size`` counts everything: the specials, the 256 bytes and one id per new token, so
+    the default specials leave ``vocab_size - 258`` new tokens (fewer only if pairs run out).
+    ``merges`` caps the number of merges instead; either or both may be given. A merge whose
+    bytes equal an existing token reuses that token's id, as Hugging Face does.
+
+    ``tie_break="first"``: among equally frequent pairs, the one occurring first (rank of the word
+    type's first appearance, then byte offset in the word). ``tie_break="hf"``: the smaller pair
+    in Hugging Face ``tokenizers``' ids (bytes ordered by their GPT-2 printable character, new
+    tokens by creation), which reproduces its BpeTrainer's merge list.
+    """
+
+    def __init__(self, merges: int | None = None, *, vocab_size: int | None = None, pattern: str = "gpt2",
+                 tie_break: str = "first", special_tokens: Sequence[str] = ("<bos>", "<eos>")):
+        pattern_code(pattern)
+        if tie_break not in ("first", "hf"):
+            raise TokenizerError(f"unknown tie_break {tie_break!r} (expected 'first' or 'hf')")
+        special_tokens = tuple(special_tokens)
+        if not special_tokens or len(set(special_tokens)) != len(special_tokens):
+            raise TokenizerError(f"special_tokens {special_tokens!r}: expected at least one, all distinct")
+        if merges is None and vocab_size is None:
+            raise TokenizerError("give merges=N or vocab_size=V (the vocabulary size, specials and bytes included)")
+        if merges is not None and merges < 0:
+            raise TokenizerError(f"merges={merges}: expected a count >= 0")
+        if vocab_size is not None and vocab_size < len(special_tokens) + 256:
+            raise TokenizerError(
+                f"vocab_size={vocab_size} is smaller than the {len(special_tokens)} specials plus 256 bytes "
+                f"(expected >= {len(special_tokens) + 256})")
+        self.merges, self.vocab_size, self.pattern = merges, vocab_size, pattern
+        self.tie_break, self.special_tokens = tie_break, special_tokens
+        self.history: list[int] = []
+        self.initial_tokens = 0
+
+    def count_words(self, texts: Iterable[str] | str) -> "WordCounts":
+        """Word types of ``texts`` with their counts, streamed batch by batch."""
+        counts = WordCounts(self.pattern)
+        batch, size = [], 0
+        for index, text in enumerate(_iter_texts(texts)):
+            if not isinstance(text, str):
+                raise TokenizerError(f"training text #{index}: expected str, got {type(text).__name__}")
+            data = utf8_bytes(text, index, "training text")
+            batch.append(data)
+            size += len(data)
+            if size >= BATCH_BYTES:
+                counts.add(batch)
+                batch, size = [], 0
+        counts.add(batch)
+        return counts
+
+    def train(self, texts: Iterable[str] | str) -> ByteBpeTokenizer:
+        words = self.count_words(texts)
+        specials = len(self.special_tokens)
+        max_new = (self.vocab_size - specials - 256) if self.vocab_size is not None else self.merges
+        max_merges = self.merges if self.merges is not None else 2 * max_new + 1024
+        out = [np.empty(max(max_merges, 1), dtype=np.int64) for _ in range(4)]
+        table = bytes_to_unicode()
+        ranked = sorted(range(256), key=lambda b: ord(table[b]))
+        byte_order = np.empty(256, dtype=np.int64)
+        byte_order[ranked] = np.arange(256)
+        total = train_merges(
+            words.starts, words.pool, words.counts, words.total, byte_order,
+            TIE_HF if self.tie_break == "hf" else TIE_FIRST, max_merges, max_new, *out)
+        left, right, merged, history = (a[:total].tolist() for a in out)
+        tokens: list[bytes | None] = [None] * specials + [bytes([b]) for b in range(256)]
+        for a, b, t in zip(left, right, merged):
+            if t + specials == len(tokens):  # a new token (not the bytes of an existing one)
+                tokens.append(tokens[a + specials] + tokens[b + specials])
+        self.history = history
+        self.initial_tokens = int(words.total_bytes)
+        names = self.special_tokens
+        return ByteBpeTokenizer(
+            tokens,
+            merges=[(a + specials, b + specials) for a, b in zip(left, right)],
+            specials={name: i for i, name in enumerate(names)},
+            pattern=self.pattern,
+            bos="<bos>" if "<bos>" in names else names[0],
+            eos="<eos>" if "<eos>" in names else names[-1],
+        )
+
+
+BATCH_BYTES = 4 << 20
+
+
+class WordCounts:
+    """Word types (bytes in ``pool[starts[w]:starts[w+1]]``) and int64 ``counts``, grown batch by batch."""
+
+    def __init__(self, pattern: str):
+        self.code = pattern_code(pattern)
+        self.slots = np.full(1 << 16, -1, dtype=np.int64)
+        self.hashes = np.empty(1 << 15, dtype=np.uint64)
+        self.starts = np.zeros((1 << 15) + 1, dtype=np.int64)
+        self.counts = np.empty(1 << 15, dtype=np.int64)
+        self.pool = np.empty(1 << 20, dtype=np.uint8)
+        self.total = 0
+        self.pool_used = 0
+        self.total_bytes = 0
+
+    def add(self, batch: list[bytes]) -> None:
+        if not batch:
+            return
+        buf = np.frombuffer(b"".join(batch), dtype=np.uint8)
+        offsets = np.zeros(len(batch) + 1, dtype=np.int64)
+        np.cumsum([len(d) for d in batch], out=offsets[1:])
+        ends = np.empty(buf.shape[0], dtype=np.int64)
+        pieces = pretokenize_ends(buf, offsets, code_point_classes(), self.code, ends)
+        ends = ends[:pieces]
+        self.total_bytes += buf.shape[0]
+        piece, start = 0, 0
+        while True:
+            piece, start, self.total, self.pool_used = count_pieces(
+                buf, ends, piece, start, self.slots, self.hashes, self.starts, self.pool,
+                self.counts, self.total, self.pool_used)
+            if piece >= pieces:
+                return
+            self._grow(buf.shape[0] - start)
+
+    def _grow(self, pending_bytes: int) -> None:
+        if self.total + 1 >= min(self.counts.shape[0], self.slots.shape[0] // 2):
+            size = 2 * self.counts.shape[0]
+            self.hashes = np.concatenate([self.hashes, np.empty(size - self.hashes.shape[0], dtype=np.uint64)])
+            self.counts = np.concatenate([self.counts, np.empty(size - self.counts.shape[0], dtype=np.int64)])
+            self.starts = np.concatenate([self.starts, np.zeros(size + 1 - self.starts.shape[0], dtype=np.int64)])
+            self.slots = np.full(2 * size, -1, dtype=np.int64)
+            rehash_words(self.slots, self.hashes, self.total)
+        if self.pool_used + pending_bytes > self.pool.shape[0]:
+            size = max(2 * self.pool.shape[0], self.pool_used + pending_bytes)
+            self.pool = np.concatenate([self.pool, np.empty(size - self.pool.shape[0], dtype=np.uint8)])

@@ -1,0 +1,233 @@
+"""Import and export byte-level BPE as tiktoken rank files and Hugging Face ``tokenizer.json``.
+
+- tiktoken: one ``<base64 bytes> <rank>`` per line; the rank is the id. Specials are not in the
+  file and are passed in. Imported tokenizers keep tiktoken's rule (merge any adjacent parts
+  whose concatenation is a token, lowest rank first; a piece that is a token is that token).
+- tokenizer.json: a ``BPE`` model whose vocabulary is written in GPT-2's printable byte alphabet
+  (``bytes_to_unicode``), merges as ``"a b"`` strings or ``["a", "b"]`` pairs (both read), a
+  ``ByteLevel`` pre-tokenizer (gpt2) or ``Split(regex) + ByteLevel(use_regex=false)``.
+  Imported tokenizers keep the file's merge order and ids.
+
+Every loader raises ``TokenizerError`` naming the file (and line for tiktoken) on bad input.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+from pathlib import Path
+
+from engine.errors import TokenizerError
+from engine.tokenizers.byte_bpe import ByteBpeTokenizer, bytes_to_unicode
+from engine.tokenizers.pretokenize import PATTERNS
+
+__all__ = ["load_tiktoken", "save_tiktoken", "load_hf_tokenizer_json", "save_hf_tokenizer_json", "merges_from_ranks"]
+
+# tiktoken spells the GPT-2 pattern with a grouped contraction; both split identically.
+_PATTERN_NAMES = {PATTERNS["gpt2"]: "gpt2", PATTERNS["cl100k"]: "cl100k",
+                  r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""": "gpt2"}
+ENDOFTEXT = "<|endoftext|>"
+
+
+def _choose_wrappers(specials: dict[str, int], bos: str | None, eos: str | None, source: str) -> tuple[str, str]:
+    """The special tokens that wrap documents: given names, else a conventional default."""
+    if bos is None and eos is None:
+        if ENDOFTEXT in specials:
+            bos = eos = ENDOFTEXT
+        elif "<bos>" in specials and "<eos>" in specials:
+            bos, eos = "<bos>", "<eos>"
+        elif len(specials) == 1:
+            bos = eos = next(iter(specials))
+        else:
+            raise TokenizerError(
+                f"{source}: cannot tell which special tokens wrap documents among {sorted(specials)}; "
+                "pass bos= and eos= (CLI: --bos/--eos)")
+    bos = eos if bos is None else bos
+    eos = bos if eos is None else eos
+    for name, value in (("bos", bos), ("eos", eos)):
+        if value not in specials:
+            raise TokenizerError(f"{source}: {name} token {value!r} is not a special token (specials: {sorted(specials)})")
+    return bos, eos
+
+
+def load_tiktoken(path: str | os.PathLike, *, pattern: str = "gpt2", special_tokens: dict[str, int] | None = None,
+                  bos: str | None = None, eos: str | None = None) -> ByteBpeTokenizer:
+    """Read a tiktoken rank file. Without specials, ``<|endoftext|>`` is added after the last rank."""
+    path = Path(path)
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as exc:
+        raise TokenizerError(f"{path}: cannot read tiktoken file: {exc.strerror}") from None
+    ranks: dict[int, bytes] = {}
+    seen: dict[bytes, int] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        fields = [f.decode("utf-8", "replace") for f in line.split()]
+        if len(fields) != 2:
+            raise TokenizerError(f"{path}:{number}: expected '<base64 token> <rank>', got {line[:60].decode('utf-8', 'replace')!r}")
+        try:
+            token = base64.b64decode(fields[0].encode("ascii", "replace"), validate=True)
+        except (binascii.Error, ValueError):
+            raise TokenizerError(f"{path}:{number}: {fields[0][:40]!r} is not valid base64") from None
+        try:
+            rank = int(fields[1])
+        except ValueError:
+            raise TokenizerError(f"{path}:{number}: rank {fields[1][:20]!r} is not an integer") from None
+        if rank < 0 or not token:
+            raise TokenizerError(f"{path}:{number}: expected a non-empty token and a rank >= 0")
+        if rank in ranks:
+            raise TokenizerError(f"{path}:{number}: rank {rank} appears twice")
+        if token in seen:
+            raise TokenizerError(f"{path}:{number}: token {token!r} appears twice (first with rank {seen[token]})")
+        ranks[rank] = token
+        seen[token] = rank
+    if not ranks:
+        raise TokenizerError(f"{path}: no ranks found (expected lines '<base64 token> <rank>')")
+    size = max(ranks) + 1
+    specials = dict(special_tokens) if special_tokens else {ENDOFTEXT: size}
+    for name, i in specials.items():
+        if i in ranks:
+            raise TokenizerError(f"{path}: special token {name!r} id {i} is already the rank of {ranks[i]!r}")
+    bos, eos = _choose_wrappers(specials, bos, eos, str(path))
+    tokens = [ranks.get(i) for i in range(size)]
+    return ByteBpeTokenizer(tokens, merges=None, specials=specials, pattern=pattern, bos=bos, eos=eos)
+
+
+def save_tiktoken(tokenizer: ByteBpeTokenizer, path: str | os.PathLike) -> Path:
+    """Write the byte tokens as ``<base64> <id>`` lines (specials are not part of the format)."""
+    path = Path(path)
+    lines = [f"{base64.b64encode(t).decode('ascii')} {i}\n" for i, t in enumerate(tokenizer.tokens) if t is not None]
+    path.write_text("".join(lines), encoding="ascii")
+    return path
+
+
+def merges_from_ranks(tokens: list[bytes | None]) -> list[tuple[int, int]]:
+    """GPT-2-style merges of a rank vocabulary: each token split by BPE over lower ranks, in rank order."""
+    rank = {t: i for i, t in enumerate(tokens) if t is not None}
+    merges = []
+    for i, token in enumerate(tokens):
+        if token is None or len(token) < 2:
+            continue
+        parts = [token[j:j + 1] for j in range(len(token))]
+        while len(parts) > 2:
+            best, best_rank = -1, i
+            for j in range(len(parts) - 1):
+                r = rank.get(parts[j] + parts[j + 1], i)
+                if r < best_rank:
+                    best, best_rank = j, r
+            if best < 0:
+                break
+            parts[best:best + 2] = [parts[best] + parts[best + 1]]
+        if len(parts) == 2 and parts[0] in rank and parts[1] in rank:
+            merges.append((rank[parts[0]], rank[parts[1]]))
+    return merges
+
+
+def _pattern_of(pre_tokenizer, source: str) -> str:
+    kind = pre_tokenizer.get("type") if isinstance(pre_tokenizer, dict) else None
+    if kind == "ByteLevel":
+        if pre_tokenizer.get("add_prefix_space"):
+            raise TokenizerError(f"{source}: ByteLevel with add_prefix_space=true is not supported (expected false)")
+        if pre_tokenizer.get("use_regex", True):
+            return "gpt2"
+    if kind == "Sequence":
+        steps = pre_tokenizer.get("pretokenizers") or []
+        if len(steps) == 2 and steps[0].get("type") == "Split" and steps[1].get("type") == "ByteLevel" \
+                and not steps[1].get("use_regex", True) and not steps[1].get("add_prefix_space"):
+            regex = (steps[0].get("pattern") or {}).get("Regex")
+            if regex in _PATTERN_NAMES and steps[0].get("behavior") == "Isolated" and not steps[0].get("invert"):
+                return _PATTERN_NAMES[regex]
+    raise TokenizerError(
+        f"{source}: unsupported pre_tokenizer {json.dumps(pre_tokenizer)[:200]}; expected ByteLevel(use_regex=true) "
+        "or Sequence[Split(gpt2 or cl100k regex, Isolated), ByteLevel(use_regex=false)]")
+
+
+def load_hf_tokenizer_json(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None) -> ByteBpeTokenizer:
+    """Read a Hugging Face ``tokenizer.json`` with a byte-level BPE model."""
+    path = Path(path)
+    source = str(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise TokenizerError(f"{source}: cannot read tokenizer.json: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TokenizerError(f"{source}: not valid JSON ({exc})") from None
+    model = data.get("model") if isinstance(data, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "BPE":
+        raise TokenizerError(f"{source}: expected a \"model\" of type \"BPE\"")
+    for option in ("dropout", "continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(option):
+            raise TokenizerError(f"{source}: BPE option {option}={model[option]!r} is not supported (expected null)")
+    if model.get("byte_fallback"):
+        raise TokenizerError(f"{source}: byte_fallback BPE is not byte-level BPE (expected false)")
+    if data.get("normalizer"):
+        raise TokenizerError(f"{source}: normalizer {data['normalizer'].get('type')!r} is not supported (expected null)")
+    pattern = _pattern_of(data.get("pre_tokenizer"), source)
+    vocab, merges = model.get("vocab"), model.get("merges")
+    if not isinstance(vocab, dict) or not isinstance(merges, list):
+        raise TokenizerError(f"{source}: model needs a \"vocab\" object and a \"merges\" list")
+    specials = {}
+    for added in data.get("added_tokens") or []:
+        specials[added["content"]] = int(added["id"])
+    to_byte = {c: b for b, c in bytes_to_unicode().items()}
+    size = max(list(vocab.values()) + list(specials.values())) + 1
+    tokens: list[bytes | None] = [None] * size
+    for text, i in vocab.items():
+        if specials.get(text) == i:
+            continue
+        try:
+            tokens[i] = bytes(to_byte[c] for c in text)
+        except KeyError as exc:
+            raise TokenizerError(f"{source}: vocab token {text!r} (id {i}) has character {exc.args[0]!r} outside the "
+                                 "byte-level alphabet (expected a ByteLevel vocabulary)") from None
+    pairs = []
+    for k, merge in enumerate(merges):
+        parts = merge.split(" ") if isinstance(merge, str) else merge
+        if not isinstance(parts, list) or len(parts) != 2 or parts[0] not in vocab or parts[1] not in vocab:
+            raise TokenizerError(f"{source}: merge {k} {merge!r}: expected two vocabulary tokens")
+        pairs.append((vocab[parts[0]], vocab[parts[1]]))
+    bos, eos = _choose_wrappers(specials, bos, eos, source)
+    try:
+        return ByteBpeTokenizer(tokens, merges=pairs, specials=specials, pattern=pattern, bos=bos, eos=eos,
+                                whole_piece_first=bool(model.get("ignore_merges")))
+    except TokenizerError as exc:
+        raise TokenizerError(f"{source}: {exc}") from None
+
+
+def save_hf_tokenizer_json(tokenizer: ByteBpeTokenizer, path: str | os.PathLike) -> Path:
+    """Write a ``tokenizer.json`` that Hugging Face ``tokenizers`` loads and encodes identically."""
+    path = Path(path)
+    table = bytes_to_unicode()
+    text = ["".join(table[b] for b in t) if t is not None else None for t in tokenizer.tokens]
+    merges = tokenizer.merges if tokenizer.merges is not None else merges_from_ranks(tokenizer.tokens)
+    if tokenizer.pattern == "gpt2":
+        pre = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    else:
+        pre = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": PATTERNS[tokenizer.pattern]}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    data = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {"id": i, "content": name, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": True}
+            for name, i in sorted(tokenizer.specials.items(), key=lambda kv: kv[1])],
+        "normalizer": None,
+        "pre_tokenizer": pre,
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "model": {
+            "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+            "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+            "ignore_merges": tokenizer.whole_piece_first,
+            "vocab": {t: i for i, t in enumerate(text) if t is not None} | {n: i for n, i in tokenizer.specials.items()},
+            "merges": [[text[a], text[b]] for a, b in merges],
+        },
+    }
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
+    return path

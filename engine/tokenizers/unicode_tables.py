@@ -1,0 +1,95 @@
+"""Character classes for the pre-tokenizer kernels: one byte of flags per Unicode code point.
+
+The table covers all 0x110000 code points (1.1 MB, uint8) and is built once, lazily, from
+``unicodedata`` (about 0.5 s), never at ``import engine``:
+
+- ``LETTER``: general category L* (``\\p{L}``)
+- ``NUMBER``: general category N* (``\\p{N}``)
+- ``SPACE``: the Unicode White_Space property, which is what the ``regex`` module's ``\\s``
+  matches (25 code points; unlike ``str.isspace`` it excludes U+001C..U+001F)
+- ``CR_LF``: ``\\r`` and ``\\n``;  ``ASCII_SPACE``: U+0020 (the `` ?`` of the patterns)
+
+Unicode versions: the letters and numbers follow ``unicodedata.unidata_version`` (14.0 on
+Python 3.11). The ``regex`` module may implement a newer Unicode (it does here), so code points
+assigned after 14.0 are letters or numbers to ``regex`` and "other" to this table. Pre-tokenized
+text differs from ``regex.findall`` only on such code points; ``divergent_code_points()`` lists them.
+"""
+
+from __future__ import annotations
+
+import functools
+import unicodedata
+
+import numpy as np
+
+__all__ = [
+    "LETTER",
+    "NUMBER",
+    "SPACE",
+    "CR_LF",
+    "ASCII_SPACE",
+    "WHITE_SPACE",
+    "code_point_classes",
+    "divergent_code_points",
+]
+
+LETTER = np.uint8(1)
+NUMBER = np.uint8(2)
+SPACE = np.uint8(4)
+CR_LF = np.uint8(8)
+ASCII_SPACE = np.uint8(16)
+
+# The Unicode White_Space property (PropList.txt); stable since Unicode 6.3.
+WHITE_SPACE = (
+    [0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680]
+    + list(range(0x2000, 0x200B))
+    + [0x2028, 0x2029, 0x202F, 0x205F, 0x3000]
+)
+
+MAX_CODE_POINT = 0x110000
+
+
+@functools.lru_cache(maxsize=1)
+def code_point_classes() -> np.ndarray:
+    """uint8 flags for every code point (read-only; built on first use, then cached)."""
+    classes = np.zeros(MAX_CODE_POINT, dtype=np.uint8)
+    category = unicodedata.category
+    letters = []
+    numbers = []
+    for cp in range(MAX_CODE_POINT):
+        major = category(chr(cp))[0]
+        if major == "L":
+            letters.append(cp)
+        elif major == "N":
+            numbers.append(cp)
+    classes[np.asarray(letters, dtype=np.int64)] |= LETTER
+    classes[np.asarray(numbers, dtype=np.int64)] |= NUMBER
+    classes[np.asarray(WHITE_SPACE, dtype=np.int64)] |= SPACE
+    classes[[0x0D, 0x0A]] |= CR_LF
+    classes[0x20] |= ASCII_SPACE
+    classes.flags.writeable = False
+    return classes
+
+
+def divergent_code_points() -> list[int]:
+    """Code points whose letter/number/space class differs between this table and ``regex``.
+
+    Needs the ``regex`` package (the ``bench`` extra). Empty when both use the same Unicode.
+    """
+    import regex
+
+    classes = code_point_classes()
+    letter = regex.compile(r"\p{L}")
+    number = regex.compile(r"\p{N}")
+    space = regex.compile(r"\s")
+    out = []
+    for cp in range(MAX_CODE_POINT):
+        ch = chr(cp)
+        flags = int(classes[cp])
+        if (
+            bool(flags & LETTER) != bool(letter.match(ch))
+            or bool(flags & NUMBER) != bool(number.match(ch))
+            or bool(flags & SPACE) != bool(space.match(ch))
+        ):
+            out.append(cp)
+    return out

@@ -1,0 +1,191 @@
+"""Byte-level BPE: trainer vs its plain twin and vs Hugging Face; encoder kernels vs plain merging."""
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.errors import TokenizerError
+from engine.tokenizers.base import load_tokenizer
+from engine.tokenizers.byte_bpe import ByteBpeTokenizer, ByteBpeTrainer, bytes_to_unicode
+from tests.naive_byte_bpe import naive_encode_merges, naive_pretokenize, naive_train, stdlib_texts
+
+WORDS = ["aa", "ab", "ba", "abab", "aaa", "b", " a", " ab", "'s", "héé", "😀😀", "a1", "11", "  ", "\n", "x"]
+
+
+def merge_bytes(tokenizer):
+    return [(tokenizer.tokens[a], tokenizer.tokens[b]) for a, b in tokenizer.merges]
+
+
+@pytest.mark.parametrize("tie_break", ["first", "hf"])
+@settings(max_examples=40, deadline=None)
+@given(texts=st.lists(st.lists(st.sampled_from(WORDS), max_size=12).map("".join), min_size=1, max_size=6),
+       new_tokens=st.integers(0, 25))
+def test_trainer_matches_naive(tie_break, texts, new_tokens):
+    tokenizer = ByteBpeTrainer(vocab_size=258 + new_tokens, tie_break=tie_break).train(texts)
+    assert merge_bytes(tokenizer) == naive_train(texts, new_tokens, tie_break=tie_break)
+
+
+def test_trainer_first_rule_exact_merges():
+    # words "ab" x1, " ba" x2, " ab" x1: (a,b), (" ",b), (b,a) all count 2.
+    # first rule: (a,b) occurs first (word 0); then (" ",b) at offset 0 of " ba" beats (b,a) at 1.
+    tokenizer = ByteBpeTrainer(vocab_size=260).train(["ab ba ab ba"])
+    assert merge_bytes(tokenizer) == [(b"a", b"b"), (b" ", b"b")]
+    assert tokenizer.tokens[258] == b"ab" and tokenizer.tokens[259] == b" b"
+    # hf rule: smaller ids win, and HF's byte alphabet sorts "a" < "b" < "Ġ" (the space, U+0120).
+    hf = ByteBpeTrainer(vocab_size=260, tie_break="hf").train(["ab ba ab ba"])
+    assert merge_bytes(hf) == [(b"a", b"b"), (b"b", b"a")]
+
+
+def test_ids_layout_vocab_size_and_history():
+    texts = stdlib_texts(100_000)
+    trainer = ByteBpeTrainer(vocab_size=300)
+    tokenizer = trainer.train(iter(texts))
+    assert tokenizer.vocab_size == 300
+    assert tokenizer.bos_id == 0 and tokenizer.eos_id == 1
+    assert [tokenizer.tokens[2 + b] for b in (0, 65, 255)] == [b"\x00", b"A", b"\xff"]
+    assert len(trainer.history) == len(tokenizer.merges) == 42
+    assert trainer.history == sorted(trainer.history, reverse=True)
+    assert trainer.initial_tokens == sum(len(t.encode()) for t in texts)
+    assert trainer.history[-1] == sum(len(tokenizer.encode(t)) for t in texts)
+
+
+def test_trainer_streams_many_batches(monkeypatch):
+    import engine.tokenizers.byte_bpe as module
+
+    monkeypatch.setattr(module, "BATCH_BYTES", 1000)
+    texts = stdlib_texts(300_000)
+    streamed = ByteBpeTrainer(vocab_size=600).train(t for t in texts)
+    monkeypatch.setattr(module, "BATCH_BYTES", 1 << 30)
+    whole = ByteBpeTrainer(vocab_size=600).train(texts)
+    assert streamed.merges == whole.merges and len(streamed.merges) == 342
+
+
+def test_trainer_options_errors():
+    with pytest.raises(TokenizerError, match="vocab_size=100 is smaller"):
+        ByteBpeTrainer(vocab_size=100)
+    with pytest.raises(TokenizerError, match="tie_break"):
+        ByteBpeTrainer(vocab_size=300, tie_break="last")
+    with pytest.raises(TokenizerError, match="give merges=N or vocab_size=V"):
+        ByteBpeTrainer()
+    with pytest.raises(TokenizerError, match="training text 1, character offset 3"):
+        ByteBpeTrainer(merges=3).train(["ok", "bad\udc80"])
+
+
+def hf_merges(texts, vocab_size, pattern):
+    tk = pytest.importorskip("tokenizers", reason="needs the bench extra (pip install -e '.[bench]')")
+    Regex, Tokenizer, models, pre_tokenizers, trainers = tk.Regex, tk.Tokenizer, tk.models, tk.pre_tokenizers, tk.trainers
+
+    from engine.tokenizers.pretokenize import PATTERNS
+
+    tok = Tokenizer(models.BPE())
+    if pattern == "gpt2":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(PATTERNS[pattern]), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<bos>", "<eos>"], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer)
+    return [tuple(m) for m in json.loads(tok.to_str())["model"]["merges"]]
+
+
+def as_hf_strings(tokenizer):
+    table = bytes_to_unicode()
+    return [("".join(table[c] for c in a), "".join(table[c] for c in b)) for a, b in merge_bytes(tokenizer)]
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k"])
+def test_hf_tie_rule_matches_hf_trainer_on_shakespeare(pattern, shakespeare_text):
+    ours = ByteBpeTrainer(vocab_size=2048, pattern=pattern, tie_break="hf").train([shakespeare_text])
+    assert as_hf_strings(ours) == hf_merges([shakespeare_text], 2048, pattern)
+
+
+def test_hf_tie_rule_matches_hf_trainer_on_stdlib():
+    texts = stdlib_texts(3_000_000)
+    ours = ByteBpeTrainer(vocab_size=4096, tie_break="hf").train(texts)
+    theirs = hf_merges(texts, 4096, "gpt2")
+    assert len(theirs) == 4096 - 258
+    assert as_hf_strings(ours) == theirs
+
+
+# -- encoder ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def small_tokenizer():
+    return ByteBpeTrainer(vocab_size=700).train(stdlib_texts(400_000))
+
+
+def naive_encode(tokenizer, text):
+    merges = {}
+    for k, (a, b) in enumerate(tokenizer.merges):
+        merges.setdefault((a, b), (k, tokenizer.tokens.index(tokenizer.tokens[a] + tokenizer.tokens[b])))
+    byte_ids = [tokenizer.tokens.index(bytes([b])) for b in range(256)]
+    ids = []
+    for piece in naive_pretokenize(text, tokenizer.pattern):
+        ids += naive_encode_merges(piece.encode(), byte_ids, merges)
+    return ids
+
+
+TEXT_PARTS = st.sampled_from(["def ", "self", ".", "_", "return", " x", "\n    ", "aaaa", "é", "😀", "'s", "12", "\t",
+                              "(", ")", ":", " ", "\r\n", "\x00", "中文"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(parts=st.lists(TEXT_PARTS, max_size=60))
+def test_encode_matches_naive_and_round_trips(small_tokenizer, parts):
+    text = "".join(parts)
+    ids = small_tokenizer.encode(text)
+    assert ids.dtype == np.uint32
+    assert ids.tolist() == naive_encode(small_tokenizer, text)
+    assert small_tokenizer.decode(ids) == text
+
+
+def test_long_pieces_use_heap_merging_with_same_result(small_tokenizer):
+    for text in ["a" * 5000, "ab" * 3000, "_" * 777, " " * 1000 + "x", "é" * 400, "selfself" * 300]:
+        assert small_tokenizer.encode(text).tolist() == naive_encode(small_tokenizer, text)
+
+
+def test_encode_batch_and_documents_independent_of_threads(small_tokenizer):
+    texts = stdlib_texts(200_000) + ["", "x", "😀"]
+    one = small_tokenizer.encode_batch(texts, threads=1)
+    four = small_tokenizer.encode_batch(texts, threads=4)
+    assert all(np.array_equal(a, b) for a, b in zip(one, four)) and len(one) == len(texts)
+    assert all(np.array_equal(a, small_tokenizer.encode(t)) for a, t in zip(one, texts))
+    values, offsets = small_tokenizer.encode_documents(texts, [str(i) for i in range(len(texts))], threads=3)
+    assert values.dtype == np.uint32 and offsets.dtype == np.int64 and offsets[0] == 0
+    for i, text in enumerate(texts):
+        doc = values[offsets[i]:offsets[i + 1]]
+        assert doc[0] == 0 and doc[-1] == 1 and np.array_equal(doc[1:-1], one[i])
+    assert values[offsets[-4]:offsets[-3]].tolist() == [0, 1]  # the empty document
+
+
+def test_lone_surrogate_names_offset_and_document(small_tokenizer):
+    with pytest.raises(TokenizerError, match="character offset 3: lone surrogate U\\+DC00"):
+        small_tokenizer.encode("abc\udc00")
+    with pytest.raises(TokenizerError, match="document 'doc-7', character offset 0"):
+        small_tokenizer.encode_documents(["ok", "\ud800x"], ["doc-6", "doc-7"])
+
+
+def test_decode_bytes_partial_and_bad_ids(small_tokenizer):
+    ids = small_tokenizer.encode("😀")
+    assert small_tokenizer.decode_bytes(ids[:1]) == "😀".encode()[:len(small_tokenizer.tokens[ids[0]])]
+    assert small_tokenizer.decode([0, *ids.tolist(), 1]) == "😀"
+    with pytest.raises(TokenizerError, match="token id 700 is outside the vocabulary"):
+        small_tokenizer.decode([700])
+
+
+def test_save_load_round_trip(small_tokenizer, tmp_path):
+    path = small_tokenizer.save(tmp_path / "byte.json")
+    again = load_tokenizer(path)
+    assert isinstance(again, ByteBpeTokenizer) and again == small_tokenizer
+    text = "def f(self):\n    return 42 # 😀"
+    assert np.array_equal(again.encode(text), small_tokenizer.encode(text))
+    assert small_tokenizer.tokenize("def x") == ["def", "Ġx"]
+
+
+def test_vocabulary_must_hold_every_byte():
+    with pytest.raises(TokenizerError, match="lacks the single byte 0x41"):
+        ByteBpeTokenizer([bytes([b]) for b in range(65)], specials={"<bos>": 65, "<eos>": 66})

@@ -1,0 +1,157 @@
+"""tiktoken and tokenizer.json interop: the same ranks give the same ids in engine, tiktoken and HF."""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from engine.commands._tokenizers_import import import_command
+from engine.errors import TokenizerError
+from engine.tokenizers.base import load_tokenizer
+from engine.tokenizers.interop import load_hf_tokenizer_json, load_tiktoken, save_hf_tokenizer_json, save_tiktoken
+from engine.tokenizers.pretokenize import PATTERNS
+from tests.naive_byte_bpe import stdlib_texts
+
+tiktoken = pytest.importorskip("tiktoken", reason="needs the bench extra (pip install -e '.[bench]')")
+hf_tokenizers = pytest.importorskip("tokenizers", reason="needs the bench extra (pip install -e '.[bench]')")
+HfTokenizer = hf_tokenizers.Tokenizer
+models, pre_tokenizers, trainers = hf_tokenizers.models, hf_tokenizers.pre_tokenizers, hf_tokenizers.trainers
+
+ADVERSARIAL = ["a" * 20_000, " " * 5000 + "x", "\t \n\r\n \x0b\x0c\x85\xa0\u2028\u3000 end", "😀" * 300 + "👍🏽🇫🇷",
+               "\x00\x00abc\x00", "line\r\nline\r\n\r\n", "don't I'LL 'S", "1234567890" * 50, "ſ'ſ", "", " ",
+               "mixed  \t\n  whitespace\n\n\n   x", "中文字符" * 100, "e\u0301" * 200, "'" * 99]
+
+
+@pytest.fixture(scope="module")
+def hf_pair(tmp_path_factory, shakespeare_text):
+    """A 4,096-vocabulary HF tokenizer trained on Tiny Shakespeare, and its file."""
+    tok = HfTokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    trainer = trainers.BpeTrainer(vocab_size=4096, special_tokens=["<|endoftext|>"], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([shakespeare_text], trainer)
+    path = tmp_path_factory.mktemp("hf") / "tokenizer.json"
+    tok.save(str(path))
+    return tok, path
+
+
+@pytest.fixture(scope="module")
+def three(hf_pair, tmp_path_factory):
+    hf, path = hf_pair
+    ours = load_hf_tokenizer_json(path)
+    ranks = {t: i for i, t in enumerate(ours.tokens) if t is not None}
+    enc = tiktoken.Encoding("shakespeare4096", pat_str=PATTERNS["gpt2"], mergeable_ranks=ranks,
+                            special_tokens={"<|endoftext|>": 0})
+    rank_file = save_tiktoken(ours, tmp_path_factory.mktemp("tt") / "ranks.tiktoken")
+    from_ranks = load_tiktoken(rank_file, special_tokens={"<|endoftext|>": 0})
+    return hf, ours, enc, from_ranks
+
+
+def check_all_equal(three, texts):
+    hf, ours, enc, from_ranks = three
+    want = enc.encode_ordinary_batch(texts)
+    got = ours.encode_batch(texts, threads=2)
+    got_ranks = from_ranks.encode_batch(texts)
+    got_hf = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    for i, text in enumerate(texts):
+        assert got[i].tolist() == want[i] == got_hf[i] == got_ranks[i].tolist(), f"text {i}: {text[:60]!r}"
+
+
+def test_imported_ids_and_wrappers(three):
+    _, ours, _, from_ranks = three
+    assert ours.vocab_size == 4096 and ours.bos_id == ours.eos_id == 0 and ours.bos == "<|endoftext|>"
+    assert ours.encode_document("hi").tolist()[0] == 0 and ours.encode_document("hi").tolist()[-1] == 0
+    assert from_ranks.tokens == ours.tokens and from_ranks.merges is None
+
+
+def test_same_ids_on_shakespeare(three, shakespeare_text):
+    check_all_equal(three, [shakespeare_text] + shakespeare_text.split("\n\n"))
+
+
+@pytest.mark.slow
+def test_same_ids_on_stdlib_documents(three):
+    # every 4th UTF-8 .py file of the standard library (~8 MB; all of them pass too, in ~90 s)
+    check_all_equal(three, stdlib_texts()[::4])
+
+
+def test_same_ids_on_adversarial_strings(three):
+    check_all_equal(three, ADVERSARIAL)
+
+
+def test_lone_surrogate_rejected(three):
+    with pytest.raises(TokenizerError, match="lone surrogate U\\+D83D"):
+        three[1].encode("ok \ud83d")
+
+
+def test_export_tokenizer_json_loads_in_hf_with_same_ids(three, tmp_path, shakespeare_text):
+    _, ours, enc, from_ranks = three
+    for source in (ours, from_ranks):
+        path = save_hf_tokenizer_json(source, tmp_path / "out.json")
+        reloaded = HfTokenizer.from_file(str(path))
+        text = shakespeare_text[:200_000] + "".join(ADVERSARIAL)
+        assert reloaded.encode(text, add_special_tokens=False).ids == enc.encode_ordinary(text)
+        again = load_hf_tokenizer_json(path)
+        assert np.array_equal(again.encode(text), ours.encode(text))
+
+
+def test_cl100k_pattern_round_trip(tmp_path, shakespeare_text):
+    from engine.tokenizers.byte_bpe import ByteBpeTrainer
+
+    ours = ByteBpeTrainer(vocab_size=1000, pattern="cl100k").train([shakespeare_text])
+    path = save_hf_tokenizer_json(ours, tmp_path / "cl.json")
+    hf = HfTokenizer.from_file(str(path))
+    text = shakespeare_text[:100_000] + "".join(ADVERSARIAL)
+    assert hf.encode(text, add_special_tokens=False).ids == ours.encode(text).tolist()
+    assert load_hf_tokenizer_json(path).pattern == "cl100k"
+
+
+def test_merges_as_strings_accepted(hf_pair, tmp_path):
+    _, path = hf_pair
+    data = json.loads(path.read_text())
+    data["model"]["merges"] = [" ".join(m) for m in data["model"]["merges"]]
+    (tmp_path / "strings.json").write_text(json.dumps(data))
+    a, b = load_hf_tokenizer_json(tmp_path / "strings.json"), load_hf_tokenizer_json(path)
+    assert a.merges == b.merges and len(a.merges) == 4096 - 257
+
+
+def test_malformed_files(tmp_path, hf_pair):
+    bad = tmp_path / "bad.tiktoken"
+    bad.write_text("IQ== 0\nIg== 1\nnot-base64! 2\n")
+    with pytest.raises(TokenizerError, match="bad.tiktoken:3: 'not-base64!' is not valid base64"):
+        load_tiktoken(bad)
+    bad.write_text("IQ== 0\nIg== x\n")
+    with pytest.raises(TokenizerError, match=":2: rank 'x' is not an integer"):
+        load_tiktoken(bad)
+    bad.write_text("IQ== 0\nIQ== 1\n")
+    with pytest.raises(TokenizerError, match=":2: token b'!' appears twice"):
+        load_tiktoken(bad)
+    bad.write_text("IQ== 0\n")
+    with pytest.raises(TokenizerError, match="lacks the single byte 0x00"):
+        load_tiktoken(bad)
+    js = tmp_path / "bad.json"
+    js.write_text("{not json")
+    with pytest.raises(TokenizerError, match="bad.json: not valid JSON"):
+        load_hf_tokenizer_json(js)
+    data = json.loads(hf_pair[1].read_text())
+    data["model"]["type"] = "WordPiece"
+    js.write_text(json.dumps(data))
+    with pytest.raises(TokenizerError, match="expected a \"model\" of type \"BPE\""):
+        load_hf_tokenizer_json(js)
+    with pytest.raises(TokenizerError, match="bos token '<nope>' is not a special token"):
+        load_hf_tokenizer_json(hf_pair[1], bos="<nope>")
+
+
+def test_cli_import_both_formats(hf_pair, tmp_path, three):
+    runner = CliRunner()
+    out = tmp_path / "engine.json"
+    result = runner.invoke(import_command, [str(hf_pair[1]), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "tokenizer.json" in result.output and "vocab_size 4096" in result.output
+    assert load_tokenizer(out) == three[1]
+    ranks = save_tiktoken(three[1], tmp_path / "r.tiktoken")
+    result = runner.invoke(import_command, [str(ranks), "--special", "<|endoftext|>=0", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert load_tokenizer(out) == three[3]
+    result = runner.invoke(import_command, [str(ranks), "--special", "oops", "--out", str(out)])
+    assert result.exit_code != 0 and "expected TOKEN=ID" in str(result.exception)

@@ -1,0 +1,107 @@
+"""Pre-tokenizer kernels against ``regex.findall`` (the patterns' definition), piece for piece."""
+
+import unicodedata
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.errors import TokenizerError
+from engine.tokenizers.pretokenize import pretokenize, pretokenize_bytes
+from engine.tokenizers.unicode_tables import LETTER, NUMBER, SPACE, WHITE_SPACE, code_point_classes
+from tests.naive_byte_bpe import naive_pretokenize, stdlib_texts
+
+regex = pytest.importorskip("regex", reason="needs the bench extra (pip install -e '.[bench]')")
+
+PATTERNS = ["gpt2", "cl100k"]
+WHITESPACE = [" ", "\t", "\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f", "\x85", "\xa0",
+              "\u1680", "\u2000", "\u2009", "\u200b", "\u2028", "\u2029", "\u202f", "\u3000", "  ", "\n\n", " \n "]
+LETTERS = ["a", "Z", "é", "ß", "Ω", "Ж", "ع", "ह", "中", "ア", "한", "ſ", "ǅ", "ʰ", "e\u0301", "\u0308", "x"]
+DIGITS = ["0", "7", "٣", "५", "Ⅷ", "²", "½", "123", "4567"]
+OTHER = ["'", "''", "'s", "'S", "'t", "'Ll", "'lL", "'ve", "'VE", "'re", "'rE", "'m", "'M", "'d", "'D", "'ſ", "'x",
+         "!", "?!", ".", "-", "_", "(", "😀", "👍🏽", "\x00", "\x01", "\u200d", "\ufeff", "€", "’s", "🇫🇷"]
+FRAGMENTS = WHITESPACE + LETTERS + DIGITS + OTHER
+
+
+def assert_same_pieces(text, pattern):
+    got = pretokenize(text, pattern)
+    want = naive_pretokenize(text, pattern)
+    if got != want:
+        i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        pytest.fail(f"{pattern}: first difference at piece {i}: {got[i:i + 3]!r} != {want[i:i + 3]!r}")
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.sampled_from(FRAGMENTS), max_size=40))
+def test_fragments_match_regex(pattern, parts):
+    assert_same_pieces("".join(parts), pattern)
+
+
+# Code points assigned after unicodedata's Unicode version are letters to a newer ``regex``
+# but unassigned here (see unicode_tables); generic text avoids them.
+ASSIGNED = st.characters(exclude_categories=("Cs", "Cn"))
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet=ASSIGNED, max_size=60))
+def test_any_assigned_text_matches_regex(pattern, text):
+    assert_same_pieces(text, pattern)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_edge_cases(pattern):
+    for text in ["", " ", "  ", "a", " a", "  a", "a ", "a  ", "\n", "\r\n", " \r\n ", "'", "'s", "x's", "'ll'",
+                 "123456789", " 12", "  ?!\n\n", "\t\ta", "\u3000a", "a\u0301b", "ſ'ſ", "\n \n", "a\n\n\n b",
+                 "don't DON'T You'LL", "  \x0b\x0c x", "\x1c\x1da", " !!\r\n\r\nx"]:
+        assert_same_pieces(text, pattern)
+
+
+def test_known_pieces():
+    assert pretokenize("Hello world's  end\n", "gpt2") == ["Hello", " world", "'s", " ", " end", "\n"]
+    assert pretokenize("I'LL 12345 go!\r\n\r\n", "cl100k") == ["I", "'LL", " ", "123", "45", " go", "!\r\n\r\n"]
+    assert pretokenize("I'LL go", "gpt2") == ["I", "'", "LL", " go"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_shakespeare_matches_regex(pattern, shakespeare_text):
+    assert_same_pieces(shakespeare_text, pattern)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_stdlib_matches_regex(pattern):
+    text = "".join(stdlib_texts(3_000_000))
+    assert len(text) >= 3_000_000
+    assert_same_pieces(text, pattern)
+
+
+def test_byte_ends_cover_input():
+    data = "héllo wörld 😀  x".encode()
+    ends = pretokenize_bytes(data, "gpt2")
+    assert ends.dtype == np.int64
+    assert ends.tolist() == [1 + 1 + 4, 13, 18, 19, 21]  # "héllo", " wörld", " 😀", " ", " x"
+
+
+def test_whitespace_table_is_regex_backslash_s():
+    classes = code_point_classes()
+    spaces = np.flatnonzero(classes & SPACE).tolist()
+    assert spaces == WHITE_SPACE
+    assert spaces == [c for c in range(0x3001) if regex.match(r"\s", chr(c))]
+    assert not classes[0x1C] & SPACE  # str.isspace() says yes; regex's \s says no
+
+
+def test_letter_number_tables_follow_unicodedata():
+    classes = code_point_classes()
+    for cp in [0x41, 0xE9, 0x4E2D, 0x10400, 0x20000, 0x30, 0x663, 0x2167, 0xB2, 0x1F600, 0x301]:
+        category = unicodedata.category(chr(cp))
+        assert bool(classes[cp] & LETTER) == (category[0] == "L")
+        assert bool(classes[cp] & NUMBER) == (category[0] == "N")
+
+
+def test_unknown_pattern_and_surrogate():
+    with pytest.raises(TokenizerError, match="unknown pre-tokenizer pattern 'p50k'"):
+        pretokenize("x", "p50k")
+    with pytest.raises(TokenizerError, match="offset 2: lone surrogate U\\+D800"):
+        pretokenize("ab\ud800", "gpt2")
