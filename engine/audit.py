@@ -1,0 +1,202 @@
+"""Evidence about an epoch, computed by rebuilding and gathering — never assumed (SPEC §5, §6).
+
+``audit_epoch`` checks one ``MiniBatchEpoch`` against what SPEC says it must be:
+- coverage: the expected windows are recomputed with plain numpy from the partition's offsets
+  (``(n - (T+1)) // S + 1`` per document, starts ``0, S, 2S, ...``), independently of the kernels;
+  every batch is then built with ``epoch.batch(k)`` and its rows' descriptors collected, so each
+  expected window must appear exactly once (no duplicates, nothing unexpected);
+- tokens: every gathered row is compared with its document slice read by numpy fancy indexing;
+- shapes: every batch has width ``B`` except the last (the remainder); padding ids added = cells
+  beyond ``width * T`` (must be 0);
+- partitions: every row's document id must belong to the epoch's partition in the source;
+- replay: the epoch rebuilt from its source with the same order has the same descriptors, state
+  and rows; another seed (``seed + 1``) must keep membership and, with at least
+  ``ORDER_CHANGE_MIN_WINDOWS`` windows, change the order (below that a different seed may give the
+  same permutation by chance: with n windows the chance is 1/n!).
+
+Cost: two more epoch builds, one gather of every row, and a sort of the descriptors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from engine.batches import BatchOrder, MiniBatchEpoch
+from engine.corpus import Partition
+from engine.errors import ConfigurationError, EngineError
+
+__all__ = ["AuditReport", "audit_epoch"]
+
+ORDER_CHANGE_MIN_WINDOWS = 8
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """What ``audit_epoch`` found; ``ok`` is True when every check holds."""
+
+    partition: str
+    context_length: int
+    stride: int
+    batch_size: int
+    order: str
+    expected_windows: int
+    covered_windows: int
+    duplicate_windows: int
+    unexpected_windows: int
+    batch_count: int
+    wrong_width_batches: int
+    padding_ids_added: int
+    mismatched_rows: int
+    cross_partition_windows: int
+    replay_same: bool
+    different_seed: int | None
+    different_seed_changes_order: bool | None
+    different_seed_same_membership: bool | None
+    rebuild_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        order_ok = (
+            self.different_seed_changes_order is None
+            or self.different_seed_changes_order
+            or self.expected_windows < ORDER_CHANGE_MIN_WINDOWS
+        )
+        return (
+            self.covered_windows == self.expected_windows
+            and self.duplicate_windows == 0
+            and self.unexpected_windows == 0
+            and self.wrong_width_batches == 0
+            and self.padding_ids_added == 0
+            and self.mismatched_rows == 0
+            and self.cross_partition_windows == 0
+            and self.replay_same
+            and self.different_seed_same_membership is not False
+            and order_ok
+        )
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
+
+    def summary(self) -> str:
+        """One line: the figures a reader checks first."""
+        if self.different_seed is None:
+            seed_text = "different seed: n/a (sequential)"
+        else:
+            changed = "changed" if self.different_seed_changes_order else "same"
+            membership = "same" if self.different_seed_same_membership else "DIFFERENT"
+            seed_text = f"seed {self.different_seed}: order {changed}, membership {membership}"
+        return (
+            f"{'ok' if self.ok else 'FAILED'}: coverage {self.covered_windows}/{self.expected_windows}, "
+            f"duplicates {self.duplicate_windows}, unexpected {self.unexpected_windows}, "
+            f"padding {self.padding_ids_added}, mismatched rows {self.mismatched_rows}, "
+            f"cross-partition {self.cross_partition_windows}, wrong-width batches {self.wrong_width_batches}, "
+            f"replay {'same' if self.replay_same else 'DIFFERENT'}, {seed_text}"
+            + (f" (rebuild failed: {self.rebuild_error})" if self.rebuild_error else "")
+        )
+
+
+def _expected_positions(offsets: np.ndarray, context_length: int, stride: int) -> np.ndarray:
+    """Every complete window's packed position, in document order, by plain numpy."""
+    lengths = np.diff(offsets)
+    required = context_length + 1
+    counts = np.where(lengths >= required, (lengths - required) // stride + 1, 0)
+    total = int(counts.sum())
+    first_slot = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(offsets[:-1], counts) + (np.arange(total, dtype=np.int64) - first_slot) * stride
+
+
+def _partition_ids(source, partition: Partition) -> set[str]:
+    if hasattr(source, "ids") and hasattr(source, "arrays"):
+        return set(source.ids(partition))
+    return {d.id for d in source if Partition(d.partition) == partition}
+
+
+def audit_epoch(epoch: MiniBatchEpoch) -> AuditReport:
+    """Rebuild, gather and compare; see the module docstring for each check."""
+    if not isinstance(epoch, MiniBatchEpoch):
+        raise ConfigurationError(f"audit_epoch needs a MiniBatchEpoch, got {type(epoch).__name__}")
+    T, S, B = epoch.context_length, epoch.window_config.stride, epoch.batch_size
+    values, offsets = epoch.values, epoch.offsets
+    expected = _expected_positions(offsets, T, S)
+    allowed_ids = _partition_ids(epoch.source, epoch.partition)
+    # Per document of the epoch: does the source list its id in the epoch's partition?
+    document_allowed = np.array([doc_id in allowed_ids for doc_id in epoch.document_ids], dtype=bool)
+
+    seen = np.empty(epoch.window_count, dtype=np.int64)
+    row = 0
+    wrong_width = padding = mismatched = cross_partition = 0
+    buffer = (np.empty((B, T), dtype=np.uint32), np.empty((B, T), dtype=np.uint32))
+    columns = np.arange(T, dtype=np.int64)
+    last = epoch.batch_count - 1
+    for k in range(epoch.batch_count):
+        batch = epoch.batch(k, out=buffer)
+        width = batch.width
+        expected_width = B if k < last else epoch.window_count - last * B
+        wrong_width += width != expected_width or width == 0
+        padding += batch.inputs.size - width * T + batch.targets.size - width * T
+        document_index = batch.document_index
+        source_rows = offsets[document_index] + batch.start
+        if batch.inputs.shape == batch.targets.shape == (width, T):
+            inside = (source_rows >= 0) & (source_rows + T < values.shape[0])
+            index = np.where(inside, source_rows, 0)[:, None] + columns
+            same = (values[index] == batch.inputs).all(axis=1) & (values[index + 1] == batch.targets).all(axis=1)
+            mismatched += int(np.count_nonzero(~(same & inside)))
+        else:
+            mismatched += width
+        if batch.partition != epoch.partition:
+            cross_partition += width
+        else:
+            known = document_index < document_allowed.shape[0]  # a corrupt position may lie past the end
+            cross_partition += int(np.count_nonzero(~document_allowed[document_index[known]]))
+        seen[row : row + width] = source_rows
+        row += width
+
+    unique = np.unique(seen[:row])
+    covered = int(np.count_nonzero(np.isin(unique, expected, assume_unique=True)))
+
+    rebuild_error = None
+    other_seed = changes_order = same_membership = None
+    try:
+        replay = epoch.with_order(epoch.order)
+        replay_same = (
+            np.array_equal(replay.positions, epoch.positions)
+            and replay.shuffle_state_after == epoch.shuffle_state_after
+            and all(_same_rows(epoch, replay, k) for k in ([] if last < 0 else sorted({0, last})))
+        )
+        if epoch.order.is_shuffled:
+            other_seed = (epoch.order.seed + 1) % (1 << 64)
+            other = epoch.with_order(BatchOrder.shuffled(other_seed))
+            changes_order = not np.array_equal(other.positions, epoch.positions)
+            same_membership = np.array_equal(np.sort(other.positions), np.sort(epoch.positions))
+    except EngineError as exc:  # the source no longer builds this epoch: that is a finding, not a crash
+        replay_same = False
+        rebuild_error = str(exc)
+
+    return AuditReport(
+        partition=epoch.partition.value,
+        context_length=T,
+        stride=S,
+        batch_size=B,
+        order=str(epoch.order),
+        expected_windows=int(expected.shape[0]),
+        covered_windows=covered,
+        duplicate_windows=row - int(unique.shape[0]),
+        unexpected_windows=int(unique.shape[0]) - covered,
+        batch_count=epoch.batch_count,
+        wrong_width_batches=int(wrong_width),
+        padding_ids_added=int(padding),
+        mismatched_rows=mismatched,
+        cross_partition_windows=int(cross_partition),
+        replay_same=bool(replay_same),
+        different_seed=other_seed,
+        different_seed_changes_order=changes_order,
+        different_seed_same_membership=None if same_membership is None else bool(same_membership),
+        rebuild_error=rebuild_error,
+    )
+
+
+def _same_rows(first: MiniBatchEpoch, second: MiniBatchEpoch, k: int) -> bool:
+    a, b = first.batch(k), second.batch(k)
+    return np.array_equal(a.inputs, b.inputs) and np.array_equal(a.targets, b.targets)

@@ -1,0 +1,387 @@
+"""Epochs of causal windows and the mini-batches cut from them (SPEC §6).
+
+An epoch is built from ONE partition: documents of another partition, repeated ids and empty ids
+are ``BatchError``. Its windows are listed in document order, then by start, as packed int64
+descriptors (``offsets[document_index] + start``, 8 bytes per window; see
+``engine.kernels.windows``). ``BatchOrder.shuffled(seed)`` permutes the descriptors — never the
+tokens — with Fisher–Yates driven by SplitMix64 seeded with ``seed`` (``engine.kernels.shuffle``).
+
+Batch ``k`` is descriptors ``[k*B, min((k+1)*B, W))``: the last batch holds the remainder and is
+never padded or dropped. ``epoch.batch(k)`` gathers only that batch's rows, straight from the
+partition's token buffers into the final ``[width, T]`` arrays, so no batch before it is built and
+``(seed, k)`` is all a resumed run needs. With ``rank=r, world_size=w`` it returns rank ``r``'s
+share of global batch ``k``: the contiguous rows ``[r*width//w, (r+1)*width//w)``. The shares are
+disjoint, cover the batch exactly, differ in size by at most one row, and may be empty when the
+batch has fewer rows than ranks.
+
+Cost: building is one pass over the offsets, one int64 write per window and (shuffled) one
+Fisher–Yates pass; a batch costs ``2 * width * T`` id copies plus a few microseconds of Python.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Iterator, NamedTuple
+
+import numpy as np
+
+from engine.corpus import Partition
+from engine.errors import BatchError, ConfigurationError
+from engine.kernels import shuffle as shuffle_kernels
+from engine.kernels import windows as window_kernels
+from engine.windows import CausalWindowConfig, check_buffers, check_seed, prepare_rows
+
+__all__ = ["BatchOrder", "MiniBatchConfig", "MiniBatchEpoch", "MiniBatch", "Provenance"]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOrder:
+    """Epoch order: ``sequential()`` keeps document order; ``shuffled(seed)`` permutes it."""
+
+    seed: int | None = None
+
+    @classmethod
+    def sequential(cls) -> "BatchOrder":
+        return cls(None)
+
+    @classmethod
+    def shuffled(cls, seed: int) -> "BatchOrder":
+        return cls(check_seed(seed))
+
+    @property
+    def is_shuffled(self) -> bool:
+        return self.seed is not None
+
+    def __str__(self) -> str:
+        return "sequential" if self.seed is None else f"shuffled(seed={self.seed})"
+
+
+@dataclass(frozen=True, slots=True)
+class MiniBatchConfig:
+    """Requested batch width ``B`` (the last batch may be smaller) and the epoch order."""
+
+    batch_size: int
+    order: BatchOrder = BatchOrder()
+
+    def __post_init__(self) -> None:
+        size = self.batch_size
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+            raise BatchError(f"batch size must be a positive integer, got {size!r}")
+        object.__setattr__(self, "batch_size", int(size))
+        if not isinstance(self.order, BatchOrder):
+            raise ConfigurationError(
+                f"order must be BatchOrder.sequential() or BatchOrder.shuffled(seed), got {self.order!r}"
+            )
+
+
+class Provenance(NamedTuple):
+    """Where one batch row comes from."""
+
+    partition: Partition
+    document_index: int
+    document_id: str
+    start: int
+
+
+class MiniBatch:
+    """One batch (or one rank's share): row-major ``inputs``/``targets`` ``[width, T]`` and provenance."""
+
+    __slots__ = ("index", "inputs", "targets", "partition", "positions", "first_row", "_epoch")
+
+    def __init__(self, index, inputs, targets, partition, positions, first_row, epoch) -> None:
+        self.index = index  # batch number k inside the epoch
+        self.inputs = inputs
+        self.targets = targets
+        self.partition = partition
+        self.positions = positions  # packed descriptors of the rows (a view of the epoch order)
+        self.first_row = first_row  # epoch row (descriptor slot) of row 0
+        self._epoch = epoch
+
+    @property
+    def width(self) -> int:
+        """Rows actually in the batch: one per window (never padded)."""
+        return self.positions.shape[0]
+
+    @property
+    def context_length(self) -> int:
+        return self.inputs.shape[1]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.positions.shape[0], self.inputs.shape[1])
+
+    @property
+    def token_count(self) -> int:
+        """Actual target tokens, ``width * T``: the denominator of this batch's mean loss."""
+        return self.positions.shape[0] * self.inputs.shape[1]
+
+    @property
+    def document_index(self) -> np.ndarray:
+        """Per row, the document's index in the partition (int64)."""
+        return np.searchsorted(self._epoch.offsets, self.positions, side="right") - 1
+
+    @property
+    def start(self) -> np.ndarray:
+        """Per row, the window's start inside its document (int64)."""
+        return self.positions - self._epoch.offsets[self.document_index]
+
+    @property
+    def document_ids(self) -> list[str]:
+        ids = self._epoch.document_ids
+        return [ids[d] for d in self.document_index.tolist()]
+
+    @property
+    def provenance(self) -> list[Provenance]:
+        ids = self._epoch.document_ids
+        return [
+            Provenance(self.partition, d, ids[d], s)
+            for d, s in zip(self.document_index.tolist(), self.start.tolist())
+        ]
+
+    def input_row(self, row: int) -> np.ndarray:
+        return self.inputs[row]
+
+    def target_row(self, row: int) -> np.ndarray:
+        return self.targets[row]
+
+    def __repr__(self) -> str:
+        return f"MiniBatch(index={self.index}, shape={list(self.shape)}, partition={self.partition.value!r})"
+
+
+class MiniBatchEpoch:
+    """One reproducible traversal of a partition's complete windows, cut into mini-batches."""
+
+    def __init__(self, *, source, partition, document_ids, values, offsets, windows, batches, positions,
+                 shuffle_state_after) -> None:
+        self.source = source
+        self.partition = partition
+        self.document_ids = document_ids
+        self.values = values
+        self.offsets = offsets
+        self.window_config = windows
+        self.batch_config = batches
+        self._positions = positions
+        self.shuffle_state_after = shuffle_state_after
+        self._context_length = windows.context_length
+        self._batch_size = batches.batch_size
+        self._window_count = positions.shape[0]
+        self._batch_count = -(-self._window_count // self._batch_size)
+        self._checked_out = None  # (out tuple, its shape) last accepted by prepare_rows
+
+    @classmethod
+    def build(cls, documents, partition, *, windows: CausalWindowConfig, batches: MiniBatchConfig
+              ) -> "MiniBatchEpoch":
+        """Epoch over ``partition`` of a TokenStore (zero-copy) or of a list of EncodedDocument."""
+        if not isinstance(windows, CausalWindowConfig):
+            raise ConfigurationError(f"windows must be a CausalWindowConfig, got {type(windows).__name__}")
+        if not isinstance(batches, MiniBatchConfig):
+            raise ConfigurationError(f"batches must be a MiniBatchConfig, got {type(batches).__name__}")
+        try:
+            partition = Partition(partition)
+        except ValueError:
+            raise ConfigurationError(
+                f"unknown partition {partition!r}; expected one of: train, validation, test"
+            ) from None
+        if hasattr(documents, "arrays") and hasattr(documents, "ids"):
+            values, offsets, document_ids = _store_buffers(documents, partition)
+        else:
+            if isinstance(documents, (str, bytes)) or not hasattr(documents, "__iter__"):
+                raise ConfigurationError(f"documents must be a TokenStore or a list of EncodedDocument, "
+                                         f"got {type(documents).__name__}")
+            documents = list(documents)  # kept as the source, so a rebuild sees the same documents
+            values, offsets, document_ids = _list_buffers(documents, partition)
+        prefix = np.empty(offsets.shape[0], dtype=np.int64)  # offsets were checked above
+        window_kernels.window_prefix_sums(offsets, windows.context_length, windows.stride, prefix)
+        positions = np.empty(int(prefix[-1]), dtype=np.int64)
+        window_kernels.enumerate_positions(offsets, prefix, windows.stride, positions)
+        state_after = None
+        if batches.order.is_shuffled:
+            state = shuffle_kernels.fisher_yates_shuffle(positions, np.uint64(batches.order.seed))
+            state_after = int(state)
+        positions.flags.writeable = False
+        return cls(source=documents, partition=partition, document_ids=document_ids, values=values,
+                   offsets=offsets, windows=windows, batches=batches, positions=positions,
+                   shuffle_state_after=state_after)
+
+    # -- sizes -------------------------------------------------------------------------------
+    @property
+    def context_length(self) -> int:
+        return self.window_config.context_length
+
+    @property
+    def batch_size(self) -> int:
+        return self.batch_config.batch_size
+
+    @property
+    def order(self) -> BatchOrder:
+        return self.batch_config.order
+
+    @property
+    def window_count(self) -> int:
+        return self._window_count
+
+    @property
+    def batch_count(self) -> int:
+        return self._batch_count
+
+    def __len__(self) -> int:
+        return self.batch_count
+
+    @property
+    def positions(self) -> np.ndarray:
+        """The packed descriptors in epoch order (read-only int64 view, 8 bytes per window)."""
+        return self._positions
+
+    def descriptors(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(document_index, start)`` of every window in epoch order (two int64 arrays)."""
+        document_index = np.empty(self.window_count, dtype=np.int64)
+        start = np.empty(self.window_count, dtype=np.int64)
+        window_kernels.decode_positions(self.offsets, self._positions, document_index, start)
+        return document_index, start
+
+    # -- batches -----------------------------------------------------------------------------
+    def _check_index(self, k) -> int:
+        try:
+            index = operator.index(k)
+        except TypeError:
+            raise BatchError(f"batch index must be an integer, got {type(k).__name__} {k!r}") from None
+        count = self.batch_count
+        if isinstance(k, bool) or not 0 <= index < count:
+            valid = f"0..{count - 1}" if count else "none: the epoch is empty"
+            raise BatchError(f"batch {k!r} is out of range: this epoch has {count} batches (valid: {valid})")
+        return index
+
+    def batch_rows(self, k: int, *, rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
+        """Epoch rows ``[lo, hi)`` of batch ``k`` (or of rank ``rank``'s share of it)."""
+        k = self._check_index(k)
+        lo = k * self.batch_size
+        hi = min(lo + self.batch_size, self.window_count)
+        if rank is None and world_size is None:
+            return lo, hi
+        if rank is None or world_size is None:
+            raise ConfigurationError("pass both rank and world_size, or neither")
+        for name, value in (("rank", rank), ("world_size", world_size)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise ConfigurationError(f"{name} must be an integer, got {value!r}")
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ConfigurationError(f"need world_size >= 1 and 0 <= rank < world_size, got rank={rank}, "
+                                     f"world_size={world_size}")
+        width = hi - lo
+        return lo + rank * width // world_size, lo + (rank + 1) * width // world_size
+
+    def batch_width(self, k: int) -> int:
+        lo, hi = self.batch_rows(k)
+        return hi - lo
+
+    def batch(self, k: int, out=None, *, rank: int | None = None, world_size: int | None = None,
+              dtype=None) -> MiniBatch:
+        """Batch ``k`` (or rank ``rank``'s share), built without building any other batch.
+
+        ``out=(inputs, targets)``: C-contiguous arrays with at least ``width`` rows of length ``T``;
+        the rows are written there and the batch holds views of them. ``dtype``: uint32 (default,
+        or that of ``out``) or int64. ``k`` outside ``0..len(epoch)-1`` is a BatchError.
+        """
+        if type(k) is int and rank is None and world_size is None and 0 <= k < self._batch_count:
+            lo = k * self._batch_size  # the common case, checked inline: a batch takes microseconds
+            hi = lo + self._batch_size
+            if hi > self._window_count:
+                hi = self._window_count
+        else:
+            lo, hi = self.batch_rows(k, rank=rank, world_size=world_size)
+            k = operator.index(k)
+        rows = hi - lo
+        # A training loop passes the same buffer pair every step and checking it costs more than
+        # gathering a small batch: remember the last pair accepted. The tuple is immutable, so the
+        # same tuple with unchanged shapes holds the same, already checked, arrays.
+        memo = self._checked_out
+        if (memo is not None and out is memo[0] and dtype is None and out[0].shape == memo[1]
+                and out[1].shape == memo[1] and rows <= memo[1][0]):
+            inputs, targets = out
+            if rows != memo[1][0]:
+                inputs, targets = inputs[:rows], targets[:rows]
+        else:
+            inputs, targets = prepare_rows(rows, self._context_length, out, dtype)
+            if dtype is None and type(out) is tuple:
+                self._checked_out = (out, out[0].shape)
+        positions = self._positions[lo:hi]
+        window_kernels.gather_positions(self.values, positions, self._context_length, inputs, targets)
+        return MiniBatch(k, inputs, targets, self.partition, positions, lo, self)
+
+    def __iter__(self) -> Iterator[MiniBatch]:
+        for k in range(self.batch_count):
+            yield self.batch(k)
+
+    def with_order(self, order: BatchOrder) -> "MiniBatchEpoch":
+        """The same documents and window configuration rebuilt in another order."""
+        return MiniBatchEpoch.build(self.source, self.partition, windows=self.window_config,
+                                    batches=MiniBatchConfig(self.batch_size, order))
+
+    def __repr__(self) -> str:
+        return (f"MiniBatchEpoch(partition={self.partition.value!r}, T={self.context_length}, "
+                f"S={self.window_config.stride}, B={self.batch_size}, order={self.order}, "
+                f"windows={self.window_count}, batches={self.batch_count})")
+
+
+def _store_buffers(store, partition: Partition):
+    values, offsets = store.arrays(partition)
+    document_ids = list(store.ids(partition))
+    where = f"{getattr(store, 'path', 'token store')} split={partition.value}"
+    check_buffers(values, offsets, where=where)
+    if offsets.shape[0] != len(document_ids) + 1:
+        raise BatchError(f"{where}: {len(document_ids)} document ids but {offsets.shape[0] - 1} documents")
+    _check_ids(document_ids, where)
+    return values, offsets, document_ids
+
+
+def _check_ids(document_ids: list[str], where: str) -> None:
+    unique = set(document_ids)
+    if "" in unique:
+        raise BatchError(f"{where}: document {document_ids.index('')} has an empty id; ids must be non-empty")
+    if len(unique) != len(document_ids):
+        first_seen: dict[str, int] = {}
+        for index, doc_id in enumerate(document_ids):
+            if doc_id in first_seen:
+                raise BatchError(f"{where}: document id {doc_id!r} is repeated (documents "
+                                 f"{first_seen[doc_id]} and {index}); ids must be unique")
+            first_seen[doc_id] = index
+
+
+def _list_buffers(documents, partition: Partition):
+    document_ids, arrays = [], []
+    for index, document in enumerate(documents):
+        doc_id = getattr(document, "id", None)
+        tokens = getattr(document, "tokens", None)
+        if tokens is None or not isinstance(doc_id, str):
+            raise BatchError(f"documents[{index}] is a {type(document).__name__}, expected an EncodedDocument")
+        if not doc_id:
+            raise BatchError(f"documents[{index}] has an empty id; every document needs a non-empty id")
+        try:
+            doc_partition = Partition(document.partition)
+        except ValueError:
+            raise BatchError(f"document {doc_id!r} (documents[{index}]) has unknown partition "
+                             f"{document.partition!r}") from None
+        if doc_partition != partition:
+            raise BatchError(f"document {doc_id!r} (documents[{index}]) belongs to partition "
+                             f"'{doc_partition.value}', but this epoch is built from '{partition.value}' only")
+        arrays.append(_uint32_tokens(tokens, doc_id))
+        document_ids.append(doc_id)
+    _check_ids(document_ids, "documents")
+    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+    np.cumsum([a.shape[0] for a in arrays], out=offsets[1:])
+    values = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.uint32)
+    return values, offsets, document_ids
+
+
+def _uint32_tokens(tokens, doc_id: str) -> np.ndarray:
+    array = np.asarray(tokens)
+    if array.ndim != 1:
+        raise BatchError(f"document {doc_id!r}: tokens must be 1-D, got shape {array.shape}")
+    if array.dtype == np.uint32:
+        return array
+    if array.size == 0:
+        return np.empty(0, dtype=np.uint32)
+    if array.dtype.kind not in "iu" or array.min() < 0 or array.max() > np.iinfo(np.uint32).max:
+        raise BatchError(f"document {doc_id!r}: tokens must be token ids in 0..2^32-1, got {array.dtype} "
+                         f"values")
+    return array.astype(np.uint32)

@@ -1,0 +1,277 @@
+"""Epochs and mini-batches (SPEC §6): the seed-7 worked epoch, Fisher–Yates against its twin, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.batches import BatchOrder, MiniBatchConfig, MiniBatchEpoch, Provenance
+from engine.corpus import Partition
+from engine.errors import BatchError, ConfigurationError
+from engine.kernels import shuffle as shuffle_kernels
+from engine.store import EncodedDocument
+from engine.windows import CausalWindowConfig
+from tests import naive_windows as naive
+
+TRAIN = Partition.TRAIN
+
+
+def doc(doc_id, tokens, partition=TRAIN):
+    return EncodedDocument(doc_id, partition, np.array(tokens, dtype=np.uint32))
+
+
+WORKED_DOCS = [doc("train-a", [0, 10, 11, 12, 1]), doc("train-b", [0, 20, 21, 1])]
+
+
+def build(documents=WORKED_DOCS, seed=7, T=2, S=1, B=3, partition="train"):
+    order = BatchOrder.sequential() if seed is None else BatchOrder.shuffled(seed)
+    return MiniBatchEpoch.build(documents, partition, windows=CausalWindowConfig(T, S),
+                                batches=MiniBatchConfig(B, order))
+
+
+def origins(epoch):
+    return [f"{p.document_id}@{p.start}" for batch in epoch for p in batch.provenance]
+
+
+# -- the worked epoch (reference/mini-batches.txt) ---------------------------------------------
+
+
+def test_seed_7_worked_epoch():
+    epoch = build()
+    assert epoch.window_count == 5 and len(epoch) == 2 and epoch.batch_count == 2
+    assert origins(epoch) == ["train-b@1", "train-a@1", "train-b@0", "train-a@0", "train-a@2"]
+    first, last = epoch.batch(0), epoch.batch(1)
+    assert first.shape == (3, 2) and last.shape == (2, 2)
+    assert first.token_count == 6 and last.token_count == 4
+    assert first.inputs.tolist() == [[20, 21], [10, 11], [0, 20]]
+    assert first.targets.tolist() == [[21, 1], [11, 12], [20, 21]]
+    assert last.inputs.tolist() == [[0, 10], [11, 12]]
+    assert last.targets.tolist() == [[10, 11], [12, 1]]
+    assert first.provenance[0] == Provenance(TRAIN, 1, "train-b", 1)
+    assert last.provenance == [Provenance(TRAIN, 0, "train-a", 0), Provenance(TRAIN, 0, "train-a", 2)]
+    assert first.input_row(2).tolist() == [0, 20] and first.target_row(0).tolist() == [21, 1]
+    assert first.inputs.dtype == np.uint32 and first.inputs.flags.c_contiguous
+
+
+def test_seed_7_state_after_matches_twin():
+    _, state = naive.fisher_yates(list(range(5)), 7)
+    assert build().shuffle_state_after == state
+    assert build(seed=None).shuffle_state_after is None
+
+
+def test_sequential_order_is_document_then_start():
+    assert origins(build(seed=None)) == ["train-a@0", "train-a@1", "train-a@2", "train-b@0", "train-b@1"]
+    document_index, start = build(seed=None).descriptors()
+    assert document_index.tolist() == [0, 0, 0, 1, 1] and start.tolist() == [0, 1, 2, 0, 1]
+
+
+def test_same_seed_replays_other_seed_changes_order_not_membership():
+    a, b, c = build(), build(), build(seed=8)
+    assert np.array_equal(a.positions, b.positions)
+    assert all(np.array_equal(x.inputs, y.inputs) for x, y in zip(a, b))
+    assert origins(c) != origins(a) and sorted(origins(c)) == sorted(origins(a))
+    assert [bt.shape for bt in c] == [(3, 2), (2, 2)]
+
+
+def test_widths_of_online_minibatch_and_full_grouping():
+    assert [b.width for b in build(B=1)] == [1, 1, 1, 1, 1]
+    assert [b.width for b in build(B=3)] == [3, 2]
+    assert [b.width for b in build(B=5)] == [5]
+    assert [b.width for b in build(B=64)] == [5]
+
+
+# -- Fisher–Yates against the twin -----------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 200), seed=st.integers(0, 2**64 - 1))
+def test_shuffle_kernel_matches_naive(n, seed):
+    items = np.arange(n, dtype=np.int64) * 3 + 5
+    want, state = naive.fisher_yates(items.tolist(), seed)
+    state_after = shuffle_kernels.fisher_yates_shuffle(items, np.uint64(seed))
+    assert items.tolist() == want and int(state_after) == state
+
+
+def test_shuffle_kernel_matches_naive_beyond_lookahead():
+    items = np.arange(5000, dtype=np.int64)
+    want, state = naive.fisher_yates(items.tolist(), 2**64 - 1)
+    assert int(shuffle_kernels.fisher_yates_shuffle(items, np.uint64(2**64 - 1))) == state
+    assert items.tolist() == want
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 12), max_size=8),
+    T=st.integers(1, 4),
+    S=st.integers(1, 3),
+    B=st.integers(1, 6),
+    seed=st.one_of(st.none(), st.integers(0, 2**64 - 1)),
+)
+def test_epoch_matches_naive(lengths, T, S, B, seed):
+    rng = np.random.default_rng(len(lengths) * 31 + T)
+    documents = [doc(f"d{i}", rng.integers(0, 1000, size=n)) for i, n in enumerate(lengths)]
+    offsets = [0]
+    for n in lengths:
+        offsets.append(offsets[-1] + n)
+    values = np.concatenate([d.tokens for d in documents]).tolist() if documents else []
+    descriptors = naive.enumerate_descriptors(offsets, T, S)
+    if seed is not None:
+        descriptors, _ = naive.fisher_yates(descriptors, seed)
+    epoch = build(documents, seed=seed, T=T, S=S, B=B)
+    assert epoch.window_count == len(descriptors) and len(epoch) == -(-len(descriptors) // B)
+    for k in range(len(epoch)):
+        chunk = descriptors[k * B : (k + 1) * B]
+        batch = epoch.batch(k)
+        want_inputs, want_targets = naive.gather(values, offsets, chunk, T)
+        assert batch.inputs.tolist() == want_inputs and batch.targets.tolist() == want_targets
+        assert [(p.document_index, p.start) for p in batch.provenance] == chunk
+        assert batch.document_ids == [f"d{d}" for d, _ in chunk]
+
+
+# -- resumption, out=, ranks, dtype ----------------------------------------------------------
+
+
+def long_documents(count=7, length=40):
+    rng = np.random.default_rng(0)
+    return [doc(f"doc-{i}", rng.integers(0, 50_000, size=length + i)) for i in range(count)]
+
+
+def test_batch_k_alone_equals_iteration():
+    epoch = build(long_documents(), seed=123, T=8, S=3, B=5)
+    everything = list(epoch)
+    resumed = build(long_documents(), seed=123, T=8, S=3, B=5)
+    for k in (len(everything) - 1, 3, 0):
+        assert np.array_equal(resumed.batch(k).inputs, everything[k].inputs)
+        assert resumed.batch(k).provenance == everything[k].provenance
+
+
+def test_out_buffers_are_written_and_returned_as_views():
+    epoch = build(long_documents(), seed=1, T=8, S=3, B=5)
+    out = (np.zeros((5, 8), dtype=np.uint32), np.zeros((5, 8), dtype=np.uint32))
+    last = len(epoch) - 1
+    for k in (0, last):
+        batch = epoch.batch(k, out)
+        fresh = epoch.batch(k)
+        assert np.shares_memory(batch.inputs, out[0]) and np.shares_memory(batch.targets, out[1])
+        assert np.array_equal(batch.inputs, fresh.inputs) and np.array_equal(batch.targets, fresh.targets)
+    assert epoch.batch(last).width < 5  # the smaller final batch fits a full-size buffer
+    wide = (np.zeros((5, 8), dtype=np.int64), np.zeros((5, 8), dtype=np.int64))
+    assert epoch.batch(0, wide).inputs.dtype == np.int64
+    assert epoch.batch(0, dtype=np.int64).inputs.tolist() == epoch.batch(0).inputs.tolist()
+    with pytest.raises(ConfigurationError, match="dtype int64, expected uint32"):
+        epoch.batch(0, wide, dtype=np.uint32)
+    with pytest.raises(ConfigurationError, match=r"shape \(4, 8\), expected \(5, 8\)"):
+        epoch.batch(0, (np.zeros((4, 8), np.uint32), np.zeros((4, 8), np.uint32)))
+    with pytest.raises(ConfigurationError, match="C-contiguous"):
+        epoch.batch(0, (np.zeros((8, 5), np.uint32).T, np.zeros((5, 8), np.uint32)))
+    with pytest.raises(ConfigurationError, match="pair"):
+        epoch.batch(0, np.zeros((5, 8), np.uint32))
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4, 7])
+def test_rank_shares_are_disjoint_and_cover_each_batch(world_size):
+    epoch = build(long_documents(), seed=99, T=4, S=5, B=6)
+    for k in range(len(epoch)):
+        whole = epoch.batch(k)
+        shares = [epoch.batch(k, rank=r, world_size=world_size) for r in range(world_size)]
+        assert np.array_equal(np.concatenate([s.inputs for s in shares]), whole.inputs)
+        assert sum((s.provenance for s in shares), []) == whole.provenance
+        widths = [s.width for s in shares]
+        assert sum(widths) == whole.width and max(widths) - min(widths) <= 1
+        assert widths == [(r + 1) * whole.width // world_size - r * whole.width // world_size
+                          for r in range(world_size)]
+
+
+def test_small_final_batch_gives_empty_shares():
+    epoch = build(seed=7, B=3)  # final batch has 2 rows
+    shares = [epoch.batch(1, rank=r, world_size=4) for r in range(4)]
+    assert [s.shape for s in shares] == [(0, 2), (1, 2), (0, 2), (1, 2)]
+    assert [p for s in shares for p in s.provenance] == epoch.batch(1).provenance
+    assert shares[0].token_count == 0
+
+
+@pytest.mark.parametrize("rank, world_size", [(2, 2), (-1, 2), (0, 0), (1, None), (None, 2), (0.0, 1)])
+def test_bad_rank(rank, world_size):
+    with pytest.raises(ConfigurationError):
+        build().batch(0, rank=rank, world_size=world_size)
+
+
+@pytest.mark.parametrize("k", [-1, 2, 10**20])
+def test_batch_index_out_of_range_names_k_and_count(k):
+    with pytest.raises(BatchError, match=rf"batch {k} is out of range: this epoch has 2 batches"):
+        build().batch(k)
+
+
+def test_batch_index_must_be_integer():
+    with pytest.raises(BatchError, match="integer"):
+        build().batch(1.0)
+    with pytest.raises(BatchError):
+        build().batch(True)
+
+
+# -- errors and edge cases -------------------------------------------------------------------
+
+
+def test_document_of_another_partition_is_named():
+    docs = [WORKED_DOCS[0], doc("valid-a", [0, 5, 6, 1], Partition.VALIDATION)]
+    with pytest.raises(BatchError, match="'valid-a' .documents.1.. belongs to partition 'validation'.*'train'"):
+        build(docs)
+
+
+def test_repeated_document_id_is_named():
+    with pytest.raises(BatchError, match="'train-a' is repeated .documents 0 and 2."):
+        build([WORKED_DOCS[0], WORKED_DOCS[1], doc("train-a", [0, 1])])
+
+
+def test_empty_document_id():
+    with pytest.raises(BatchError, match="empty id"):
+        build([doc("", [0, 1, 2])])
+
+
+@pytest.mark.parametrize("size", [0, -3, True, 2.5])
+def test_bad_batch_size(size):
+    with pytest.raises(BatchError, match="batch size"):
+        MiniBatchConfig(size, BatchOrder.sequential())
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64, 1.5, "7", True])
+def test_bad_seed(seed):
+    with pytest.raises(ConfigurationError, match="seed"):
+        BatchOrder.shuffled(seed)
+
+
+def test_bad_partition_and_documents():
+    with pytest.raises(ConfigurationError, match="unknown partition"):
+        build(partition="dev")
+    with pytest.raises(ConfigurationError, match="TokenStore or a list"):
+        MiniBatchEpoch.build(42, "train", windows=CausalWindowConfig(2), batches=MiniBatchConfig(3))
+    with pytest.raises(BatchError, match="expected an EncodedDocument"):
+        build([("train-a", [0, 1, 2])])
+    with pytest.raises(BatchError, match="token ids"):
+        build([doc("a", [0, 1]).__class__("a", TRAIN, np.array([0, -1, 2]))])
+
+
+def test_validation_partition_epoch_and_generator_source():
+    docs = (doc(f"v{i}", [0, 7, 8, 9, 1], Partition.VALIDATION) for i in range(2))
+    epoch = build(docs, partition=Partition.VALIDATION, seed=3)
+    assert epoch.window_count == 6 and {p.partition for b in epoch for p in b.provenance} == {Partition.VALIDATION}
+    assert np.array_equal(epoch.with_order(epoch.order).positions, epoch.positions)
+
+
+def test_documents_without_windows_and_empty_epoch():
+    epoch = build([doc("a", []), doc("b", [0, 1]), doc("c", [0, 5, 1])], T=2)
+    assert epoch.window_count == 1 and origins(epoch) == ["c@0"]
+    empty = build([doc("a", [0, 1])], T=2)
+    assert empty.window_count == 0 and len(empty) == 0 and list(empty) == []
+    with pytest.raises(BatchError, match="valid: none"):
+        empty.batch(0)
+    assert build([], T=2).window_count == 0
+
+
+def test_descriptors_are_read_only_and_8_bytes_per_window():
+    epoch = build(long_documents(), seed=5, T=8)
+    assert epoch.positions.dtype == np.int64 and epoch.positions.nbytes == 8 * epoch.window_count
+    with pytest.raises(ValueError):
+        epoch.positions[0] = 0
