@@ -1,6 +1,8 @@
 """engine: corpus -> tokenizer -> token store -> windows, batches, packed rows and masks."""
 
-from engine.corpus import Document, Partition
+from engine.audit import AuditReport, audit_epoch
+from engine.batches import BatchOrder, MiniBatch, MiniBatchConfig, MiniBatchEpoch, Provenance
+from engine.corpus import Corpus, CorpusPartitions, Document, Partition, ReadReport, SplitManifest, hash_partition
 from engine.errors import (
     BatchError,
     ConfigurationError,
@@ -11,24 +13,99 @@ from engine.errors import (
     StoreError,
     TokenizerError,
 )
-from engine.store import EncodedDocument
-from engine.tokenizers import Tokenizer, load_tokenizer
+from engine.loss import TokenMeanAccumulator
+from engine.masks import attention_mask, cu_seqlens, loss_mask, max_seqlen, position_ids, varlen_boundaries
+from engine.packing import PackedBatch, PackingPlan, pack_documents, plan_packing
+from engine.store import EncodedDocument, TokenStore, TokenStoreWriter
+from engine.tokenizers import (
+    BpeTokenizer,
+    BpeTrainer,
+    ByteBpeTokenizer,
+    ByteBpeTrainer,
+    CharTokenizer,
+    Tokenizer,
+    WordTokenizer,
+    fit_tokenizer,
+    load_hf_tokenizer_json,
+    load_tiktoken,
+    load_tokenizer,
+    pretokenize,
+    save_hf_tokenizer_json,
+    save_tiktoken,
+)
+from engine.windows import (
+    CausalWindowConfig,
+    IncompleteTail,
+    SampledBatch,
+    Window,
+    document_window_counts,
+    enumerate_windows,
+    gather_windows,
+    sample_windows,
+    window_prefix_sums,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "AuditReport",
     "BatchError",
+    "BatchOrder",
+    "BpeTokenizer",
+    "BpeTrainer",
+    "ByteBpeTokenizer",
+    "ByteBpeTrainer",
+    "CausalWindowConfig",
+    "CharTokenizer",
     "ConfigurationError",
+    "Corpus",
     "CorpusError",
+    "CorpusPartitions",
     "DeviceError",
     "Document",
     "EncodedDocument",
     "EngineError",
+    "IncompleteTail",
+    "MiniBatch",
+    "MiniBatchConfig",
+    "MiniBatchEpoch",
+    "PackedBatch",
     "PackingError",
+    "PackingPlan",
     "Partition",
+    "Provenance",
+    "ReadReport",
+    "SampledBatch",
+    "SplitManifest",
     "StoreError",
+    "TokenMeanAccumulator",
+    "TokenStore",
+    "TokenStoreWriter",
     "Tokenizer",
     "TokenizerError",
+    "Window",
+    "WordTokenizer",
+    "attention_mask",
+    "audit_epoch",
+    "cu_seqlens",
+    "document_window_counts",
+    "enumerate_windows",
+    "fit_tokenizer",
+    "gather_windows",
+    "hash_partition",
+    "load_hf_tokenizer_json",
+    "load_tiktoken",
     "load_tokenizer",
+    "loss_mask",
+    "max_seqlen",
+    "pack_documents",
+    "plan_packing",
+    "position_ids",
+    "pretokenize",
+    "sample_windows",
+    "save_hf_tokenizer_json",
+    "save_tiktoken",
+    "varlen_boundaries",
+    "window_prefix_sums",
 ]
