@@ -128,13 +128,6 @@ def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: i
     click.echo(f"{kind} tokenizer: {tokenizer.vocab_size} ids, hash {tokenizer.hash[:12]}, written to {out_path}")
 
 
-def _add_import_command() -> None:
-    """``engine tokenizers import`` lives in its own module; attach it to this group when present."""
-    try:
-        from engine.commands._tokenizers_import import import_command
-    except ImportError:
-        return
-    command.add_command(import_command)
+from engine.commands._tokenizers_import import import_command  # noqa: E402  (defined beside this group)
 
-
-_add_import_command()
+command.add_command(import_command)
