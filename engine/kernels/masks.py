@@ -6,19 +6,18 @@ Rule: query ``i`` may attend key ``j`` iff ``j <= i``, ``seg[i] == seg[j]`` and 
 Algorithm: ``segment_runs`` makes one pass per row that records where each position's run of
 equal ids starts and whether the row is *contiguous* (no real id reappears after another run;
 packed rows always are). For a contiguous row the allowed keys of query ``i`` are exactly the
-run ``[start(i), i]``. The mask is first filled with "blocked" in one loop (compiled to a
-memset-like store: ``ndarray.fill`` bandwidth), then only the allowed spans are written:
-cost ``B L^2`` bytes filled plus the allowed entries (``sum n(n+1)/2`` per segment of ``n``),
-``O(B L)`` reads. A row that is not contiguous takes the general path (compare ``seg[j]`` for
-every ``j <= i``), so the rule above holds for every input. Both passes run on one thread:
-they are bound by memory bandwidth and measured no faster split over threads (and slower on a
-busy machine). Loops index with unsigned integers so they vectorise.
+run ``[start(i), i]``. Each query row is filled with "blocked" (a memset-like loop) and then
+its allowed span is written while the row is still in L1: cost ``B L^2`` bytes written once to
+memory, ``O(B L)`` reads. A row that is not contiguous takes the general path (compare
+``seg[j]`` for every ``j <= i``), so the rule above holds for every input. Query rows are split
+over threads (prange) in fixed chunks; the output never depends on the thread count. Loops
+index with unsigned integers so they vectorise.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 
 @njit(cache=True, nogil=True)
@@ -50,52 +49,55 @@ def segment_runs(segment_ids, run_start, row_contiguous):
         row_contiguous[b] = contiguous
 
 
-@njit(cache=True, nogil=True)
-def _fill(flat, value):
-    """flat[:] = value as one loop, which compiles to a single memset-like store (fill bandwidth)."""
-    for j in range(np.uint64(0), np.uint64(flat.shape[0])):
-        flat[j] = value
+# Queries are split into this many contiguous chunks for prange; the output does not depend on
+# the number of threads (each query row is written by exactly one iteration).
+_QUERY_CHUNKS = 64
 
 
-@njit(cache=True, nogil=True)
-def _allow(segment_ids, run_start, row_contiguous, flat, allowed):
-    """Write the allowed keys of every query over a mask already filled with 'blocked'."""
+@njit(cache=True, nogil=True, parallel=True)
+def _write_mask(segment_ids, run_start, row_contiguous, out, allowed, blocked):
+    """Write every query row of ``out[b, i, :]``: fill it with ``blocked``, then its allowed keys.
+
+    A row of L entries is written while it sits in L1, so the second pass costs no memory
+    traffic; rows are spread over threads in contiguous chunks of queries.
+    """
     rows, length = segment_ids.shape
-    for q in range(rows * length):
-        b = q // length
-        i = q - b * length
-        base = np.uint64(q * length)
-        own = segment_ids[b, i]
-        if own < 0:
-            flat[base + np.uint64(i)] = allowed
-        elif row_contiguous[b]:
-            for j in range(base + np.uint64(run_start[b, i]), base + np.uint64(i + 1)):
-                flat[j] = allowed
-        else:
-            for j in range(i + 1):
-                if segment_ids[b, j] == own:
-                    flat[base + np.uint64(j)] = allowed
+    queries = rows * length
+    for chunk in prange(_QUERY_CHUNKS):
+        lo = chunk * queries // _QUERY_CHUNKS
+        hi = (chunk + 1) * queries // _QUERY_CHUNKS
+        for q in range(lo, hi):
+            b = q // length
+            i = q - b * length
+            row = out[b, i]
+            for j in range(np.uint64(0), np.uint64(length)):
+                row[j] = blocked
+            own = segment_ids[b, i]
+            if own < 0:
+                row[i] = allowed
+            elif row_contiguous[b]:
+                for j in range(np.uint64(run_start[b, i]), np.uint64(i + 1)):
+                    row[j] = allowed
+            else:
+                for j in range(i + 1):
+                    if segment_ids[b, j] == own:
+                        row[j] = allowed
 
 
 @njit(cache=True, nogil=True)
 def dense_mask(segment_ids, run_start, row_contiguous, out):
     """Boolean mask ``out[b, i, j]`` (True = may attend); out bool [B, L, L], C-contiguous.
 
-    Two passes: one bulk fill with False (one memset-like loop, as fast as
-    ``ndarray.fill``), then only the True spans: for query ``i`` of a contiguous row the keys
-    ``run_start(i) .. i``; for a padding query only ``i`` itself.
+    Per query row: fill with False, then set the allowed keys: for query ``i`` of a contiguous
+    row the keys ``run_start(i) .. i``; for a padding query only ``i`` itself.
     """
-    flat = out.reshape(-1)
-    _fill(flat, False)
-    _allow(segment_ids, run_start, row_contiguous, flat, True)
+    _write_mask(segment_ids, run_start, row_contiguous, out, True, False)
 
 
 @njit(cache=True, nogil=True)
 def additive_mask(segment_ids, run_start, row_contiguous, out):
     """Additive float mask: 0 where allowed, -inf where blocked; out float32 [B, L, L], C-contiguous."""
-    flat = out.reshape(-1)
-    _fill(flat, np.float32(-np.inf))
-    _allow(segment_ids, run_start, row_contiguous, flat, np.float32(0.0))
+    _write_mask(segment_ids, run_start, row_contiguous, out, np.float32(0.0), np.float32(-np.inf))
 
 
 @njit(cache=True, nogil=True)
