@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
-import time
 from pathlib import Path
+from timing import best_of  # noqa: E402
+
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 
@@ -32,15 +33,6 @@ def stdlib_texts(max_bytes: int | None = None) -> list[str]:
         if max_bytes is not None and total >= max_bytes:
             break
     return texts
-
-
-def best_of(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def trained_tokenizer(texts, vocab_size: int, tag: str):

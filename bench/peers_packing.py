@@ -23,6 +23,8 @@ import numpy as np
 
 from engine.masks import attention_mask
 from engine.packing import pack_documents, plan_packing
+from timing import best_of  # noqa: E402
+
 
 ROOT = Path(__file__).resolve().parents[1]
 ROW_LENGTH = 2048
@@ -64,15 +66,6 @@ def mask_segments(seed: int = 0) -> np.ndarray:
 def numpy_mask(segment_ids: np.ndarray, out: np.ndarray, tril: np.ndarray) -> None:
     np.equal(segment_ids[:, :, None], segment_ids[:, None, :], out=out)
     out &= tril
-
-
-def best_of(fn, rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def rows(quick: bool) -> list[dict]:

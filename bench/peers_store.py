@@ -15,7 +15,6 @@ import importlib.util
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,8 @@ import pyarrow.parquet as pq
 from engine.corpus import Corpus, Partition, SplitManifest
 from engine.store import TokenStore
 from engine.tokenizers.base import Tokenizer, register_tokenizer
+from timing import best_of  # noqa: E402
+
 
 BENCH_DIR = Path(__file__).resolve().parent
 CHUNK_DOCUMENTS = 4096
@@ -119,15 +120,6 @@ def peer_read(path: Path) -> int:
         column = pq.read_table(path / f"{part.value}.parquet").column("tokens").combine_chunks()
         total += int(column.values.to_numpy(zero_copy_only=True).shape[0])
     return total
-
-
-def best_of(fn, rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def rows(quick: bool) -> list[dict]:

@@ -25,6 +25,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from engine.tokenizers import BpeTrainer  # noqa: E402
 
+from timing import best_of
+
+
+def best_of_warm(fn, repeat: int) -> float:
+    return best_of(fn, repeat, warmup=True)
+
+
 ROOT = Path(__file__).resolve().parents[1]
 WORD_PATTERN = r"\w+|[^\w\s]|\s"
 
@@ -33,16 +40,6 @@ def shakespeare_text() -> str:
     env = os.environ.get("ENGINE_SHAKESPEARE")
     path = Path(env) if env else ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
     return path.read_text(encoding="utf-8")
-
-
-def best_time(fn, repeat: int) -> float:
-    fn()  # warm up: Numba compilation and caches stay out of the timing
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def naive_module():
@@ -93,7 +90,7 @@ def rows(quick: bool) -> list[dict]:
     repeat = 3 if quick else 7
     out = []
 
-    engine_train = best_time(lambda: BpeTrainer(200).train(train), repeat)
+    engine_train = best_of_warm(lambda: BpeTrainer(200).train(train), repeat)
     naive = naive_module()
     naive_merges = 20 if quick else 200
     start = time.perf_counter()
@@ -103,17 +100,17 @@ def rows(quick: bool) -> list[dict]:
     out.append(_row("bpe train 200 merges, 90% tinyshakespeare", engine_train, label, naive_train, ">=100x"))
 
     if _installed("tokenizers"):
-        hf_200 = best_time(lambda: hf_trainer_run(train, 200), 1 if quick else 3)
+        hf_200 = best_of_warm(lambda: hf_trainer_run(train, 200), 1 if quick else 3)
         out.append(_row("bpe train 200 merges, 90% tinyshakespeare", engine_train, "hf tokenizers BpeTrainer",
                         hf_200, ">=3x"))
-    engine_5000 = best_time(lambda: BpeTrainer(5000).train(train), 1 if quick else 3)
+    engine_5000 = best_of_warm(lambda: BpeTrainer(5000).train(train), 1 if quick else 3)
     if _installed("tokenizers"):
-        hf_5000 = best_time(lambda: hf_trainer_run(train, 5000), 1)
+        hf_5000 = best_of_warm(lambda: hf_trainer_run(train, 5000), 1)
         out.append(_row("bpe train 5000 merges, 90% tinyshakespeare", engine_5000, "hf tokenizers BpeTrainer",
                         hf_5000, "engine < 1 s"))
 
     bpe = BpeTrainer(200).train(train)
-    engine_encode = best_time(lambda: bpe.encode(text), repeat)
+    engine_encode = best_of_warm(lambda: bpe.encode(text), repeat)
     start = time.perf_counter()
     naive.naive_encode_bpe(text, bpe.alphabet, bpe.merges)
     naive_encode = time.perf_counter() - start
@@ -125,7 +122,7 @@ def rows(quick: bool) -> list[dict]:
         theirs = encoding.encode_ordinary(text)
         if len(theirs) != len(ours) or any(int(a) != b + 2 for a, b in zip(ours.tolist(), theirs)):
             raise RuntimeError("tiktoken and engine disagree on the ids of the same merges")
-        tiktoken_s = best_time(lambda: encoding.encode_ordinary(text), repeat)
+        tiktoken_s = best_of_warm(lambda: encoding.encode_ordinary(text), repeat)
         out.append(_row("bpe encode full text, 200 merges", engine_encode, "tiktoken (same ranks, word regex)",
                         tiktoken_s, ">=2x"))
     return out

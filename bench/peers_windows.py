@@ -18,7 +18,6 @@ ratio = peer time / engine time; bench_windows.py runs the same pairs under pyte
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,8 @@ from engine.corpus import Partition
 from engine.kernels import shuffle as shuffle_kernels
 from engine.store import EncodedDocument
 from engine.windows import CausalWindowConfig, enumerate_windows
+from timing import best_of  # noqa: E402
+
 
 T = 64
 B = 32
@@ -53,15 +54,6 @@ def shakespeare_epoch(ids: np.ndarray, order: BatchOrder, batch_size: int) -> Mi
     document = EncodedDocument("tinyshakespeare", Partition.TRAIN, ids)
     return MiniBatchEpoch.build([document], Partition.TRAIN, windows=CausalWindowConfig(T),
                                 batches=MiniBatchConfig(batch_size, order))
-
-
-def best_of(fn, rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 # -- workloads: each returns (engine callable, {peer name: peer callable}) ----------------------
