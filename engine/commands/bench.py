@@ -43,11 +43,16 @@ def load_peer_modules(only: tuple[str, ...] = ()) -> list[tuple[str, object]]:
     return modules
 
 
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
+
+
 @click.command("bench")
 @click.option("--quick", is_flag=True, help="Smaller inputs: a quick check rather than the published numbers.")
 @click.option("--only", multiple=True, metavar="AREA", help="Only these areas (store, tokenizers, byte_bpe, windows, packing, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Print rows as JSON.")
-def command(quick: bool, only: tuple[str, ...], as_json: bool) -> None:
+@click.option("--markdown", is_flag=True, help="Print a Markdown table (as in README.md).")
+def command(quick: bool, only: tuple[str, ...], as_json: bool, markdown: bool) -> None:
     """Time engine beside the peers people use today and print the ratios.
 
     Ratio = peer time / engine time (higher is better for engine); `target` is the goal the
@@ -58,6 +63,7 @@ def command(quick: bool, only: tuple[str, ...], as_json: bool) -> None:
       pip install -e '.[bench]'
       engine bench --quick
       engine bench --only windows --json
+      engine bench --markdown > table.md
     """
     from engine.commands.prepare import format_table
 
@@ -73,6 +79,15 @@ def command(quick: bool, only: tuple[str, ...], as_json: bool) -> None:
             rows.append({"area": area, **row})
     if as_json:
         click.echo(json.dumps(rows, indent=2))
+        return
+    if markdown:
+        click.echo("| area | benchmark | engine | peer | peer time | ratio | target |")
+        click.echo("| --- | --- | ---: | --- | ---: | ---: | --- |")
+        for r in rows:
+            click.echo(
+                f"| {r['area']} | {r['benchmark']} | {_ms(r['engine_s'])} | {r['peer']} | {_ms(r['peer_s'])} "
+                f"| {r['ratio']:.2f}× | {r.get('target', '')} |"
+            )
         return
     table = [
         [r["area"], r["benchmark"], f"{r['engine_s'] * 1e3:.2f}", r["peer"], f"{r['peer_s'] * 1e3:.2f}",
