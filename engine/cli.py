@@ -11,8 +11,16 @@ from engine import __version__
 from engine.errors import EngineError
 
 
+def _describe_os_error(exc: OSError) -> str:
+    """``path: reason`` for a file the user named that cannot be read or written."""
+    where = exc.filename if exc.filename is not None else ""
+    reason = exc.strerror or str(exc)
+    return f"{where}: {reason}" if where else reason
+
+
 class EngineGroup(click.Group):
-    """Turns EngineError into one line on stderr and exit 2; other errors exit 1 (traceback with --debug)."""
+    """User errors (EngineError, and OSError such as a missing or unwritable path) become one line on
+    stderr and exit 2; any other exception is internal: exit 1, traceback with ``--debug``."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -24,6 +32,11 @@ class EngineGroup(click.Group):
             ctx.exit(2)
         except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
             raise
+        except OSError as exc:  # the file system said no (permissions, disk full, a directory where a file goes)
+            if ctx.obj and ctx.obj.get("debug"):
+                traceback.print_exc()
+            click.echo(f"error: {_describe_os_error(exc)}", err=True)
+            ctx.exit(2)
         except Exception as exc:  # internal error: say so, point at --debug
             if ctx.obj and ctx.obj.get("debug"):
                 traceback.print_exc()

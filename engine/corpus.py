@@ -177,11 +177,32 @@ def iter_jsonl(
             yield Document(doc_id, text)
 
 
+def _no_repeated_keys(pairs: list[tuple[str, object]]) -> dict:
+    """``object_pairs_hook``: a repeated key makes a line ambiguous (which "text" is meant?)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise _RepeatedKey(key)
+    return obj
+
+
+class _RepeatedKey(ValueError):
+    pass
+
+
 def _parse_jsonl_line(line: str, where: str) -> tuple[str, str]:
+    # strict=False lets raw control characters (NUL, tab) stand inside strings: they are ordinary text.
     try:
-        obj = json.loads(line)
+        obj = json.loads(line, strict=False, object_pairs_hook=_no_repeated_keys)
     except json.JSONDecodeError as exc:
         raise CorpusError(f"{where}: malformed JSON ({exc.msg} at column {exc.colno}); expected one object per line") from None
+    except _RepeatedKey as exc:
+        raise CorpusError(f'{where}: key "{exc.args[0]}" appears twice in one object; expected each key once') from None
+    except RecursionError:
+        raise CorpusError(f"{where}: JSON nested too deeply; expected one flat object per line") from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python converts
+        raise CorpusError(f"{where}: malformed JSON ({exc}); expected one object per line") from None
     if not isinstance(obj, dict):
         raise CorpusError(f'{where}: expected a JSON object {{"id": ..., "text": ...}}, got {type(obj).__name__}')
     for key in ("id", "text"):
@@ -246,18 +267,18 @@ def iter_parquet_batches(
     for file in _parquet_files(path):
         try:
             pf = pq.ParquetFile(file)
-        except (OSError, pa.ArrowException) as exc:
+            schema = pf.schema_arrow
+        except (OSError, pa.ArrowException, ValueError) as exc:  # ValueError: footer strings that are not UTF-8
             raise CorpusError(f"{file}: cannot read Parquet file: {exc}") from None
-        schema = pf.schema_arrow
         for name in ("id", "text"):
             if schema.get_field_index(name) < 0:
                 raise CorpusError(f"{file}: missing column {name!r} (found: {', '.join(schema.names)}; expected id, text)")
             if not (pa.types.is_string(schema.field(name).type) or pa.types.is_large_string(schema.field(name).type)):
                 raise CorpusError(f"{file}: column {name!r} has type {schema.field(name).type}, expected string")
         row = 0
-        for batch in pf.iter_batches(batch_size=batch_size, columns=["id", "text"]):
+        for batch in _checked_batches(pf, file, batch_size, lambda: row):  # reads the row reached so far
             docs = []
-            for doc_id, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+            for doc_id, text in zip(_strings(batch, 0, file, row), _strings(batch, 1, file, row)):
                 where = f"{file}: row {row}"
                 if doc_id is None or text is None:
                     raise CorpusError(f"{where}: null {'id' if doc_id is None else 'text'} (expected a string)")
@@ -268,6 +289,42 @@ def iter_parquet_batches(
                 row += 1
             report.documents += len(docs)
             yield docs
+
+
+def _strings(batch, column: int, file: Path, first_row: int) -> list:
+    """A string column as Python values; bytes that are not UTF-8 name the file, row and column."""
+    values = batch.column(column)
+    try:
+        return values.to_pylist()
+    except UnicodeDecodeError:
+        for i in range(len(values)):
+            try:
+                values[i].as_py()
+            except UnicodeDecodeError as exc:
+                raise CorpusError(
+                    f"{file}: row {first_row + i}: column {batch.schema.names[column]!r} holds invalid UTF-8 "
+                    f"(byte offset {exc.start} of the value); expected UTF-8 strings"
+                ) from None
+        raise
+
+
+def _checked_batches(pf, file: Path, batch_size: int, next_row) -> Iterator:
+    """Record batches of ``id``/``text``; a corrupt page or bad UTF-8 becomes CorpusError naming file and rows."""
+    import pyarrow as pa
+
+    batches = pf.iter_batches(batch_size=batch_size, columns=["id", "text"])
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            first = next_row()
+            raise CorpusError(
+                f"{file}: cannot read rows from {first} on ({type(exc).__name__}: {exc}); "
+                "the Parquet file is corrupt or truncated"
+            ) from None
+        yield batch
 
 
 def iter_parquet(
@@ -305,7 +362,11 @@ def iter_folder(
                 relative.append(full.relative_to(root).as_posix())
     for rel in sorted(relative):
         file = root / rel
-        text = _decode(file.read_bytes(), where=str(file), base_offset=0, policy=on_invalid_utf8, report=report)
+        try:
+            raw = file.read_bytes()
+        except OSError as exc:
+            raise CorpusError(f"{file}: cannot read corpus file: {exc.strerror}") from None
+        text = _decode(raw, where=str(file), base_offset=0, policy=on_invalid_utf8, report=report)
         if text is not None:
             report.documents += 1
             yield Document(rel, text)

@@ -87,7 +87,10 @@ def resolve_device(device: str, out: Any = None) -> str:
 
 def _host_segment_ids(segment_ids: Any) -> np.ndarray:
     """Validated C-contiguous int32 copy (or view) of host segment ids ``[B, L]``."""
-    array = np.asarray(segment_ids)
+    try:
+        array = np.asarray(segment_ids)
+    except (ValueError, TypeError) as exc:  # ragged nested lists
+        raise PackingError(f"segment_ids: expected a 2-D integer array [rows, length] ({exc})") from None
     if array.ndim != 2:
         raise PackingError(f"segment_ids: expected a 2-D array [rows, length], got shape {array.shape}")
     if array.dtype.kind not in "iu":

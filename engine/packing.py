@@ -24,6 +24,7 @@ Role flags (0/1 per source token) are shifted with the targets: the weight at in
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Sequence
@@ -62,10 +63,27 @@ class PackingPlan:
         return self.real_positions / (self.rows * self.row_length) if self.rows else 0.0
 
 
+# Positions and segment ids are int32, and cu_seqlens index rows with int32.
+MAX_ROW_LENGTH = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
 def _check_row_length(row_length: Any) -> int:
     if isinstance(row_length, bool) or not isinstance(row_length, (int, np.integer)) or row_length < 1:
         raise ConfigurationError(f"row_length={row_length!r}: expected an integer >= 1")
+    if row_length > MAX_ROW_LENGTH:
+        raise ConfigurationError(
+            f"row_length={row_length}: expected at most {MAX_ROW_LENGTH} (position and segment ids are int32)"
+        )
     return int(row_length)
+
+
+def _memory_limit() -> int:
+    """Physical memory in bytes (a generous ceiling for one allocation); 2**62 where unknown."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 2**62
 
 
 def _plan_from_offsets(offsets: np.ndarray, row_length: int, strategy: str) -> PackingPlan:
@@ -74,6 +92,13 @@ def _plan_from_offsets(offsets: np.ndarray, row_length: int, strategy: str) -> P
     documents = offsets.shape[0] - 1
     counts = np.empty(documents, dtype=np.int64)
     pieces = int(kernels.piece_counts(offsets, row_length, counts))
+    # Six int64 arrays per piece, and best-fit keeps 12 bytes of buckets per possible capacity.
+    needed = pieces * 48 + (12 * row_length if strategy == "bfd" else 0)
+    if needed > _memory_limit():
+        raise PackingError(
+            f"packing {documents} documents into rows of {row_length} makes {pieces} pieces; the plan needs "
+            f"{needed:,} bytes, more than this machine's memory (expected a smaller row_length or fewer tokens)"
+        )
     piece_document = np.empty(pieces, dtype=np.int64)
     piece_source_start = np.empty(pieces, dtype=np.int64)
     piece_length = np.empty(pieces, dtype=np.int64)
@@ -99,11 +124,23 @@ def _plan_from_offsets(offsets: np.ndarray, row_length: int, strategy: str) -> P
 def plan_packing(document_lengths: Any, row_length: int, *, strategy: str = "bfd") -> PackingPlan:
     """Plan rows for documents of ``document_lengths`` source tokens (no tokens needed)."""
     row_length = _check_row_length(row_length)
-    lengths = np.asarray(document_lengths)
+    try:
+        lengths = np.asarray(document_lengths)
+    except (ValueError, TypeError) as exc:
+        raise PackingError(f"document_lengths: expected a 1-D array of integers >= 0 ({exc})") from None
     if lengths.ndim != 1 or lengths.dtype.kind not in "iu" or (lengths.size and lengths.min() < 0):
         raise PackingError(f"document_lengths: expected a 1-D array of integers >= 0, got {lengths.dtype} {lengths.shape}")
+    if lengths.size and int(lengths.max()) > INT64_MAX - row_length:
+        # The kernels round lengths up to whole rows in int64: keep ``length + L`` representable.
+        raise PackingError(
+            f"document_lengths: a length of {int(lengths.max())} is too large; expected at most "
+            f"2**63 - 1 - row_length = {INT64_MAX - row_length}"
+        )
     offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    np.cumsum(lengths.astype(np.int64, copy=False), out=offsets[1:])
+    # Adding a non-negative int64 can only make the running sum smaller by wrapping around.
+    if lengths.size and (offsets[1:] < offsets[:-1]).any():
+        raise PackingError("document_lengths: the lengths sum to more than 2**63 - 1 tokens; expected a total that fits int64")
     return _plan_from_offsets(offsets, row_length, strategy)
 
 
@@ -190,7 +227,15 @@ def _flat_documents(documents: Any, split: Any) -> tuple[np.ndarray, np.ndarray,
         raise ConfigurationError("split= applies only when packing a token store")
     if isinstance(documents, tuple) and len(documents) == 3:
         return _flat_triple(*documents)
+    if isinstance(documents, (str, bytes)) or not hasattr(documents, "__iter__"):
+        raise PackingError(
+            f"documents is {type(documents).__name__}; expected a list of EncodedDocument, "
+            "a (values, offsets, ids) triple or a TokenStore"
+        )
     documents = list(documents)
+    for index, document in enumerate(documents):
+        if not (hasattr(document, "id") and hasattr(document, "tokens")):
+            raise PackingError(f"documents[{index}] is {type(document).__name__}; expected an EncodedDocument")
     partitions = {getattr(d, "partition", None) for d in documents}
     if len(partitions) > 1:
         first = documents[0]
@@ -278,6 +323,12 @@ def pack_documents(
     flags = np.zeros(1, np.uint8) if roles is None else _flat_roles(roles, offsets, ids)
     plan = _plan_from_offsets(offsets, row_length, strategy)
     shape = (plan.rows, row_length)
+    needed = plan.rows * row_length * 17  # inputs, targets, segment and position ids, loss weights
+    if needed > _memory_limit():
+        raise PackingError(
+            f"{plan.rows} rows of {row_length} positions need {needed:,} bytes, more than this machine's memory; "
+            "expected a smaller row_length"
+        )
     inputs = np.zeros(shape, np.uint32)
     targets = np.zeros(shape, np.uint32)
     segment_ids = np.full(shape, -1, np.int32)

@@ -117,6 +117,7 @@ class _WriterLock:
             while True:
                 try:
                     os.link(draft, self.path)
+                    self._clear_dead_drafts(draft)
                     return
                 except FileExistsError:
                     pass
@@ -138,6 +139,13 @@ class _WriterLock:
                 time.sleep(self.poll)
         finally:
             draft.unlink(missing_ok=True)
+
+    def _clear_dead_drafts(self, mine: Path) -> None:
+        """Drafts ``.DIR.lock.<pid>`` that killed writers left behind (their pid is gone)."""
+        for draft in self.path.parent.glob(f".{self.path.name}.*"):
+            pid = draft.name.rsplit(".", 1)[-1]
+            if draft != mine and pid.isdigit() and not _pid_alive(int(pid)):
+                draft.unlink(missing_ok=True)
 
     def release(self) -> None:
         if self._holder() == os.getpid():
@@ -173,13 +181,21 @@ class TokenStoreWriter:
                  row_group_size: int = ROW_GROUP_SIZE, max_rows_per_file: int | None = None,
                  chunk_documents: int = CHUNK_DOCUMENTS, wait: bool = False, timeout: float = 600.0):
         self.path = Path(path).absolute()
+        if not all(hasattr(tokenizer, name) for name in ("bos_id", "eos_id", "hash", "save")):
+            raise StoreError(f"{self.path}: tokenizer is {type(tokenizer).__name__}, expected an engine Tokenizer")
         self.tokenizer = tokenizer
         self.overwrite = overwrite
+        for name, value in (("row_group_size", row_group_size), ("chunk_documents", chunk_documents),
+                            ("max_rows_per_file", max_rows_per_file)):
+            if value is None and name == "max_rows_per_file":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise StoreError(f"{name}={value!r}: row_group_size, chunk_documents and max_rows_per_file must be >= 1")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+            raise StoreError(f"timeout={timeout!r}: expected a number of seconds >= 0")
         self.row_group_size = int(row_group_size)
         self.max_rows_per_file = max_rows_per_file
         self.chunk_documents = int(chunk_documents)
-        if self.row_group_size < 1 or self.chunk_documents < 1 or (max_rows_per_file is not None and max_rows_per_file < 1):
-            raise StoreError("row_group_size, chunk_documents and max_rows_per_file must be >= 1")
         self.bos_id, self.eos_id = int(tokenizer.bos_id), int(tokenizer.eos_id)
         self.schema = pa.schema(
             [pa.field("id", pa.string()), pa.field("tokens", TOKENS_TYPE)],
@@ -247,11 +263,21 @@ class TokenStoreWriter:
         """
         self._check_active()
         part = _partition(partition)
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+            raise StoreError(f"{part.value} chunk: ids is {type(ids).__name__}, expected a list of str")
         ids = list(ids)
-        self._check_arrays(part, ids, values, offsets)
         for i, doc_id in enumerate(ids):
             if not isinstance(doc_id, str) or not doc_id:
                 raise StoreError(f"{part.value} document {i}: id {doc_id!r} is not a non-empty string")
+            if not doc_id.isascii():
+                try:
+                    doc_id.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise StoreError(
+                        f"{part.value} document {i}: id {doc_id!r} holds a lone surrogate at character offset "
+                        f"{exc.start}; expected a valid UTF-8 string"
+                    ) from None
+        self._check_arrays(part, ids, values, offsets)
         fresh = dict.fromkeys(ids, part)
         clash = next((d for d in ids if d in self._ids), None) if len(fresh) == len(ids) else None
         if len(fresh) != len(ids) or clash is not None:
@@ -285,8 +311,19 @@ class TokenStoreWriter:
         bad = np.flatnonzero(lengths < 2)
         if bad.size:
             i = int(bad[0])
-            what = "offsets decrease" if lengths[i] < 0 else f"it has {lengths[i]} token(s)"
+            what = (
+                f"offsets decrease (offsets[{i}] = {offsets[i]} > offsets[{i + 1}] = {offsets[i + 1]}; "
+                f"offsets must rise from 0 to {values.shape[0]} = len(values))"
+                if lengths[i] < 0 else f"it has {lengths[i]} token(s)"
+            )
             raise StoreError(f"{part.value} document {ids[i]!r}: {what}; expected [BOS, content..., EOS] (>= 2 tokens)")
+        outside = np.flatnonzero((offsets < 0) | (offsets > values.shape[0]))
+        if outside.size:  # only reachable when differences wrapped around int64
+            i = int(outside[0])
+            raise StoreError(
+                f"{part.value} chunk: offsets[{i}] = {offsets[i]} is outside the values buffer; "
+                f"expected 0 <= offset <= {values.shape[0]} (len(values))"
+            )
         for name, positions, expected in (("start with BOS", offsets[:-1], self.bos_id), ("end with EOS", offsets[1:] - 1, self.eos_id)):
             wrong = np.flatnonzero(values[positions] != expected)
             if wrong.size:
@@ -294,6 +331,7 @@ class TokenStoreWriter:
                 raise StoreError(
                     f"{part.value} document {ids[i]!r} does not {name} id {expected}: found {values[positions[i]]}"
                 )
+
 
     def _append(self, out: _SplitOutput, table: pa.Table) -> None:
         start = 0
@@ -325,7 +363,11 @@ class TokenStoreWriter:
         ids: list[str] = []
         tokens: list[np.ndarray] = []
         written = 0
-        for doc in documents:
+        if isinstance(documents, (str, bytes)) or not hasattr(documents, "__iter__"):
+            raise StoreError(f"{part.value}: documents is {type(documents).__name__}, expected an iterable of EncodedDocument")
+        for index, doc in enumerate(documents):
+            if not isinstance(doc, EncodedDocument):
+                raise StoreError(f"{part.value} document {index}: got {type(doc).__name__}, expected EncodedDocument")
             if _partition(doc.partition) is not part:
                 raise StoreError(f"document {doc.id!r} belongs to {Partition(doc.partition).value} but is written to {part.value}")
             if not isinstance(doc.tokens, np.ndarray) or doc.tokens.dtype != np.uint32 or doc.tokens.ndim != 1:
@@ -465,6 +507,11 @@ class TokenStore:
     def write(cls, path: str | os.PathLike, encoded_partitions: Mapping[Partition | str, Iterable[EncodedDocument]],
               tokenizer, **writer_options) -> "TokenStore":
         """Write ``{partition: encoded documents}`` as a store at ``path`` and open it."""
+        if not hasattr(encoded_partitions, "items"):
+            raise StoreError(
+                f"{path}: encoded_partitions is {type(encoded_partitions).__name__}, expected a mapping "
+                "{partition: [EncodedDocument, ...]}"
+            )
         with cls.writer(path, tokenizer, **writer_options) as w:
             for partition, documents in encoded_partitions.items():
                 w.write_documents(partition, documents)
@@ -517,6 +564,9 @@ class TokenStore:
                     if not (isinstance(entry["name"], str) and isinstance(entry["rows"], int)
                             and isinstance(entry["bytes"], int) and isinstance(entry["sha256"], str)):
                         raise TypeError(f"splits.{name}.files entry")
+                    parts = Path(entry["name"]).parts
+                    if not parts or Path(entry["name"]).is_absolute() or ".." in parts:
+                        raise ValueError(f"file name {entry['name']!r} leaves the store directory")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StoreError(f"{where}: manifest is malformed ({type(exc).__name__}: {exc})") from None
 
@@ -529,7 +579,7 @@ class TokenStore:
             raise StoreError(f"{file}: size is {size} bytes, the manifest expects {entry['bytes']}; the file is truncated or changed")
         try:
             meta = pq.read_metadata(file)
-        except (OSError, pa.ArrowException) as exc:
+        except (OSError, pa.ArrowException, ValueError) as exc:
             raise StoreError(f"{file}: cannot read the Parquet footer ({exc}); the file is corrupt") from None
         if meta.num_rows != entry["rows"]:
             raise StoreError(f"{file}: holds {meta.num_rows} rows, the manifest expects {entry['rows']}")
@@ -609,7 +659,7 @@ class TokenStore:
                 file = self.path / entry["name"]
                 try:
                     table = pq.ParquetFile(file).read(columns=["id", "tokens"])
-                except (OSError, pa.ArrowException) as exc:
+                except (OSError, pa.ArrowException, ValueError) as exc:
                     raise StoreError(f"{file}: cannot read ({exc}); the file is corrupt") from None
                 if table.schema.field("tokens").type != TOKENS_TYPE or table.schema.field("id").type != pa.string():
                     raise StoreError(f"{file}: columns are {table.schema.types}, expected id: string, tokens: {TOKENS_TYPE}")

@@ -55,6 +55,7 @@ def write_packed(packed: PackedBatch, out_dir: Path) -> None:
         pq.write_table(segments, staging / "segments.parquet")
         if out_dir.exists():
             previous = out_dir.with_name(f".{out_dir.name}.previous")
+            shutil.rmtree(previous, ignore_errors=True)  # left by a run killed between the two renames
             os.replace(out_dir, previous)
             os.replace(staging, out_dir)
             shutil.rmtree(previous)

@@ -31,7 +31,10 @@ def command() -> None:
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a PNG of training tokens vs vocabulary size (needs engine[plot]).")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
-def compare(text_file: Path, train_fraction: float, merges: int, context: int, plot_path: Path | None, as_json: bool) -> None:
+@click.option("--on-invalid-utf8", type=click.Choice(["error", "replace", "skip"]), default="error", show_default=True,
+              help="What to do with bytes that are not UTF-8 (skip drops the whole file).")
+def compare(text_file: Path, train_fraction: float, merges: int, context: int, plot_path: Path | None, as_json: bool,
+            on_invalid_utf8: str) -> None:
     """Fit char, word and BPE on the first part of TEXT; compare them on both parts.
 
     Counts content pieces only (no BOS/EOS). Validation characters missing from the training
@@ -47,7 +50,7 @@ def compare(text_file: Path, train_fraction: float, merges: int, context: int, p
     from engine.corpus import read_text_file
     from engine.tokenizers.stats import compare_tokenizers, format_comparison, plot_history
 
-    report = compare_tokenizers(read_text_file(text_file), train_fraction=train_fraction, merges=merges, context=context)
+    report = compare_tokenizers(read_text_file(text_file, on_invalid_utf8=on_invalid_utf8), train_fraction=train_fraction, merges=merges, context=context)
     if plot_path is not None:
         plot_history(report, plot_path)
     if as_json:

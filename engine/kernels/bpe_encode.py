@@ -5,7 +5,11 @@ later merges of the same pair: a piece rebuilt by a later merge can make a pair 
 one word is "apply merge k = 0..N-1 in order, each left to right without overlap", done as:
 find the smallest merge rank >= the next rank to apply among the word's adjacent pairs, apply
 that merge across the word, continue after it. Merges that occur in no pair of the word cost
-nothing, so a word of L symbols costs O(L^2) table look-ups instead of O(N * L).
+nothing, so a short word of L symbols costs at most O(L^2) table look-ups instead of O(N * L).
+A word longer than ``LONG_WORD`` symbols (one enormous "word" without spaces) instead keeps its
+symbols in a linked list and its pairs in a binary heap keyed by (rank, position): popping the
+heap visits each merge's occurrences left to right, exactly as the scan does, and a merge only
+looks up the two pairs it creates, so such a word costs O(L log L) and gives identical pieces.
 
 ``scatter_documents`` then writes ``[BOS, pieces of each word occurrence..., EOS]`` per document.
 """
@@ -15,9 +19,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["build_merge_table", "encode_words", "scatter_documents", "map_symbols"]
+__all__ = ["build_merge_table", "encode_words", "scatter_documents", "map_symbols", "LONG_WORD"]
 
 _GOLDEN = -7046029254386353131
+# Above this many symbols a word is merged with the heap (O(L log L)); below, the scan is faster.
+LONG_WORD = 128
 
 
 @njit(cache=True, nogil=True)
@@ -85,8 +91,103 @@ def map_symbols(cps, char_table):
 
 
 @njit(cache=True, nogil=True)
-def encode_words(word_syms, word_offsets, keys, ranks, merge_next, merges_left, merges_right, merges_new, symbol_space):
-    """Apply the merges to every word; returns (pieces int64 flat, piece offsets int64[d+1])."""
+def _heap_less(heap_rank, heap_pos, a, b):
+    return heap_rank[a] < heap_rank[b] or (heap_rank[a] == heap_rank[b] and heap_pos[a] < heap_pos[b])
+
+
+@njit(cache=True, nogil=True)
+def _heap_push(heap_rank, heap_pos, size, rank, pos):
+    """Add (rank, pos) to the min-heap of ``size`` entries; returns the new size."""
+    i = size
+    heap_rank[i] = rank
+    heap_pos[i] = pos
+    while i > 0:
+        parent = (i - 1) >> 1
+        if not _heap_less(heap_rank, heap_pos, i, parent):
+            break
+        heap_rank[i], heap_rank[parent] = heap_rank[parent], heap_rank[i]
+        heap_pos[i], heap_pos[parent] = heap_pos[parent], heap_pos[i]
+        i = parent
+    return size + 1
+
+
+@njit(cache=True, nogil=True)
+def _heap_pop(heap_rank, heap_pos, size):
+    """Drop the minimum (read it from index 0 first); returns the new size."""
+    size -= 1
+    heap_rank[0] = heap_rank[size]
+    heap_pos[0] = heap_pos[size]
+    i = 0
+    while True:
+        smallest = i
+        for child in (2 * i + 1, 2 * i + 2):
+            if child < size and _heap_less(heap_rank, heap_pos, child, smallest):
+                smallest = child
+        if smallest == i:
+            return size
+        heap_rank[i], heap_rank[smallest] = heap_rank[smallest], heap_rank[i]
+        heap_pos[i], heap_pos[smallest] = heap_pos[smallest], heap_pos[i]
+        i = smallest
+
+
+@njit(cache=True, nogil=True)
+def _merge_long_word(work, n, keys, ranks, merge_next, merges_left, merges_right, merges_new, symbol_space,
+                     sym, nxt, prv, heap_rank, heap_pos):
+    """The merges of one long word in ``work[:n]`` (in place); returns its piece count.
+
+    Heap entries (rank, position) name the pair that starts at ``position``; an entry is acted on
+    only if that pair still is (left, right) of its merge (merged-away symbols are -1). New pairs
+    get the smallest rank above the merge just applied, as in the scan, so ranks pop in order and,
+    within one rank, positions pop left to right: the scan's non-overlapping left-to-right pass.
+    """
+    for i in range(n):
+        sym[i] = work[i]
+        nxt[i] = i + 1
+        prv[i] = i - 1
+    nxt[n - 1] = -1
+    size = 0
+    for i in range(n - 1):
+        r = _rank_at_least(keys, ranks, merge_next, symbol_space, sym[i], sym[i + 1], 0)
+        if r >= 0:
+            size = _heap_push(heap_rank, heap_pos, size, r, i)
+    while size > 0:
+        r = heap_rank[0]
+        p = heap_pos[0]
+        size = _heap_pop(heap_rank, heap_pos, size)
+        q = nxt[p]
+        if sym[p] < 0 or q < 0 or sym[p] != merges_left[r] or sym[q] != merges_right[r]:
+            continue  # stale: the pair at p changed since this entry was pushed
+        sym[p] = merges_new[r]
+        sym[q] = -1
+        after = nxt[q]
+        nxt[p] = after
+        if after >= 0:
+            prv[after] = p
+        before = prv[p]
+        if before >= 0:
+            r2 = _rank_at_least(keys, ranks, merge_next, symbol_space, sym[before], sym[p], r + 1)
+            if r2 >= 0:
+                size = _heap_push(heap_rank, heap_pos, size, r2, before)
+        if after >= 0:
+            r2 = _rank_at_least(keys, ranks, merge_next, symbol_space, sym[p], sym[after], r + 1)
+            if r2 >= 0:
+                size = _heap_push(heap_rank, heap_pos, size, r2, p)
+    kept = 0
+    i = 0
+    while i >= 0:
+        work[kept] = sym[i]
+        kept += 1
+        i = nxt[i]
+    return kept
+
+
+@njit(cache=True, nogil=True)
+def encode_words(word_syms, word_offsets, keys, ranks, merge_next, merges_left, merges_right, merges_new, symbol_space,
+                 long_word=LONG_WORD):
+    """Apply the merges to every word; returns (pieces int64 flat, piece offsets int64[d+1]).
+
+    Words of more than ``long_word`` symbols take the heap path (same result, O(L log L)).
+    """
     n_words = word_offsets.shape[0] - 1
     out = np.empty(word_syms.shape[0], dtype=np.int64)
     out_offsets = np.empty(n_words + 1, dtype=np.int64)
@@ -96,12 +197,22 @@ def encode_words(word_syms, word_offsets, keys, ranks, merge_next, merges_left, 
     for w in range(n_words):
         longest = max(longest, word_offsets[w + 1] - word_offsets[w])
     work = np.empty(longest, dtype=np.int64)
+    big = longest if longest > long_word else 0
+    sym = np.empty(big, dtype=np.int64)
+    nxt = np.empty(big, dtype=np.int64)
+    prv = np.empty(big, dtype=np.int64)
+    heap_rank = np.empty(3 * big, dtype=np.int64)  # n - 1 pairs, then at most 2 per merge
+    heap_pos = np.empty(3 * big, dtype=np.int64)
     for w in range(n_words):
         n = word_offsets[w + 1] - word_offsets[w]
         for i in range(n):
             work[i] = word_syms[word_offsets[w] + i]
         lowest = 0
-        while n > 1:
+        if n > long_word and n > 1:
+            n = _merge_long_word(work, n, keys, ranks, merge_next, merges_left, merges_right, merges_new,
+                                 symbol_space, sym, nxt, prv, heap_rank, heap_pos)
+            lowest = merges_left.shape[0]  # every merge has been applied: skip the scan
+        while n > 1 and lowest < merges_left.shape[0]:
             best = -1
             for i in range(n - 1):
                 r = _rank_at_least(keys, ranks, merge_next, symbol_space, work[i], work[i + 1], lowest)

@@ -18,7 +18,7 @@ import os
 import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Sequence
+from typing import Any, ClassVar, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -84,11 +84,11 @@ class Tokenizer(ABC):
     # -- shared behaviour -------------------------------------------------------------------
     def encode(self, text: str) -> np.ndarray:
         """Content ids of ``text`` as a uint32 array, without BOS/EOS."""
-        return self._encode(text, None)
+        return self._encode(check_text(text, self.kind), None)
 
     def encode_document(self, text: str, document_id: str | None = None) -> np.ndarray:
         """``[BOS, content..., EOS]`` as uint32; an empty text gives ``[BOS, EOS]``."""
-        content = self._encode(text, document_id)
+        content = self._encode(check_text(text, self.kind, document_id), document_id)
         out = np.empty(content.shape[0] + 2, dtype=np.uint32)
         out[0] = self.bos_id
         out[1:-1] = content
@@ -103,6 +103,7 @@ class Tokenizer(ABC):
         ``offsets`` has ``len(texts) + 1`` entries starting at 0; document ``i`` is
         ``values[offsets[i]:offsets[i+1]]``. Subclasses may override with a kernel.
         """
+        texts, document_ids = check_texts(texts, document_ids, self.kind)
         parts = []
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
         for i, text in enumerate(texts):
@@ -163,12 +164,16 @@ def tokenizer_from_json(obj: Any, source: str = "<memory>") -> Tokenizer:
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise TokenizerError(f"{source}: not an engine tokenizer file (expected \"format\": \"{FORMAT}\")")
     version = obj.get("version")
-    if not isinstance(version, int):
+    if isinstance(version, bool) or not isinstance(version, int):
         raise TokenizerError(f"{source}: missing or non-integer \"version\" (expected {FORMAT_VERSION})")
     if version > FORMAT_VERSION:
         raise TokenizerError(
             f"{source}: tokenizer file format version {version} is newer than this engine supports "
             f"({FORMAT_VERSION}); upgrade engine to read it"
+        )
+    if version != FORMAT_VERSION:
+        raise TokenizerError(
+            f"{source}: tokenizer file format version {version} is not supported (expected {FORMAT_VERSION})"
         )
     kind = obj.get("kind")
     cls = _REGISTRY.get(kind)
@@ -178,7 +183,13 @@ def tokenizer_from_json(obj: Any, source: str = "<memory>") -> Tokenizer:
     payload = obj.get("payload")
     if not isinstance(payload, dict):
         raise TokenizerError(f"{source}: missing \"payload\" object")
-    expected = hashlib.sha256(canonical_json({"kind": kind, "payload": payload})).hexdigest()
+    try:
+        expected = hashlib.sha256(canonical_json({"kind": kind, "payload": payload})).hexdigest()
+    except UnicodeEncodeError as exc:
+        raise TokenizerError(
+            f"{source}: tokenizer file holds a lone surrogate (U+{ord(exc.object[exc.start]):04X}) in its payload; "
+            "expected text that is valid UTF-8"
+        ) from None
     recorded = obj.get("hash")
     if recorded != expected:
         raise TokenizerError(
@@ -187,10 +198,14 @@ def tokenizer_from_json(obj: Any, source: str = "<memory>") -> Tokenizer:
         )
     try:
         tok = cls._from_payload(payload)
-    except TokenizerError:
-        raise
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise TokenizerError(f"{source}: malformed {kind} tokenizer payload: {exc}") from exc
+    except TokenizerError as exc:
+        raise TokenizerError(f"{source}: malformed {kind} tokenizer payload: {exc}") from None
+    except (LookupError, TypeError, ValueError, ArithmeticError, AttributeError, RecursionError) as exc:
+        # The hash matched, so the file is as written; it was written by something else (or by hand).
+        raise TokenizerError(
+            f"{source}: malformed {kind} tokenizer payload ({type(exc).__name__}: {exc}); "
+            "expected a file written by Tokenizer.save"
+        ) from None
     return tok
 
 
@@ -208,13 +223,66 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
         raise TokenizerError(f"{path}: cannot read tokenizer file: {exc.strerror}") from None
     try:
         obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
         raise TokenizerError(f"{path}: tokenizer file is not valid JSON ({exc}); is it truncated?") from None
     return tokenizer_from_json(obj, str(path))
 
 
-def _iter_texts(texts: Iterable[str] | str) -> Iterable[str]:
-    """Accept one string or an iterable of strings."""
+def _iter_texts(texts: Iterable[str] | str) -> Iterator[str]:
+    """Accept one string or an iterable of strings; TokenizerError names the first item that is not a str."""
     if isinstance(texts, str):
-        return (texts,)
-    return texts
+        yield texts
+        return
+    try:
+        items = iter(texts)
+    except TypeError:
+        raise TokenizerError(f"training texts: expected a str or an iterable of str, got {type(texts).__name__}") from None
+    for index, text in enumerate(items):
+        if not isinstance(text, str):
+            raise TokenizerError(f"training text {index}: expected a str, got {type(text).__name__}")
+        yield text
+
+
+def check_text(text: Any, kind: str, document_id: str | None = None) -> str:
+    """``text`` itself, or a TokenizerError naming its type (and document) when it is not a ``str``."""
+    if not isinstance(text, str):
+        where = f" of document {document_id!r}" if document_id is not None else ""
+        hint = " (decode bytes as UTF-8 first)" if isinstance(text, (bytes, bytearray)) else ""
+        raise TokenizerError(f"{kind} encode: text{where} is {type(text).__name__}, expected str{hint}")
+    return text
+
+
+def check_texts(texts: Any, document_ids: Any, kind: str) -> tuple[Sequence[str], Sequence[str] | None]:
+    """Validate a batch for ``encode_documents``: a sequence of str (not one str), ids of the same length."""
+    if isinstance(texts, (str, bytes)) or not (hasattr(texts, "__len__") and hasattr(texts, "__getitem__")):
+        raise TokenizerError(
+            f"{kind} encode_documents: texts is {type(texts).__name__}, expected a list (sequence) of str"
+        )
+    if document_ids is not None:
+        if isinstance(document_ids, (str, bytes)) or not (
+            hasattr(document_ids, "__len__") and hasattr(document_ids, "__getitem__")
+        ):
+            raise TokenizerError(
+                f"{kind} encode_documents: document_ids is {type(document_ids).__name__}, expected a list of str"
+            )
+        if len(document_ids) != len(texts):
+            raise TokenizerError(
+                f"{kind} encode_documents: {len(document_ids)} document ids for {len(texts)} texts; expected one id per text"
+            )
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            name = f"document {document_ids[index]!r}" if document_ids is not None else f"text {index}"
+            raise TokenizerError(f"{kind} encode_documents: {name} is {type(text).__name__}, expected str")
+    return texts, document_ids
+
+
+def check_encodable(strings: Iterable[str], what: str) -> None:
+    """TokenizerError unless every string is valid UTF-8 text (no lone surrogates): files must hold it."""
+    for s in strings:
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise TokenizerError(
+                f"{what}: {s[:40]!r} holds a lone surrogate U+{ord(s[exc.start]):04X} at character offset "
+                f"{exc.start}; expected text that is valid UTF-8"
+            ) from None

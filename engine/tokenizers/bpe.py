@@ -22,9 +22,10 @@ from engine.errors import ConfigurationError, TokenizerError
 from engine.kernels.bpe_encode import build_merge_table, encode_words, map_symbols, scatter_documents
 from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, train_bpe_kernel
 from engine.kernels.wordsplit import code_points
-from engine.tokenizers.base import Tokenizer, register_tokenizer
+from engine.tokenizers.base import Tokenizer, check_encodable, check_text, check_texts, register_tokenizer
 from engine.tokenizers.char import (
     SPECIALS,
+    check_alphabet,
     check_ids,
     raise_unknown_in_documents,
     symbol_table,
@@ -133,11 +134,9 @@ class BpeTokenizer(Tokenizer):
     kind = "bpe"
 
     def __init__(self, alphabet: str, merges: Sequence[tuple[str, str]], history: Sequence[tuple[int, int]] = ()):
-        if not alphabet or "".join(sorted(set(alphabet))) != alphabet:
-            raise TokenizerError("bpe tokenizer: alphabet must be distinct characters sorted by code point")
-        self.alphabet = alphabet
-        self.merges = [(str(a), str(b)) for a, b in merges]
-        self.history = [(int(k), int(t)) for k, t in history]
+        self.alphabet = check_alphabet(alphabet, self.kind)
+        self.merges = _check_merges(merges)
+        self.history = _check_history(history)
         pieces = list(alphabet)
         symbol_of = {p: i for i, p in enumerate(pieces)}
         n = len(self.merges)
@@ -191,13 +190,14 @@ class BpeTokenizer(Tokenizer):
         return values
 
     def encode_documents(self, texts, document_ids=None):
+        texts, document_ids = check_texts(texts, document_ids, self.kind)
         return self._encode_many(texts, document_ids, wrap=True)
 
     def decode(self, ids) -> str:
         return "".join(self._texts[check_ids(ids, self.vocab_size, self.kind)])
 
     def tokenize(self, text: str) -> list[str]:
-        return [str(t) for t in self._texts[self._encode(text, None).astype(np.int64)]]
+        return [str(t) for t in self._texts[self._encode(check_text(text, self.kind), None).astype(np.int64)]]
 
     def _payload(self) -> dict:
         return {
@@ -216,6 +216,38 @@ class BpeTokenizer(Tokenizer):
             if not (isinstance(m, list) and len(m) == 2 and all(isinstance(p, str) and p for p in m)):
                 raise TokenizerError(f"bpe tokenizer payload: merge {m!r} is not a pair of non-empty strings")
         return cls(alphabet, [tuple(m) for m in merges], [tuple(h) for h in payload.get("history", [])])
+
+
+def _check_merges(merges) -> list[tuple[str, str]]:
+    """Merges as (left, right) pairs of non-empty, UTF-8-valid strings; else TokenizerError naming the merge."""
+    if isinstance(merges, (str, bytes)):
+        raise TokenizerError(f"bpe tokenizer: merges is {type(merges).__name__}, expected a list of (left, right) pairs")
+    try:
+        items = list(merges)
+    except TypeError:
+        raise TokenizerError(f"bpe tokenizer: merges is {type(merges).__name__}, expected a list of (left, right) pairs") from None
+    out = []
+    for k, merge in enumerate(items):
+        if not (isinstance(merge, (list, tuple)) and len(merge) == 2 and all(isinstance(p, str) and p for p in merge)):
+            raise TokenizerError(f"bpe tokenizer: merge {k} is {merge!r:.60}, expected a pair of non-empty strings")
+        check_encodable(merge, f"bpe tokenizer merge {k}")
+        out.append((merge[0], merge[1]))
+    return out
+
+
+def _check_history(history) -> list[tuple[int, int]]:
+    """History as (merges done, tokens) pairs of non-negative integers; else TokenizerError naming the entry."""
+    try:
+        items = list(history)
+    except TypeError:
+        raise TokenizerError(f"bpe tokenizer: history is {type(history).__name__}, expected a list of (k, tokens) pairs") from None
+    out = []
+    for i, entry in enumerate(items):
+        if not (isinstance(entry, (list, tuple)) and len(entry) == 2
+                and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0 for v in entry)):
+            raise TokenizerError(f"bpe tokenizer: history entry {i} is {entry!r:.60}, expected a pair of integers >= 0")
+        out.append((int(entry[0]), int(entry[1])))
+    return out
 
 
 def fit_tokenizer(kind: str, texts: Iterable[str] | str, *, merges: int = 200, unknown: str | None = None) -> Tokenizer:

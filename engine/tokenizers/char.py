@@ -14,9 +14,16 @@ import numpy as np
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import map_symbols
 from engine.kernels.wordsplit import code_points
-from engine.tokenizers.base import Tokenizer, _iter_texts, register_tokenizer
+from engine.tokenizers.base import (
+    Tokenizer,
+    _iter_texts,
+    check_encodable,
+    check_text,
+    check_texts,
+    register_tokenizer,
+)
 
-__all__ = ["CharTokenizer", "unknown_character_error", "symbol_table", "check_ids"]
+__all__ = ["CharTokenizer", "unknown_character_error", "symbol_table", "check_ids", "check_alphabet"]
 
 SPECIALS = 2
 
@@ -45,20 +52,52 @@ def symbol_table(alphabet_cps: np.ndarray, first_id: int) -> np.ndarray:
 
 
 def check_ids(ids: Sequence[int] | np.ndarray, vocab_size: int, kind: str) -> np.ndarray:
-    """Ids as int64, or a TokenizerError naming the first id outside ``[0, vocab_size)``."""
-    arr = np.asarray(ids)
+    """Ids as int64, or a TokenizerError naming the first id outside ``[0, vocab_size)`` and its position.
+
+    Compares before converting, so a uint64 id >= 2**63 or a Python int beyond 64 bits is reported
+    as itself instead of wrapping around to some other (possibly valid) id.
+    """
+    try:
+        arr = np.asarray(ids)
+    except (ValueError, TypeError) as exc:
+        raise TokenizerError(f"{kind} decode: expected a 1-d sequence of integer ids ({exc})") from None
     if arr.ndim != 1:
         raise TokenizerError(f"{kind} decode: expected a 1-d sequence of ids, got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+    if arr.size == 0:
+        return np.empty(0, dtype=np.int64)
+    if arr.dtype == object:  # Python ints too large for int64/uint64, or mixed objects
+        for i, value in enumerate(arr.tolist()):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TokenizerError(f"{kind} decode: id at position {i} is {type(value).__name__} {value!r}, expected an integer")
+            if not 0 <= value < vocab_size:
+                raise _outside(kind, int(value), i, vocab_size)
+        return arr.astype(np.int64)
+    if not np.issubdtype(arr.dtype, np.integer):
         raise TokenizerError(f"{kind} decode: expected integer ids, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64, copy=False)
-    bad = np.flatnonzero((arr < 0) | (arr >= vocab_size))
-    if bad.size:
-        i = int(bad[0])
-        raise TokenizerError(
-            f"{kind} decode: id {int(arr[i])} at position {i} is outside the vocabulary (expected 0..{vocab_size - 1})"
-        )
-    return arr
+    bad = arr >= vocab_size if arr.dtype.kind == "u" else (arr < 0) | (arr >= vocab_size)
+    first = np.flatnonzero(bad)
+    if first.size:
+        i = int(first[0])
+        raise _outside(kind, int(arr[i]), i, vocab_size)
+    return arr.astype(np.int64, copy=False)
+
+
+def _outside(kind: str, value: int, position: int, vocab_size: int) -> TokenizerError:
+    return TokenizerError(
+        f"{kind} decode: id {value} at position {position} is outside the vocabulary (expected 0..{vocab_size - 1})"
+    )
+
+
+def check_alphabet(alphabet, kind: str) -> str:
+    """A non-empty str of distinct characters sorted by code point, valid as UTF-8; else TokenizerError."""
+    if not isinstance(alphabet, str):
+        raise TokenizerError(f"{kind} tokenizer: alphabet is {type(alphabet).__name__}, expected a str")
+    if not alphabet:
+        raise TokenizerError(f"{kind} tokenizer: the alphabet is empty (expected at least one character)")
+    if "".join(sorted(set(alphabet))) != alphabet:
+        raise TokenizerError(f"{kind} tokenizer: alphabet must be distinct characters sorted by code point")
+    check_encodable([alphabet], f"{kind} tokenizer alphabet")
+    return alphabet
 
 
 def join_documents(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -83,12 +122,7 @@ class CharTokenizer(Tokenizer):
     kind = "char"
 
     def __init__(self, alphabet: str):
-        chars = sorted(set(alphabet))
-        if "".join(chars) != alphabet:
-            raise TokenizerError("char tokenizer: alphabet must be distinct characters sorted by code point")
-        if not alphabet:
-            raise TokenizerError("char tokenizer: the alphabet is empty (expected at least one character)")
-        self.alphabet = alphabet
+        self.alphabet = check_alphabet(alphabet, self.kind)
         self._cps = code_points(alphabet)
         self._table = symbol_table(self._cps, SPECIALS)
 
@@ -113,6 +147,7 @@ class CharTokenizer(Tokenizer):
         return ids.astype(np.uint32)
 
     def encode_documents(self, texts, document_ids=None):
+        texts, document_ids = check_texts(texts, document_ids, self.kind)
         cps, bounds = join_documents(texts)
         ids, first_unknown = map_symbols(cps, self._table)
         if first_unknown >= 0:
@@ -132,7 +167,7 @@ class CharTokenizer(Tokenizer):
         return self._cps[content].tobytes().decode("utf-32-le", "surrogatepass")
 
     def tokenize(self, text: str) -> list[str]:
-        self._encode(text, None)
+        self._encode(check_text(text, self.kind), None)
         return list(text)
 
     def _payload(self) -> dict:

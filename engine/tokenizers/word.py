@@ -21,7 +21,14 @@ import numpy as np
 from engine.errors import ConfigurationError, TokenizerError
 from engine.kernels.bpe_encode import scatter_documents
 from engine.kernels.wordsplit import intern_words, split_words
-from engine.tokenizers.base import Tokenizer, _iter_texts, register_tokenizer
+from engine.tokenizers.base import (
+    Tokenizer,
+    _iter_texts,
+    check_encodable,
+    check_text,
+    check_texts,
+    register_tokenizer,
+)
 from engine.tokenizers.char import SPECIALS, check_ids, describe_character, join_documents
 
 __all__ = ["WordTokenizer", "WordAnalysis", "analyse_words"]
@@ -77,6 +84,11 @@ class WordTokenizer(Tokenizer):
     kind = "word"
 
     def __init__(self, pieces: list[str], *, unknown: str | None = None):
+        if isinstance(pieces, str) or not isinstance(pieces, (list, tuple)) or not all(isinstance(p, str) for p in pieces):
+            raise TokenizerError(f"word tokenizer: pieces must be a list of str, got {type(pieces).__name__}")
+        check_encodable(pieces, "word tokenizer piece")
+        if unknown is not None and isinstance(unknown, str):
+            check_encodable([unknown], "word tokenizer unknown token")
         if list(pieces) != sorted(set(pieces)):
             raise TokenizerError("word tokenizer: pieces must be distinct and sorted by code point")
         if unknown is not None and (not isinstance(unknown, str) or not unknown or unknown in pieces):
@@ -161,11 +173,12 @@ class WordTokenizer(Tokenizer):
         )
 
     def encode_documents(self, texts, document_ids=None):
+        texts, document_ids = check_texts(texts, document_ids, self.kind)
         return self._encode_many(texts, document_ids, wrap=True)
 
     def count_unknown(self, text: str) -> int:
         """How many pieces of ``text`` are not in the vocabulary (each would encode as ``<unk>``)."""
-        analysis = analyse_words(text)
+        analysis = analyse_words(check_text(text, self.kind))
         return int(sum(
             int(analysis.counts[w]) for w in range(analysis.first_piece.shape[0])
             if analysis.word_text(w) not in self._id_of
@@ -176,7 +189,7 @@ class WordTokenizer(Tokenizer):
         return "".join(self._texts[arr])
 
     def tokenize(self, text: str) -> list[str]:
-        return [str(t) for t in self._texts[self._encode(text, None).astype(np.int64)]]
+        return [str(t) for t in self._texts[self._encode(check_text(text, self.kind), None).astype(np.int64)]]
 
     def _payload(self) -> dict:
         return {"pieces": self.pieces, "unknown": self.unknown}
