@@ -256,7 +256,14 @@ def prepare_rows(rows: int, context_length: int, out, dtype) -> tuple[np.ndarray
                 return (inputs, targets) if shape[0] == rows else (inputs[:rows], targets[:rows])
     dtype = _row_dtype(dtype, out)
     if out is None:
-        return np.empty((rows, context_length), dtype=dtype), np.empty((rows, context_length), dtype=dtype)
+        try:
+            return np.empty((rows, context_length), dtype=dtype), np.empty((rows, context_length), dtype=dtype)
+        except (ValueError, MemoryError):
+            nbytes = 2 * rows * context_length * np.dtype(dtype).itemsize
+            raise ConfigurationError(
+                f"{rows} rows of T = {context_length} tokens need {nbytes:,} bytes of inputs and targets, "
+                "more than this machine can allocate; expected a smaller batch size or context length"
+            ) from None
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         raise ConfigurationError("out must be a pair (inputs, targets) of 2-D arrays")
     for name, array in zip(("inputs", "targets"), out):
@@ -349,8 +356,8 @@ def sample_windows(tokens, batch_size: int, context_length: int, seed: int, *, d
             f"a stream of {stream.shape[0]} tokens has no window of T = {T} "
             f"(needs at least T + 1 = {T + 1} tokens)"
         )
+    inputs, targets = prepare_rows(rows, T, None, dtype)  # first: it names an impossible batch size
     starts = np.empty(rows, dtype=np.int64)
     shuffle_kernels.sample_below_fill(np.uint64(state), np.uint64(valid_starts), starts)
-    inputs, targets = prepare_rows(rows, T, None, dtype)
     kernels.gather_positions(stream, starts, T, inputs, targets)
     return SampledBatch(inputs, targets, starts)

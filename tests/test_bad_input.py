@@ -8,6 +8,7 @@ enormous documents, corrupt files, the writer lock, the CLI.
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -692,3 +693,39 @@ def test_pack_output_survives_a_stale_previous_directory(tmp_path):
     assert result.exit_code == 0, result.output
     assert pq.read_table(out / "rows.parquet").num_rows > 0
     assert not (tmp_path / ".packed.previous").exists()
+
+
+# -- byte-level tokenizer batches and ids, and oversized sampled batches ---------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_byte_bpe():
+    from engine.tokenizers.byte_bpe import ByteBpeTrainer
+
+    return ByteBpeTrainer(merges=5).train(["hello hello world"])
+
+
+@pytest.mark.parametrize(
+    "texts, ids, fragment",
+    [
+        (["a", 5], None, "expected"),
+        ("ab", None, "texts is str, expected a list"),
+        (["a", "b"], ["only-one"], "document"),
+    ],
+)
+def test_byte_bpe_encode_documents_rejects_bad_batches(tiny_byte_bpe, texts, ids, fragment):
+    with pytest.raises(TokenizerError, match=fragment):
+        tiny_byte_bpe.encode_documents(texts, ids)
+
+
+@pytest.mark.parametrize("ids, fragment", [([2**63], str(2**63)), ([1.5], "expected integer ids"), ([3, -1], "-1")])
+def test_byte_bpe_decode_rejects_bad_ids(tiny_byte_bpe, ids, fragment):
+    with pytest.raises(TokenizerError, match=re.escape(fragment)):
+        tiny_byte_bpe.decode(ids)
+
+
+def test_sample_windows_batch_too_large_is_a_configuration_error():
+    from engine.windows import sample_windows
+
+    with pytest.raises(ConfigurationError, match="more than this machine can allocate"):
+        sample_windows(np.arange(100, dtype=np.uint32), 2**62, 8, seed=1)

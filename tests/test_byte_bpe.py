@@ -173,7 +173,7 @@ def test_decode_bytes_partial_and_bad_ids(small_tokenizer):
     ids = small_tokenizer.encode("😀")
     assert small_tokenizer.decode_bytes(ids[:1]) == "😀".encode()[:len(small_tokenizer.tokens[ids[0]])]
     assert small_tokenizer.decode([0, *ids.tolist(), 1]) == "😀"
-    with pytest.raises(TokenizerError, match="token id 700 is outside the vocabulary"):
+    with pytest.raises(TokenizerError, match="id 700 at position 0 is outside the vocabulary"):
         small_tokenizer.decode([700])
 
 

@@ -27,7 +27,8 @@ from engine.errors import TokenizerError
 from engine.kernels.byte_bpe_encode import EMPTY_KEY, build_pair_table, build_token_map, encode_kernel
 from engine.kernels.byte_bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
 from engine.kernels.pretokenize import pretokenize_ends
-from engine.tokenizers.base import Tokenizer, _iter_texts, register_tokenizer
+from engine.tokenizers.base import Tokenizer, _iter_texts, check_texts, register_tokenizer
+from engine.tokenizers.char import check_ids
 from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
 from engine.tokenizers.unicode_tables import code_point_classes
 
@@ -186,6 +187,7 @@ class ByteBpeTokenizer(Tokenizer):
 
     def encode_batch(self, texts: Sequence[str], *, threads: int = 1) -> list[np.ndarray]:
         """Content ids of each text (uint32 arrays); identical for every ``threads``."""
+        texts, _ = check_texts(texts, None, self.kind)
         out = []
         for ids, offsets in self._encode_chunks(list(texts), None, threads, False):
             out.extend(ids[offsets[i]:offsets[i + 1]].copy() for i in range(offsets.shape[0] - 1))
@@ -194,6 +196,7 @@ class ByteBpeTokenizer(Tokenizer):
     def encode_documents(self, texts: Sequence[str], document_ids: Sequence[str] | None = None,
                          *, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """``(values uint32, offsets int64)`` of the wrapped documents ``[BOS, ids..., EOS]``."""
+        texts, document_ids = check_texts(texts, document_ids, self.kind)
         texts = list(texts)
         results = self._encode_chunks(texts, document_ids, threads, True)
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
@@ -207,10 +210,7 @@ class ByteBpeTokenizer(Tokenizer):
 
     # -- decoding -----------------------------------------------------------------------------
     def decode_bytes(self, ids: Sequence[int] | np.ndarray) -> bytes:
-        ids = np.asarray(ids, dtype=np.int64)
-        if ids.size and (ids.min() < 0 or ids.max() >= self._size):
-            bad = int(ids[(ids < 0) | (ids >= self._size)][0])
-            raise TokenizerError(f"token id {bad} is outside the vocabulary (expected 0..{self._size - 1})")
+        ids = check_ids(ids, self._size, self.kind)
         starts, ends = self._token_offsets[ids], self._token_offsets[ids + 1]
         pool = self._token_pool.tobytes()
         return b"".join(pool[s:e] for s, e in zip(starts.tolist(), ends.tolist()))
