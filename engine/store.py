@@ -179,7 +179,8 @@ class TokenStoreWriter:
 
     def __init__(self, path: str | os.PathLike, tokenizer, *, overwrite: bool = True,
                  row_group_size: int = ROW_GROUP_SIZE, max_rows_per_file: int | None = None,
-                 chunk_documents: int = CHUNK_DOCUMENTS, wait: bool = False, timeout: float = 600.0):
+                 chunk_documents: int = CHUNK_DOCUMENTS, wait: bool = False, timeout: float = 600.0,
+                 resume: bool = False):
         self.path = Path(path).absolute()
         if not all(hasattr(tokenizer, name) for name in ("bos_id", "eos_id", "hash", "save")):
             raise StoreError(f"{self.path}: tokenizer is {type(tokenizer).__name__}, expected an engine Tokenizer")
@@ -211,6 +212,14 @@ class TokenStoreWriter:
         self._outputs = {p: _SplitOutput(p) for p in PARTITIONS}
         self._ids: dict[str, Partition] = {}
         self._active = False
+        if resume and max_rows_per_file is None:
+            raise StoreError(
+                f"{self.path}: resume=True needs max_rows_per_file, so that finished files are complete "
+                "Parquet files a later run can keep"
+            )
+        self.resume = bool(resume)
+        # Documents per partition kept from an interrupted run (resume=True); 0 when starting afresh.
+        self.resumed: dict[Partition, int] = {p: 0 for p in PARTITIONS}
 
     def __enter__(self) -> "TokenStoreWriter":
         self.open()
@@ -235,20 +244,69 @@ class TokenStoreWriter:
                     raise StoreError(
                         f"{self.path}: exists and is not a token store (no {MANIFEST_NAME}); refusing to replace it"
                     )
-            # We hold the lock, so leftovers of this path's earlier writers are dead: clear them.
-            for stale in self.path.parent.glob(f".{self.path.name}.tmp-*"):
+            # We hold the lock, so leftovers of this path's earlier writers are dead: resume from
+            # the newest one if asked (and it was written with the same tokenizer), clear the rest.
+            leftovers = sorted(self.path.parent.glob(f".{self.path.name}.tmp-*"), key=lambda d: d.stat().st_mtime)
+            if self.resume and leftovers and self._resumable(leftovers[-1]):
+                os.rename(leftovers.pop(), self.tmp)
+            for stale in leftovers:
                 shutil.rmtree(stale, ignore_errors=True)
             for stale in self.path.parent.glob(f".{self.path.name}.old-*"):
                 shutil.rmtree(stale, ignore_errors=True)
-            self.tmp.mkdir()
-            for p in PARTITIONS:
-                (self.tmp / _split_dir(p)).mkdir()
-            self.tokenizer.save(self.tmp / TOKENIZER_NAME)
+            if self.tmp.is_dir():
+                self._restore_finished_files()
+            else:
+                self.tmp.mkdir()
+                for p in PARTITIONS:
+                    (self.tmp / _split_dir(p)).mkdir()
+                self.tokenizer.save(self.tmp / TOKENIZER_NAME)
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self._lock.release()
             raise
         self._active = True
+
+    def _resumable(self, leftover: Path) -> bool:
+        """A leftover temporary store can be continued iff it was started with this same tokenizer."""
+        from engine.tokenizers.base import load_tokenizer
+        from engine.errors import TokenizerError
+
+        try:
+            return load_tokenizer(leftover / TOKENIZER_NAME).hash == self.tokenizer.hash
+        except TokenizerError:
+            return False
+
+    def _restore_finished_files(self) -> None:
+        """Keep each split's leading run of complete files (footer readable, ``max_rows_per_file`` rows
+        or fewer only if last); delete the rest. Restores counts and ids so writing continues after them."""
+        for part in PARTITIONS:
+            out = self._outputs[part]
+            directory = self.tmp / _split_dir(part)
+            directory.mkdir(exist_ok=True)
+            names = sorted(f.name for f in directory.glob("part-*.parquet"))
+            keep = True
+            for index, name in enumerate(names):
+                file = directory / name
+                if keep and name == f"part-{index:05d}.parquet":
+                    try:
+                        table = pq.read_table(file)
+                    except (pa.ArrowException, OSError):
+                        table = None
+                    if (table is not None and table.schema.equals(self.schema, check_metadata=False)
+                            and table.num_rows == self.max_rows_per_file):
+                        ids = table.column("id").to_pylist()
+                        self._ids.update(dict.fromkeys(ids, part))
+                        out.files.append((f"{_split_dir(part)}/{name}", table.num_rows))
+                        out.documents += table.num_rows
+                        tokens = table.column("tokens").combine_chunks()
+                        out.tokens += int(len(tokens.values))
+                        continue
+                keep = False
+                file.unlink()
+            for partial in directory.glob("*"):
+                if partial.name not in {n.rsplit("/", 1)[-1] for n, _ in out.files}:
+                    partial.unlink()
+            self.resumed[part] = out.documents
 
     def _check_active(self) -> None:
         if not self._active:
@@ -497,11 +555,17 @@ class TokenStore:
     @staticmethod
     def writer(path: str | os.PathLike, tokenizer, *, overwrite: bool = True, row_group_size: int = ROW_GROUP_SIZE,
                max_rows_per_file: int | None = None, chunk_documents: int = CHUNK_DOCUMENTS,
-               wait: bool = False, timeout: float = 600.0) -> TokenStoreWriter:
-        """A ``TokenStoreWriter`` for ``path`` (use it in a ``with`` block)."""
+               wait: bool = False, timeout: float = 600.0, resume: bool = False) -> TokenStoreWriter:
+        """A ``TokenStoreWriter`` for ``path`` (use it in a ``with`` block).
+
+        ``resume=True`` (needs ``max_rows_per_file``) continues the temporary store an interrupted
+        writer left behind, if it used the same tokenizer: its complete files are kept,
+        ``writer.resumed[partition]`` says how many documents of each partition they hold, and the
+        caller writes the rest. Written the same way, the result equals a fresh run's store.
+        """
         return TokenStoreWriter(path, tokenizer, overwrite=overwrite, row_group_size=row_group_size,
                                 max_rows_per_file=max_rows_per_file, chunk_documents=chunk_documents,
-                                wait=wait, timeout=timeout)
+                                wait=wait, timeout=timeout, resume=resume)
 
     @classmethod
     def write(cls, path: str | os.PathLike, encoded_partitions: Mapping[Partition | str, Iterable[EncodedDocument]],

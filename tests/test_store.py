@@ -442,3 +442,70 @@ def test_round_trip_any_documents(tmp_path_factory, contents, chunk, row_group):
         assert [values[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:])] == expected
         assert store.ids(part) == [d.id for d in docs[part]]
         assert store.num_tokens(part) == sum(map(len, expected))
+
+
+# -- resuming an interrupted write ---------------------------------------------------------------
+
+
+def _resume_corpus():
+    from engine.tokenizers import CharTokenizer
+
+    texts = [f"doc {i} " + "xy" * (i % 7) for i in range(23)]
+    tok = CharTokenizer.fit(texts)
+    docs = [EncodedDocument(f"d{i}", Partition.TRAIN, tok.encode_document(t)) for i, t in enumerate(texts)]
+    valid = [EncodedDocument("v0", Partition.VALIDATION, tok.encode_document("doc 1"))]
+    return tok, docs, valid
+
+
+def _write_interrupted(path: Path, tok, docs, upto: int) -> Path:
+    """Write ``docs[:upto]`` as a killed writer would leave them: temp dir of a dead pid, no lock."""
+    writer = TokenStore.writer(path, tok, max_rows_per_file=4, chunk_documents=2)
+    writer.open()
+    writer.write_documents(Partition.TRAIN, docs[:upto])
+    for out in writer._outputs.values():  # the open file never gets its footer, as after SIGKILL
+        if out.writer is not None:
+            out.writer.close()
+            name = writer.tmp / out.current_name()
+            name.write_bytes(name.read_bytes()[:50])
+    writer._lock.release()
+    dead = path.with_name(f".{path.name}.tmp-{dead_pid()}")
+    os.rename(writer.tmp, dead)
+    return dead
+
+
+def test_resume_keeps_complete_files_and_equals_a_fresh_store(tmp_path):
+    tok, docs, valid = _resume_corpus()
+    fresh = TokenStore.write(tmp_path / "fresh", {Partition.TRAIN: docs, Partition.VALIDATION: valid}, tok,
+                             max_rows_per_file=4, chunk_documents=2)
+    path = tmp_path / "store"
+    _write_interrupted(path, tok, docs, 10)  # files of 4 + 4 complete, 2 rows in a cut file
+    with TokenStore.writer(path, tok, max_rows_per_file=4, chunk_documents=2, resume=True) as w:
+        assert w.resumed == {Partition.TRAIN: 8, Partition.VALIDATION: 0, Partition.TEST: 0}
+        w.write_documents(Partition.TRAIN, docs[w.resumed[Partition.TRAIN]:])
+        w.write_documents(Partition.VALIDATION, valid)
+    store = TokenStore.open(path, tokenizer=tok)
+    store.verify()
+    assert leftovers(tmp_path) == []
+    for p in Partition:
+        assert store.table(p).equals(fresh.table(p))
+    ours = json.loads((path / "_engine.json").read_text())
+    theirs = json.loads((tmp_path / "fresh" / "_engine.json").read_text())
+    assert ours == theirs  # same files, rows and sha256: byte-identical to a fresh run
+
+
+def test_resume_ignores_leftovers_of_another_tokenizer(tmp_path):
+    from engine.tokenizers import CharTokenizer
+
+    tok, docs, _ = _resume_corpus()
+    path = tmp_path / "store"
+    _write_interrupted(path, tok, docs, 10)
+    other = CharTokenizer.fit(["doc xy0123456789 z"])
+    with TokenStore.writer(path, other, max_rows_per_file=4, resume=True) as w:
+        assert w.resumed[Partition.TRAIN] == 0
+    assert leftovers(tmp_path) == []
+
+
+def test_resume_needs_files_of_fixed_size(tmp_path):
+    tok, _, _ = _resume_corpus()
+    with pytest.raises(StoreError, match="resume=True needs max_rows_per_file"):
+        TokenStore.writer(tmp_path / "s", tok, resume=True)
