@@ -16,6 +16,7 @@ from engine.errors import (
 from engine.loss import TokenMeanAccumulator
 from engine.masks import attention_mask, cu_seqlens, loss_mask, max_seqlen, position_ids, varlen_boundaries
 from engine.packing import PackedBatch, PackingPlan, pack_documents, plan_packing
+from engine.pipeline import PrepareResult, prepare
 from engine.store import EncodedDocument, TokenStore, TokenStoreWriter
 from engine.tokenizers import (
     BpeTokenizer,
@@ -74,6 +75,7 @@ __all__ = [
     "PackingError",
     "PackingPlan",
     "Partition",
+    "PrepareResult",
     "Provenance",
     "ReadReport",
     "SampledBatch",
@@ -102,6 +104,7 @@ __all__ = [
     "pack_documents",
     "plan_packing",
     "position_ids",
+    "prepare",
     "pretokenize",
     "sample_windows",
     "save_hf_tokenizer_json",

@@ -1,38 +1,57 @@
 """``prepare()``: corpus -> tokenizer (fitted on train only) -> token store -> window counts.
 
-The main job behind ``engine prepare``. Steps, each with progress on stderr:
+The main job behind ``engine prepare``, streaming, so a corpus larger than memory fits:
 
-1. read the corpus and assign partitions (split manifest, hash split, or a positional split
-   for one continuous text file);
-2. fit the tokenizer on the TRAIN partition only, or load an existing tokenizer file;
-3. encode every document as ``[BOS, content..., EOS]`` in chunks and write the token store
-   (atomic: the output appears complete or not at all);
-4. count complete causal windows and incomplete tails per partition (SPEC §5) from the store's
-   offsets, and write ``report.json`` beside the store.
+1. pass 1 streams the corpus in batches (JSONL and Parquet in chunks, folders file by file),
+   assigns each document its partition (``manifest.partition_of(id)``) and feeds only TRAIN
+   texts to the fitter: characters (char), distinct words with counts (word, bpe). The manifest
+   is checked at the end of the pass (unknown ids, forgotten documents; the readers catch
+   duplicates) with O(documents) id sets, before any merge is trained;
+2. the tokenizer is fitted (BPE merges train locally from the word-type table), or loaded;
+3. pass 2 streams every document again, groups each partition's documents into chunks (at most
+   ``ENCODE_CHUNK_DOCUMENTS`` documents or ``ENCODE_CHUNK_CHARS`` characters), encodes chunks on
+   ``threads`` threads (``engine.parallel``), writes each as Parquet row groups in document order,
+   and counts windows and tails (SPEC §5) from each chunk's offsets. The store appears atomically.
+   With a tokenizer file there is nothing to fit, so one pass does it all and the manifest is
+   checked before the store is committed.
 
-Cost: reading and encoding are linear in the corpus; window counting is O(documents).
+Peak memory: a few chunks per thread plus the word-type table and O(documents) id sets; never the
+corpus. One continuous ``.txt`` file is one document per partition and is read whole.
+Output is byte-identical for every thread count: chunk boundaries depend on the documents only.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from engine.corpus import Corpus, CorpusPartitions, Partition, SplitManifest
+from engine.corpus import (
+    PARTITIONS, CorpusPartitions, Document, Partition, ReadReport, SplitManifest,
+    _at_lines, _is_hidden, _json_lines, iter_folder, iter_jsonl, iter_parquet_batches,
+)
 from engine.errors import ConfigurationError, CorpusError
+from engine.parallel import TOKENIZER_KINDS, OrderedPool, StreamingFit, encode_lock, resolve_threads
 from engine.progress import Progress
 from engine.store import TokenStore
 from engine.tokenizers.base import Tokenizer, load_tokenizer
 
-__all__ = ["prepare", "PrepareResult", "default_corpus_paths", "load_partitions", "fit_or_load_tokenizer"]
+__all__ = [
+    "prepare", "PrepareResult", "default_corpus_paths", "iter_corpus_batches", "ManifestCheck", "window_counts",
+    "resolve_inputs", "finish_report", "PartitionTally",
+]
 
-TOKENIZER_KINDS = ("char", "word", "bpe")
 ENCODE_CHUNK_DOCUMENTS = 2048
+# Kernels hold ~40 bytes of scratch per character (code points, piece bounds, word tables), so 1M
+# characters keep one running chunk near 40 MB whatever the corpus size.
+ENCODE_CHUNK_CHARS = 1 << 20
+READ_BATCH_DOCUMENTS = 1024
+READ_BATCH_CHARS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -51,49 +70,59 @@ def default_corpus_paths() -> tuple[Path, Path]:
     return base / "corpus.jsonl", base / "splits.json"
 
 
-def load_partitions(
-    corpus_path: str | os.PathLike | None,
-    splits_path: str | os.PathLike | None = None,
-    *,
-    hash_split: dict[str, float] | None = None,
-    train_fraction: float = 0.9,
-    on_invalid_utf8: str = "error",
-    skip_bad_lines: bool = False,
-) -> CorpusPartitions:
-    """Read a corpus and assign every document to a partition.
+# -- reading -----------------------------------------------------------------------------------
 
-    A ``.txt`` file is one continuous text split by position (``train_fraction``). Anything else
-    (JSONL, Parquet, a folder) needs ``splits_path`` (a manifest) or ``hash_split`` (ratios).
-    With no corpus at all, the bundled ``data/corpus.jsonl`` and ``data/splits.json`` are used.
+
+def _batched(documents: Iterable[Document], size: int, chars: int | None = None) -> Iterator[list[Document]]:
+    """Lists of at most ``size`` documents and (unless one document is larger) ``chars`` characters."""
+    chars = chars or READ_BATCH_CHARS
+    batch: list[Document] = []
+    held = 0
+    for doc in documents:
+        if batch and held + len(doc.text) > chars:
+            yield batch
+            batch, held = [], 0
+        batch.append(doc)
+        held += len(doc.text)
+        if len(batch) >= size:
+            yield batch
+            batch, held = [], 0
+    if batch:
+        yield batch
+
+
+def iter_corpus_batches(path: str | os.PathLike, *, on_invalid_utf8: str = "error", skip_bad_lines: bool = False,
+                        batch_documents: int | None = None, report: ReadReport | None = None,
+                        ) -> Iterator[list[Document]]:
+    """Documents of a JSONL file, a Parquet file or dataset, or a folder, a batch at a time, in order.
+
+    Same dispatch and checks as ``Corpus.from_path``, holding one batch (or one file) at a time.
     """
-    if corpus_path is None:
-        corpus_path, default_splits = default_corpus_paths()
-        if splits_path is None and hash_split is None:
-            splits_path = default_splits
-    corpus_path = Path(corpus_path)
-    if not corpus_path.exists():
-        raise CorpusError(f"{corpus_path}: corpus not found (expected a .jsonl, .parquet, .txt file or a folder)")
-    if corpus_path.is_file() and corpus_path.suffix == ".txt":
-        if splits_path is not None or hash_split is not None:
-            raise ConfigurationError(
-                f"{corpus_path}: a continuous text is split by position (--train-fraction); "
-                "--splits and --hash-split apply to multi-document corpora only"
-            )
-        text = _read_text(corpus_path, on_invalid_utf8)
-        return CorpusPartitions.from_text(text, train_fraction, name=corpus_path.stem)
-    if splits_path is not None and hash_split is not None:
-        raise ConfigurationError("pass either --splits FILE or --hash-split RATIOS, not both")
-    if splits_path is None and hash_split is None:
-        raise ConfigurationError(
-            f"{corpus_path}: a multi-document corpus needs a split: pass --splits FILE (a manifest "
-            '{"train": [...], "validation": [...], "test": [...]}) or --hash-split 0.8,0.1,0.1'
-        )
-    corpus = Corpus.from_path(corpus_path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines)
-    manifest = SplitManifest.from_json(splits_path) if splits_path is not None else SplitManifest.by_hash(hash_split)
-    return manifest.partition(corpus)
+    path = Path(path)
+    report = report if report is not None else ReadReport()
+    batch_documents = batch_documents or READ_BATCH_DOCUMENTS
+    if path.is_dir():
+        files = [p for p in path.rglob("*") if p.is_file() and not _is_hidden(p.relative_to(path))]
+        if files and all(p.suffix == ".parquet" for p in files):
+            for batch in iter_parquet_batches(path, batch_size=batch_documents, report=report):
+                yield from _batched(batch, batch_documents)
+        else:
+            yield from _batched(iter_folder(path, on_invalid_utf8=on_invalid_utf8, report=report), batch_documents)
+        return
+    if path.suffix in (".jsonl", ".json"):
+        docs = iter_jsonl(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines, report=report)
+        yield from _batched(docs, batch_documents)
+        return
+    if path.suffix == ".parquet":
+        for batch in iter_parquet_batches(path, batch_size=batch_documents, report=report):
+            yield from _batched(batch, batch_documents)
+        return
+    raise CorpusError(
+        f"{path}: unknown corpus format {path.suffix or '(no suffix)'!r} (expected .jsonl, .json, .parquet or a directory)"
+    )
 
 
-def _read_text(path: Path, on_invalid_utf8: str) -> str:
+def read_text(path: Path, on_invalid_utf8: str) -> str:
     raw = path.read_bytes()
     try:
         return raw.decode("utf-8")
@@ -108,28 +137,51 @@ def _read_text(path: Path, on_invalid_utf8: str) -> str:
         ) from None
 
 
-def fit_or_load_tokenizer(
-    tokenizer: str, train_texts: list[str], *, merges: int = 200, quiet: bool = True
-) -> Tokenizer:
-    """``tokenizer`` is a kind (char, word, bpe) fitted on ``train_texts``, or a tokenizer file."""
-    if tokenizer not in TOKENIZER_KINDS:
-        path = Path(tokenizer)
-        if path.exists():
-            return load_tokenizer(path)
-        raise ConfigurationError(
-            f"--tokenizer {tokenizer!r}: expected one of {', '.join(TOKENIZER_KINDS)} or an existing tokenizer file"
-        )
-    from engine.tokenizers import BpeTrainer, CharTokenizer, WordTokenizer
+class ManifestCheck:
+    """Partitions of streamed documents, and the manifest's rules checked with O(documents) sets.
 
-    with Progress(f"fitting {tokenizer} tokenizer", unit="docs", quiet=quiet) as bar:
-        if tokenizer == "char":
-            tok = CharTokenizer.fit(train_texts)
-        elif tokenizer == "word":
-            tok = WordTokenizer.fit(train_texts, unknown="<unk>")
-        else:
-            tok = BpeTrainer(merges=merges).train(train_texts)
-        bar.update(len(train_texts), sum(len(t) for t in train_texts))
-    return tok
+    ``partition_of(id)`` never raises for a forgotten id: it remembers it (``None`` is returned),
+    so ``finish()`` can name the ids the manifest lists but the corpus lacks first, then the
+    forgotten ones, exactly as ``SplitManifest.partition`` words them.
+    """
+
+    def __init__(self, manifest: SplitManifest, source: str | None = None):
+        self.manifest = manifest
+        self.source = source
+        self.seen: set[str] = set()
+        self.forgotten: list[str] = []
+
+    def partition_of(self, doc_id: str) -> Partition | None:
+        if self.manifest.is_hash_split:
+            return self.manifest.partition_of(doc_id)
+        self.seen.add(doc_id)
+        try:
+            return self.manifest.partition_of(doc_id)
+        except CorpusError:
+            self.forgotten.append(doc_id)
+            return None
+
+    def finish(self) -> None:
+        if self.manifest.is_hash_split:
+            return
+        src = self.manifest.source or "split manifest"
+        for part in PARTITIONS:
+            for doc_id in self.manifest.ids(part):
+                if doc_id not in self.seen:
+                    lines = _at_lines(_json_lines(self.manifest._raw, doc_id)[:1])
+                    raise CorpusError(
+                        f'{src}: id {doc_id!r} in "{part.value}"{lines} is not in the corpus'
+                        f"{' ' + self.source if self.source else ''}; a manifest may only name corpus documents"
+                    )
+        if self.forgotten:
+            shown = ", ".join(map(repr, self.forgotten[:5])) + (", ..." if len(self.forgotten) > 5 else "")
+            raise CorpusError(
+                f"{src}: {len(self.forgotten)} corpus document(s) in no partition: {shown}; "
+                "the manifest must name every document"
+            )
+
+
+# -- windows -----------------------------------------------------------------------------------
 
 
 def window_counts(offsets: np.ndarray, context_length: int, stride: int) -> dict[str, int]:
@@ -149,6 +201,121 @@ def window_counts(offsets: np.ndarray, context_length: int, stride: int) -> dict
     }
 
 
+@dataclass
+class PartitionTally:
+    """What the report says about one partition, summed chunk by chunk."""
+
+    documents: int = 0
+    characters: int = 0
+    tokens: int = 0
+    windows: int = 0
+    incomplete_tails: int = 0
+    tail_tokens: int = 0
+
+    def add(self, other: dict[str, int]) -> None:
+        for key, value in other.items():
+            setattr(self, key, getattr(self, key) + value)
+
+
+@dataclass
+class _Chunks:
+    """Per-partition pending documents, cut into encode chunks by documents and characters."""
+
+    pending: dict[Partition, list[Document]] = field(default_factory=lambda: {p: [] for p in PARTITIONS})
+    chars: dict[Partition, int] = field(default_factory=lambda: dict.fromkeys(PARTITIONS, 0))
+
+    def add(self, part: Partition, doc: Document) -> list[Document] | None:
+        self.pending[part].append(doc)
+        self.chars[part] += len(doc.text)
+        if len(self.pending[part]) >= ENCODE_CHUNK_DOCUMENTS or self.chars[part] >= ENCODE_CHUNK_CHARS:
+            return self.take(part)
+        return None
+
+    def take(self, part: Partition) -> list[Document]:
+        chunk, self.pending[part], self.chars[part] = self.pending[part], [], 0
+        return chunk
+
+
+# -- the job -----------------------------------------------------------------------------------
+
+
+def resolve_inputs(corpus_path, splits_path, *, hash_split, tokenizer: str, merges: int, context_length: int,
+                   stride: int) -> tuple[Path, Path | None, bool]:
+    """Check the options before any work: ``(corpus path, manifest path or None, is continuous text)``."""
+    from engine.windows import CausalWindowConfig
+
+    CausalWindowConfig(context_length, stride)
+    if merges < 0:
+        raise ConfigurationError(f"--merges must be >= 0, got {merges}")
+    if tokenizer not in TOKENIZER_KINDS and not Path(tokenizer).exists():
+        raise ConfigurationError(
+            f"--tokenizer {tokenizer!r}: expected one of {', '.join(TOKENIZER_KINDS)} or an existing tokenizer file"
+        )
+    if corpus_path is None:
+        corpus_path, default_splits = default_corpus_paths()
+        if splits_path is None and hash_split is None:
+            splits_path = default_splits
+    corpus_path = Path(corpus_path)
+    if not corpus_path.exists():
+        raise CorpusError(f"{corpus_path}: corpus not found (expected a .jsonl, .parquet, .txt file or a folder)")
+    continuous = corpus_path.is_file() and corpus_path.suffix == ".txt"
+    if continuous and (splits_path is not None or hash_split is not None):
+        raise ConfigurationError(
+            f"{corpus_path}: a continuous text is split by position (--train-fraction); "
+            "--splits and --hash-split apply to multi-document corpora only"
+        )
+    if not continuous and splits_path is not None and hash_split is not None:
+        raise ConfigurationError("pass either --splits FILE or --hash-split RATIOS, not both")
+    if not continuous and splits_path is None and hash_split is None:
+        raise ConfigurationError(
+            f"{corpus_path}: a multi-document corpus needs a split: pass --splits FILE (a manifest "
+            '{"train": [...], "validation": [...], "test": [...]}) or --hash-split 0.8,0.1,0.1'
+        )
+    return corpus_path, (Path(splits_path) if splits_path is not None else None), continuous
+
+
+def finish_report(out_dir: Path, corpus_path: Path, splits_path: Path | None, tok: Tokenizer,
+                  tallies: dict[Partition, PartitionTally], *, context_length: int, stride: int, threads: int,
+                  seconds: dict[str, float] | None = None) -> PrepareResult:
+    """Save the tokenizer beside the store and write ``report.json`` (atomically)."""
+    out_dir = Path(out_dir)
+    store_path, tokenizer_path, report_path = out_dir / "store", out_dir / "tokenizer.json", out_dir / "report.json"
+    tok.save(tokenizer_path)
+    report: dict[str, Any] = {
+        "corpus": str(corpus_path),
+        "splits": str(splits_path) if splits_path is not None else None,
+        "store": str(store_path),
+        "tokenizer": {"kind": tok.kind, "path": str(tokenizer_path), "hash": tok.hash, "vocab_size": tok.vocab_size,
+                      "bos_id": tok.bos_id, "eos_id": tok.eos_id},
+        "context_length": context_length,
+        "stride": stride,
+        "threads": threads,
+        "partitions": {p.value: vars(tallies[p]).copy() for p in PARTITIONS},
+        "seconds": {k: round(v, 3) for k, v in (seconds or {}).items()},
+    }
+    tmp = report_path.with_name(f".{report_path.name}.tmp")
+    tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, report_path)
+    return PrepareResult(out_dir, store_path, tokenizer_path, report_path, report)
+
+
+def _fit(tokenizer: str, merges: int, batches: Iterator[list[Document]], assign, threads: int, *,
+         quiet: bool) -> tuple[Tokenizer, int]:
+    """Pass 1: stream every document through ``assign`` (partitions, manifest), fit on TRAIN."""
+    fit = StreamingFit(tokenizer, merges=merges, threads=threads)
+    seen = [0]
+
+    def train_texts():
+        with Progress(f"pass 1: reading, fitting {tokenizer} on train", quiet=quiet) as bar:
+            for batch in batches:
+                texts = [d.text for d in batch if assign(d.id) is Partition.TRAIN]
+                bar.update(len(batch), sum(len(d.text) for d in batch))
+                seen[0] += len(batch)
+                yield texts
+
+    return fit.fit_batches(train_texts(), quiet=quiet), seen[0]
+
+
 def prepare(
     corpus_path: str | os.PathLike | None = None,
     splits_path: str | os.PathLike | None = None,
@@ -162,83 +329,92 @@ def prepare(
     hash_split: dict[str, float] | None = None,
     on_invalid_utf8: str = "error",
     skip_bad_lines: bool = False,
+    threads: int | None = None,
     quiet: bool = False,
 ) -> PrepareResult:
     """Run the main job and return where everything went plus the report (also in ``report.json``)."""
-    from engine.windows import CausalWindowConfig
+    started = time.perf_counter()
+    threads = resolve_threads(threads)
+    corpus_path, splits_path, continuous = resolve_inputs(
+        corpus_path, splits_path, hash_split=hash_split, tokenizer=tokenizer, merges=merges,
+        context_length=context_length, stride=stride)
 
-    CausalWindowConfig(context_length, stride)  # validate before any work
-    if corpus_path is None:
-        corpus_path, default_splits = default_corpus_paths()
-        if splits_path is None and hash_split is None:
-            splits_path = default_splits
-    if merges < 0:
-        raise ConfigurationError(f"--merges must be >= 0, got {merges}")
-    out_dir = Path(out_dir)
-    store_path = out_dir / "store"
-    tokenizer_path = out_dir / "tokenizer.json"
-    report_path = out_dir / "report.json"
+    if continuous:
+        # One document per partition: the text is read whole (the issue allows it), then streamed as batches.
+        parts = CorpusPartitions.from_text(read_text(corpus_path, on_invalid_utf8), train_fraction, name=corpus_path.stem)
+        where = {doc.id: part for part in PARTITIONS for doc in parts.documents(part)}
+        check = None
 
-    with Progress("reading corpus", quiet=quiet) as bar:
-        parts = load_partitions(
-            corpus_path,
-            splits_path,
-            hash_split=hash_split,
-            train_fraction=train_fraction,
-            on_invalid_utf8=on_invalid_utf8,
-            skip_bad_lines=skip_bad_lines,
-        )
-        bar.update(sum(len(parts.documents(p)) for p in Partition))
+        def batches() -> Iterator[list[Document]]:
+            return iter([[doc for part in PARTITIONS for doc in parts.documents(part)]])
 
-    train_texts = [d.text for d in parts.documents(Partition.TRAIN)]
-    tok = fit_or_load_tokenizer(tokenizer, train_texts, merges=merges, quiet=quiet)
+        assign = where.__getitem__  # noqa: E731
+    else:
+        manifest = SplitManifest.from_json(splits_path) if splits_path is not None else SplitManifest.by_hash(hash_split)
+        check = ManifestCheck(manifest, str(corpus_path))
 
-    total_docs = sum(len(parts.documents(p)) for p in Partition)
-    with TokenStore.writer(store_path, tok) as writer, Progress(
-        "encoding", total=total_docs, quiet=quiet
-    ) as bar:
-        for partition in Partition:
-            docs = parts.documents(partition)
-            for lo in range(0, len(docs), ENCODE_CHUNK_DOCUMENTS):
-                chunk = docs[lo : lo + ENCODE_CHUNK_DOCUMENTS]
-                ids = [d.id for d in chunk]
-                values, offsets = tok.encode_documents([d.text for d in chunk], ids)
-                writer.write_chunk(partition, ids, values, offsets)
-                bar.update(len(chunk), sum(len(d.text.encode("utf-8")) for d in chunk))
-            if not docs:
-                writer.write_chunk(partition, [], np.empty(0, np.uint32), np.zeros(1, np.int64))
-    tok.save(tokenizer_path)
+        def batches() -> Iterator[list[Document]]:
+            return iter_corpus_batches(corpus_path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines)
 
-    store = TokenStore.open(store_path, tokenizer=tok)
-    partitions: dict[str, Any] = {}
-    for partition in Partition:
-        docs = parts.documents(partition)
-        _, offsets = store.arrays(partition)
-        row = {
-            "documents": len(docs),
-            "characters": sum(len(d.text) for d in docs),
-            "tokens": int(offsets[-1]) if len(offsets) else 0,
-        }
-        row.update(window_counts(offsets, context_length, stride))
-        partitions[partition.value] = row
+        assign = check.partition_of
 
-    report = {
-        "corpus": str(corpus_path),
-        "splits": str(splits_path) if splits_path is not None else None,
-        "store": str(store_path),
-        "tokenizer": {
-            "kind": tok.kind,
-            "path": str(tokenizer_path),
-            "hash": tok.hash,
-            "vocab_size": tok.vocab_size,
-            "bos_id": tok.bos_id,
-            "eos_id": tok.eos_id,
-        },
-        "context_length": context_length,
-        "stride": stride,
-        "partitions": partitions,
-    }
-    tmp = report_path.with_name(f".{report_path.name}.tmp")
-    tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, report_path)
-    return PrepareResult(out_dir, store_path, tokenizer_path, report_path, report)
+    if tokenizer in TOKENIZER_KINDS:
+        tok, total_documents = _fit(tokenizer, merges, batches(), assign, threads, quiet=quiet)
+        if check is not None:
+            check.finish()
+            check.seen.clear()  # pass 2 needs no second check: the same documents come again
+            assign = manifest.partition_of
+    else:
+        tok, total_documents = load_tokenizer(tokenizer), None
+    fitted = time.perf_counter()
+
+    tallies = {p: PartitionTally() for p in PARTITIONS}
+    _encode_and_write(tok, batches(), assign, Path(out_dir) / "store", tallies, context_length, stride, threads, total_documents,
+                      before_commit=None if check is None or tokenizer in TOKENIZER_KINDS else check.finish, quiet=quiet)
+
+    seconds = {"fit": fitted - started, "encode": time.perf_counter() - fitted}
+    return finish_report(out_dir, corpus_path, splits_path, tok, tallies, context_length=context_length, stride=stride,
+                         threads=threads, seconds=seconds)
+
+
+def _encode_and_write(tok: Tokenizer, batches: Iterator[list[Document]], assign, store_path: Path,
+                      tallies: dict[Partition, PartitionTally], context_length: int, stride: int, threads: int,
+                      total: int | None, *, before_commit, quiet: bool) -> None:
+    """Pass 2: chunks of each partition -> encode on ``threads`` threads -> row groups, in order."""
+    lock = encode_lock(tok)
+
+    def chunks() -> Iterator[tuple[Partition, list[Document]]]:
+        pending = _Chunks()
+        for batch in batches:
+            for doc in batch:
+                part = assign(doc.id)
+                if part is None:
+                    continue  # forgotten by the manifest: named by ``before_commit``
+                chunk = pending.add(part, doc)
+                if chunk is not None:
+                    yield part, chunk
+        for part in PARTITIONS:
+            if pending.pending[part]:
+                yield part, pending.take(part)
+
+    def encode(item: tuple[Partition, list[Document]]):
+        part, docs = item
+        ids = [d.id for d in docs]
+        texts = [d.text for d in docs]
+        if lock is None:
+            values, offsets = tok.encode_documents(texts, ids)
+        else:
+            with lock:
+                values, offsets = tok.encode_documents(texts, ids)
+        tally = window_counts(offsets, context_length, stride)
+        tally.update(documents=len(docs), characters=sum(len(t) for t in texts), tokens=int(offsets[-1]))
+        return part, ids, values, offsets, tally, sum(len(t.encode("utf-8")) for t in texts)
+
+    with TokenStore.writer(store_path, tok) as writer, Progress(f"pass 2: encoding on {threads} threads",
+                                                                total=total, quiet=quiet) as bar:
+        for part, ids, values, offsets, tally, nbytes in OrderedPool(encode, threads).map(chunks()):
+            writer.write_chunk(part, ids, values, offsets)
+            tallies[part].add(tally)
+            bar.update(len(ids), nbytes)
+        if before_commit is not None:
+            before_commit()

@@ -48,25 +48,37 @@ def format_table(headers: list[str], rows: list[list]) -> str:
 @click.option("--stride", default=1, show_default=True, type=int, help="Stride S between window starts.")
 @click.option("--on-invalid-utf8", type=click.Choice(["error", "replace", "skip"]), default="error", show_default=True, help="What to do with bytes that are not UTF-8.")
 @click.option("--skip-bad-lines", is_flag=True, help="Skip malformed JSONL lines (counted) instead of failing.")
+@click.option("--threads", type=int, default=None, help="Threads for encoding and counting (default: $ENGINE_THREADS, else all cores).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="local: threads on this machine; ray: Ray Data on a cluster (pip install 'engine[distributed]').")
+@click.option("--ray-address", "ray_address", default=None, metavar="ADDR", help="Ray cluster to join with --executor ray (e.g. auto, ray://host:10001); default: start a local one.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of a table.")
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merges, context_length, stride,
-            on_invalid_utf8, skip_bad_lines, as_json, quiet):
+            on_invalid_utf8, skip_bad_lines, threads, executor, ray_address, as_json, quiet):
     """Fit a tokenizer on the training partition, encode every document, write the store.
 
     CORPUS is a .jsonl or .parquet file, a folder of text files, or one continuous .txt file
     (split by position). Without CORPUS the bundled data/corpus.jsonl and data/splits.json are used.
     Writes OUT/store (Parquet, partitioned by split), OUT/tokenizer.json and OUT/report.json, and
     prints documents, characters, tokens and complete windows (context T, stride S) per partition.
+    The corpus is streamed twice (fit on train, then encode), so it need not fit in memory.
 
     \b
     Example:
       engine prepare
       engine prepare corpus.jsonl --splits splits.json --out out --context 256
       engine prepare shakespeare.txt --tokenizer char --train-fraction 0.9 --json
+      engine prepare big.jsonl --hash-split 0.98,0.01,0.01 --threads 16
+      engine prepare big.parquet --hash-split 0.98,0.01,0.01 --executor ray --ray-address auto
     """
-    from engine.pipeline import prepare
+    if executor == "ray":
+        from engine.distributed import prepare_on_ray as prepare
+    else:
+        from engine.pipeline import prepare
+        if ray_address is not None:
+            raise ConfigurationError("--ray-address applies to --executor ray only")
 
+    extra = {"ray_address": ray_address} if executor == "ray" else {}
     result = prepare(
         corpus,
         splits,
@@ -79,7 +91,9 @@ def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merg
         hash_split=parse_ratios(hash_split),
         on_invalid_utf8=on_invalid_utf8,
         skip_bad_lines=skip_bad_lines,
+        threads=threads,
         quiet=quiet,
+        **extra,
     )
     report = result.report
     if as_json:

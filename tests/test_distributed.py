@@ -1,0 +1,120 @@
+"""The Ray Data executor gives the local store, document for document and byte for byte.
+
+Starts one local Ray instance (2 CPUs) for the module. Skipped only when Ray is not installed.
+"""
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+
+ray = pytest.importorskip("ray", reason="Ray Data is not installed: pip install 'engine[distributed]'")
+
+from engine.cli import main  # noqa: E402
+from engine.corpus import Corpus, Partition, SplitManifest  # noqa: E402
+from engine.distributed import (  # noqa: E402
+    count_words, encode, prepare_on_ray, train_from_word_counts,
+)
+from engine.errors import CorpusError, TokenizerError  # noqa: E402
+from engine.parallel import WordTypeCounts  # noqa: E402
+from engine.pipeline import default_corpus_paths, prepare  # noqa: E402
+from engine.store import TokenStore  # noqa: E402
+from engine.tokenizers import BpeTrainer, CharTokenizer  # noqa: E402
+from engine.tokenizers.byte_bpe import ByteBpeTrainer  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def train_texts():
+    corpus_path, splits_path = default_corpus_paths()
+    parts = SplitManifest.from_json(splits_path).partition(Corpus.from_jsonl(corpus_path))
+    return [d.text for d in parts.documents(Partition.TRAIN)]
+
+
+@pytest.mark.parametrize("kind, merges", [("char", 0), ("bpe", 60)])
+def test_ray_store_equals_local_store(tmp_path, kind, merges):
+    corpus_path, splits_path = default_corpus_paths()
+    on_ray = prepare_on_ray(corpus_path, splits_path, tmp_path / "ray", tokenizer=kind, merges=merges,
+                            context_length=8, quiet=True)
+    local = prepare(corpus_path, splits_path, tmp_path / "local", tokenizer=kind, merges=merges,
+                    context_length=8, quiet=True)
+    assert on_ray.report["tokenizer"] == {**local.report["tokenizer"], "path": on_ray.report["tokenizer"]["path"]}
+    assert on_ray.report["partitions"] == local.report["partitions"]
+    a = TokenStore.open(on_ray.store_path)
+    b = TokenStore.open(local.store_path)
+    for part in Partition:
+        assert a.ids(part) == b.ids(part) and len(a.ids(part)) > 0
+        for x, y in zip(a.documents(part), b.documents(part)):
+            np.testing.assert_array_equal(x.tokens, y.tokens)
+    # Same chunking on the driver as locally: the Parquet files are byte-identical (sha256 in the manifest).
+    manifest = lambda r: json.loads((r.store_path / "_engine.json").read_text())  # noqa: E731
+    assert manifest(on_ray) == manifest(local)
+    assert a.tokenizer().kind == kind
+
+
+def test_count_words_char_level_equals_local_table(train_texts):
+    ds = ray.data.from_arrow(pa.table({"text": train_texts}))
+    words, counts = count_words(ds.repartition(4), level="char")
+    table = WordTypeCounts()
+    table.add(train_texts)
+    assert words == table.words()
+    assert counts.tolist() == table.word_counts().tolist()
+    assert train_from_word_counts(words, counts, merges=40).hash == BpeTrainer(40).train(train_texts).hash
+
+
+def test_count_words_byte_level_trains_the_byte_trainer_merges(train_texts):
+    ds = ray.data.from_arrow(pa.table({"text": train_texts})).repartition(3)
+    words, counts = count_words(ds, level="byte", pattern="gpt2")
+    local = ByteBpeTrainer(merges=30).count_words(train_texts)
+    pool = local.pool.tobytes()
+    assert words == [pool[local.starts[w]:local.starts[w + 1]] for w in range(local.total)]
+    assert counts.tolist() == local.counts[: local.total].tolist()
+    tok = train_from_word_counts(words, counts, merges=30, level="byte")
+    assert tok.hash == ByteBpeTrainer(merges=30).train(train_texts).hash
+
+
+def test_encode_maps_arrow_batches_to_tokens(train_texts):
+    tok = CharTokenizer.fit(train_texts)
+    ds = ray.data.from_arrow(pa.table({"id": ["a", "b"], "text": ["", train_texts[0][:20]], "split": ["train", "test"]}))
+    out = encode(ds, tok).to_arrow_refs()
+    table = pa.concat_tables(ray.get(out))
+    assert table.schema.field("tokens").type == pa.large_list(pa.uint32())
+    assert table.column("id").to_pylist() == ["a", "b"] and table.column("split").to_pylist() == ["train", "test"]
+    rows = table.column("tokens").to_pylist()
+    assert rows[0] == [0, 1]
+    assert rows[1] == tok.encode_document(train_texts[0][:20]).tolist()
+
+
+def test_cli_executor_ray(tmp_path):
+    result = CliRunner().invoke(main, ["prepare", "--executor", "ray", "--tokenizer", "char", "--context", "8",
+                                       "--json", "--quiet", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["partitions"]["train"]["documents"] == 39
+
+
+def test_worker_errors_come_back_as_engine_errors(tmp_path):
+    # Kept last in the module: a run that fails inside a worker can leave its actor holding a CPU
+    # of this 2-CPU instance for a while, so no Ray run follows it here.
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in
+                           [("a", "abc"), ("b", "abd"), ("c", "xyz")]), encoding="utf-8")
+    splits = tmp_path / "s.json"
+    splits.write_text(json.dumps({"train": ["a", "b"], "validation": ["zz"]}))
+    with pytest.raises(CorpusError, match=r"id 'zz' in \"validation\".* is not in the corpus"):
+        prepare_on_ray(src, splits, tmp_path / "o", tokenizer="char", quiet=True)
+    splits.write_text(json.dumps({"train": ["a", "b"]}))
+    with pytest.raises(CorpusError, match=r"1 corpus document\(s\) in no partition: 'c'"):
+        prepare_on_ray(src, splits, tmp_path / "o", tokenizer="char", quiet=True)
+    splits.write_text(json.dumps({"train": ["a"], "validation": ["b"], "test": ["c"]}))
+    with pytest.raises(TokenizerError, match=r"^character 'd' \(U\+0064\) at offset 2 of document 'b'[^\n]*$"):
+        prepare_on_ray(src, splits, tmp_path / "o", tokenizer="char", quiet=True)
+    assert not (tmp_path / "o" / "store").exists()
