@@ -305,8 +305,9 @@ def write_store(encoded, path: str | os.PathLike, tokenizer: Tokenizer, *, check
         tally.update(documents=len(rows), characters=sum(r[2] for r in rows), tokens=int(offsets[-1]))
         tallies[part].add(tally)
 
-    with _ordered(), TokenStore.writer(path, tokenizer) as writer, Progress("writing the store from Ray",
-                                                                          quiet=quiet) as bar:
+    writer_options = {"row_group_size": pipeline.STORE_ROW_GROUP_ROWS, "max_rows_per_file": pipeline.STORE_FILE_ROWS}
+    with _ordered(), TokenStore.writer(path, tokenizer, **writer_options) as writer, \
+            Progress("writing the store from Ray", quiet=quiet) as bar:
         chars = {p: 0 for p in PARTITIONS}
         with _blocks(encoded) as blocks:
             for batch in blocks:

@@ -50,6 +50,10 @@ ENCODE_CHUNK_DOCUMENTS = 2048
 # Kernels hold ~40 bytes of scratch per character (code points, piece bounds, word tables), so 1M
 # characters keep one running chunk near 40 MB whatever the corpus size.
 ENCODE_CHUNK_CHARS = 1 << 20
+# Store layout: row groups and files of fixed row counts, so the bytes depend only on the documents
+# (not on chunking or threads) and a resumed run can keep an interrupted run's finished files.
+STORE_ROW_GROUP_ROWS = 16384
+STORE_FILE_ROWS = 1 << 17
 READ_BATCH_DOCUMENTS = 1024
 READ_BATCH_CHARS = 1 << 20
 
@@ -330,9 +334,15 @@ def prepare(
     on_invalid_utf8: str = "error",
     skip_bad_lines: bool = False,
     threads: int | None = None,
+    resume: bool = False,
     quiet: bool = False,
 ) -> PrepareResult:
-    """Run the main job and return where everything went plus the report (also in ``report.json``)."""
+    """Run the main job and return where everything went plus the report (also in ``report.json``).
+
+    ``resume=True`` continues an interrupted run over the same ``out_dir``: the tokenizer is fitted
+    again (deterministic, so the same), the finished files of the interrupted store are kept, and
+    only the documents after them are encoded; the store equals a fresh run's, byte for byte.
+    """
     started = time.perf_counter()
     threads = resolve_threads(threads)
     corpus_path, splits_path, continuous = resolve_inputs(
@@ -370,7 +380,8 @@ def prepare(
 
     tallies = {p: PartitionTally() for p in PARTITIONS}
     _encode_and_write(tok, batches(), assign, Path(out_dir) / "store", tallies, context_length, stride, threads, total_documents,
-                      before_commit=None if check is None or tokenizer in TOKENIZER_KINDS else check.finish, quiet=quiet)
+                      before_commit=None if check is None or tokenizer in TOKENIZER_KINDS else check.finish,
+                      resume=resume, quiet=quiet)
 
     seconds = {"fit": fitted - started, "encode": time.perf_counter() - fitted}
     return finish_report(out_dir, corpus_path, splits_path, tok, tallies, context_length=context_length, stride=stride,
@@ -379,9 +390,14 @@ def prepare(
 
 def _encode_and_write(tok: Tokenizer, batches: Iterator[list[Document]], assign, store_path: Path,
                       tallies: dict[Partition, PartitionTally], context_length: int, stride: int, threads: int,
-                      total: int | None, *, before_commit, quiet: bool) -> None:
-    """Pass 2: chunks of each partition -> encode on ``threads`` threads -> row groups, in order."""
+                      total: int | None, *, before_commit, resume: bool = False, quiet: bool) -> None:
+    """Pass 2: chunks of each partition -> encode on ``threads`` threads -> row groups, in order.
+
+    With ``resume``, the first ``writer.resumed[p]`` documents of each partition are already in
+    the store: they are counted (characters here, tokens and windows from the kept files) and skipped.
+    """
     lock = encode_lock(tok)
+    skip = dict.fromkeys(PARTITIONS, 0)
 
     def chunks() -> Iterator[tuple[Partition, list[Document]]]:
         pending = _Chunks()
@@ -390,6 +406,10 @@ def _encode_and_write(tok: Tokenizer, batches: Iterator[list[Document]], assign,
                 part = assign(doc.id)
                 if part is None:
                     continue  # forgotten by the manifest: named by ``before_commit``
+                if skip[part]:
+                    skip[part] -= 1
+                    tallies[part].add({"documents": 1, "characters": len(doc.text)})
+                    continue
                 chunk = pending.add(part, doc)
                 if chunk is not None:
                     yield part, chunk
@@ -410,8 +430,17 @@ def _encode_and_write(tok: Tokenizer, batches: Iterator[list[Document]], assign,
         tally.update(documents=len(docs), characters=sum(len(t) for t in texts), tokens=int(offsets[-1]))
         return part, ids, values, offsets, tally, sum(len(t.encode("utf-8")) for t in texts)
 
-    with TokenStore.writer(store_path, tok) as writer, Progress(f"pass 2: encoding on {threads} threads",
-                                                                total=total, quiet=quiet) as bar:
+    with TokenStore.writer(store_path, tok, row_group_size=STORE_ROW_GROUP_ROWS, max_rows_per_file=STORE_FILE_ROWS,
+                           resume=resume) as writer, Progress(f"pass 2: encoding on {threads} threads",
+                                                              total=total, quiet=quiet) as bar:
+        for part in PARTITIONS:
+            lengths = writer.resumed_lengths(part)
+            if lengths.size:
+                skip[part] = int(lengths.size)
+                offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+                np.cumsum(lengths, out=offsets[1:])
+                tallies[part].add({"tokens": int(offsets[-1]), **window_counts(offsets, context_length, stride)})
+                bar.update(int(lengths.size))
         for part, ids, values, offsets, tally, nbytes in OrderedPool(encode, threads).map(chunks()):
             writer.write_chunk(part, ids, values, offsets)
             tallies[part].add(tally)

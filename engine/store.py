@@ -165,6 +165,9 @@ class _SplitOutput:
         self.rows_in_file = 0
         self.documents = 0
         self.tokens = 0
+        self.pending: list[pa.Table] = []  # rows not yet written as a full row group
+        self.pending_rows = 0
+        self.resumed_lengths = np.empty(0, dtype=np.int64)  # token counts of documents kept on resume
 
     def current_name(self) -> str:
         return f"{_split_dir(self.partition)}/part-{len(self.files):05d}.parquet"
@@ -220,6 +223,10 @@ class TokenStoreWriter:
         self.resume = bool(resume)
         # Documents per partition kept from an interrupted run (resume=True); 0 when starting afresh.
         self.resumed: dict[Partition, int] = {p: 0 for p in PARTITIONS}
+
+    def resumed_lengths(self, partition: Partition | str) -> np.ndarray:
+        """Token counts (int64) of the documents of ``partition`` kept from an interrupted run."""
+        return self._outputs[_partition(partition)].resumed_lengths
 
     def __enter__(self) -> "TokenStoreWriter":
         self.open()
@@ -300,6 +307,8 @@ class TokenStoreWriter:
                         out.documents += table.num_rows
                         tokens = table.column("tokens").combine_chunks()
                         out.tokens += int(len(tokens.values))
+                        out.resumed_lengths = np.concatenate(
+                            [out.resumed_lengths, np.diff(tokens.offsets.to_numpy()).astype(np.int64)])
                         continue
                 keep = False
                 file.unlink()
@@ -392,6 +401,8 @@ class TokenStoreWriter:
 
 
     def _append(self, out: _SplitOutput, table: pa.Table) -> None:
+        """Add rows to the split's current file; row groups hold exactly ``row_group_size`` rows
+        (the last of a file fewer), whatever the chunk sizes, so the bytes depend only on the rows."""
         start = 0
         while start < table.num_rows or out.writer is None:
             if out.writer is None:
@@ -401,7 +412,10 @@ class TokenStoreWriter:
                 room = min(room, self.max_rows_per_file - out.rows_in_file)
             piece = table.slice(start, room)
             if piece.num_rows:
-                out.writer.write_table(piece, row_group_size=self.row_group_size)
+                out.pending.append(piece)
+                out.pending_rows += piece.num_rows
+                if out.pending_rows >= self.row_group_size:
+                    self._write_row_groups(out, final=False)
             out.rows_in_file += piece.num_rows
             start += piece.num_rows
             if self.max_rows_per_file is not None and out.rows_in_file >= self.max_rows_per_file:
@@ -409,7 +423,23 @@ class TokenStoreWriter:
             if start >= table.num_rows:
                 break
 
+    def _write_row_groups(self, out: _SplitOutput, *, final: bool) -> None:
+        """Write the buffered rows as full row groups; with ``final`` also the short remainder."""
+        rows = pa.concat_tables(out.pending) if out.pending else None
+        out.pending, out.pending_rows = [], 0
+        if rows is None:
+            return
+        full = rows.num_rows - rows.num_rows % self.row_group_size
+        if full:
+            out.writer.write_table(rows.slice(0, full), row_group_size=self.row_group_size)
+        rest = rows.slice(full)
+        if rest.num_rows and final:
+            out.writer.write_table(rest, row_group_size=self.row_group_size)
+        elif rest.num_rows:
+            out.pending, out.pending_rows = [rest], rest.num_rows
+
     def _finish_file(self, out: _SplitOutput) -> None:
+        self._write_row_groups(out, final=True)
         out.writer.close()
         out.files.append((out.current_name(), out.rows_in_file))
         out.writer, out.rows_in_file = None, 0

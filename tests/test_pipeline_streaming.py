@@ -34,6 +34,7 @@ def small_chunks(monkeypatch):
     monkeypatch.setattr(pipeline, "READ_BATCH_DOCUMENTS", 5)
     monkeypatch.setattr(pipeline, "ENCODE_CHUNK_DOCUMENTS", 3)
     monkeypatch.setattr(pipeline, "ENCODE_CHUNK_CHARS", 4000)
+    monkeypatch.setattr(pipeline, "STORE_ROW_GROUP_ROWS", 2)
 
 
 def batches_of(texts, size):

@@ -51,10 +51,11 @@ def format_table(headers: list[str], rows: list[list]) -> str:
 @click.option("--threads", type=int, default=None, help="Threads for encoding and counting (default: $ENGINE_THREADS, else all cores).")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="local: threads on this machine; ray: Ray Data on a cluster (pip install 'engine[distributed]').")
 @click.option("--ray-address", "ray_address", default=None, metavar="ADDR", help="Ray cluster to join with --executor ray (e.g. auto, ray://host:10001); default: start a local one.")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run over the same --out: keep its finished files, encode the rest.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of a table.")
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merges, context_length, stride,
-            on_invalid_utf8, skip_bad_lines, threads, executor, ray_address, as_json, quiet):
+            on_invalid_utf8, skip_bad_lines, threads, executor, ray_address, resume, as_json, quiet):
     """Fit a tokenizer on the training partition, encode every document, write the store.
 
     CORPUS is a .jsonl or .parquet file, a folder of text files, or one continuous .txt file
@@ -69,6 +70,7 @@ def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merg
       engine prepare corpus.jsonl --splits splits.json --out out --context 256
       engine prepare shakespeare.txt --tokenizer char --train-fraction 0.9 --json
       engine prepare big.jsonl --hash-split 0.98,0.01,0.01 --threads 16
+      engine prepare big.jsonl --hash-split 0.98,0.01,0.01 --resume    # after an interruption
       engine prepare big.parquet --hash-split 0.98,0.01,0.01 --executor ray --ray-address auto
     """
     if executor == "ray":
@@ -77,8 +79,10 @@ def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merg
         from engine.pipeline import prepare
         if ray_address is not None:
             raise ConfigurationError("--ray-address applies to --executor ray only")
+    if resume and executor == "ray":
+        raise ConfigurationError("--resume applies to --executor local only")
 
-    extra = {"ray_address": ray_address} if executor == "ray" else {}
+    extra = {"ray_address": ray_address} if executor == "ray" else {"resume": resume}
     result = prepare(
         corpus,
         splits,

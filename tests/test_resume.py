@@ -1,0 +1,102 @@
+"""engine prepare --resume: an interrupted run's finished files are kept, the rest is encoded, and the
+result equals a fresh run byte for byte (store manifest with every file's sha256, and report numbers)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+import engine.pipeline as pipeline
+from engine.cli import main
+from engine.pipeline import default_corpus_paths, prepare
+from engine.store import TokenStore, TokenStoreWriter
+
+
+@pytest.fixture
+def small_files(monkeypatch):
+    monkeypatch.setattr(pipeline, "STORE_FILE_ROWS", 4)
+    monkeypatch.setattr(pipeline, "STORE_ROW_GROUP_ROWS", 2)
+    monkeypatch.setattr(pipeline, "ENCODE_CHUNK_DOCUMENTS", 3)
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def interrupt_after(monkeypatch, chunks: int):
+    """Make the writer die after ``chunks`` chunks the way SIGKILL leaves it: temp dir kept, no lock."""
+    real_write, real_abort = TokenStoreWriter.write_chunk, TokenStoreWriter.abort
+    calls = [0]
+
+    def write_chunk(self, *args):
+        if calls[0] == chunks:
+            raise KeyboardInterrupt
+        calls[0] += 1
+        return real_write(self, *args)
+
+    def abort(self):
+        for out in self._outputs.values():
+            if out.writer is not None:
+                out.writer.close()  # its footer makes it readable, but it is short: resume must drop it
+        self._lock.release()
+        os.rename(self.tmp, self.tmp.with_name(f".store.tmp-{dead_pid()}"))
+
+    monkeypatch.setattr(TokenStoreWriter, "write_chunk", write_chunk)
+    monkeypatch.setattr(TokenStoreWriter, "abort", abort)
+    return lambda: (monkeypatch.setattr(TokenStoreWriter, "write_chunk", real_write),
+                    monkeypatch.setattr(TokenStoreWriter, "abort", real_abort))
+
+
+def manifest(out):
+    return json.loads((out / "store" / "_engine.json").read_text())
+
+
+@pytest.mark.parametrize("chunks", [0, 4, 11])
+def test_resume_equals_fresh_run(tmp_path, monkeypatch, small_files, chunks):
+    corpus, splits = default_corpus_paths()
+    fresh = prepare(corpus, splits, tmp_path / "fresh", tokenizer="char", context_length=8, threads=2, quiet=True)
+
+    out = tmp_path / "out"
+    restore = interrupt_after(monkeypatch, chunks)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, quiet=True)
+    restore()
+    assert not (out / "store").exists()
+    leftover = [p for p in out.iterdir() if p.name.startswith(".store.tmp-")]
+    assert len(leftover) == 1
+    # Complete files hold exactly STORE_FILE_ROWS rows; the cut one (fewer rows) must be redone.
+    kept = set()
+    for file in sorted(leftover[0].glob("split=*/part-*.parquet")):
+        table = pq.read_table(file)
+        if table.num_rows == 4:
+            kept.update(table.column("id").to_pylist())
+
+    written = []
+    real_write = TokenStoreWriter.write_chunk
+    monkeypatch.setattr(TokenStoreWriter, "write_chunk",
+                        lambda self, part, ids, *a: (written.extend(ids), real_write(self, part, ids, *a)))
+    resumed = prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=True)
+
+    assert manifest(out) == manifest(tmp_path / "fresh")
+    assert resumed.report["partitions"] == fresh.report["partitions"]
+    TokenStore.open(out / "store").verify()
+    assert (len(kept) > 0) == (chunks > 1)
+    assert sorted(written) == sorted(set(TokenStore.open(out / "store").ids("train")
+                                         + TokenStore.open(out / "store").ids("validation")
+                                         + TokenStore.open(out / "store").ids("test")) - kept)
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+
+
+def test_resume_flag_on_the_cli(tmp_path):
+    result = CliRunner().invoke(main, ["prepare", "--out", str(tmp_path / "o"), "--tokenizer", "char", "--resume",
+                                       "--quiet", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["partitions"]["train"]["documents"] == 39
+    bad = CliRunner().invoke(main, ["prepare", "--resume", "--executor", "ray", "--out", str(tmp_path / "r")])
+    assert bad.exit_code == 2 and "--resume applies to --executor local only" in bad.output
