@@ -33,7 +33,7 @@ import numpy as np
 
 from engine.corpus import (
     PARTITIONS, CorpusPartitions, Document, Partition, ReadReport, SplitManifest,
-    _at_lines, _is_hidden, _json_lines, iter_folder, iter_jsonl, iter_parquet_batches,
+    _at_lines, _is_hidden, _json_lines, iter_folder, iter_jsonl, iter_parquet_batches, read_text_file,
 )
 from engine.errors import ConfigurationError, CorpusError
 from engine.parallel import TOKENIZER_KINDS, OrderedPool, StreamingFit, encode_lock, resolve_threads
@@ -124,21 +124,6 @@ def iter_corpus_batches(path: str | os.PathLike, *, on_invalid_utf8: str = "erro
     raise CorpusError(
         f"{path}: unknown corpus format {path.suffix or '(no suffix)'!r} (expected .jsonl, .json, .parquet or a directory)"
     )
-
-
-def read_text(path: Path, on_invalid_utf8: str) -> str:
-    raw = path.read_bytes()
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if on_invalid_utf8 == "replace":
-            return raw.decode("utf-8", errors="replace")
-        if on_invalid_utf8 == "skip":
-            return raw.decode("utf-8", errors="ignore")
-        raise CorpusError(
-            f"{path}: invalid UTF-8 at byte offset {exc.start} (byte 0x{raw[exc.start]:02x}); "
-            "expected UTF-8 text (use --on-invalid-utf8 replace|skip to continue)"
-        ) from None
 
 
 class ManifestCheck:
@@ -351,7 +336,7 @@ def prepare(
 
     if continuous:
         # One document per partition: the text is read whole (the issue allows it), then streamed as batches.
-        parts = CorpusPartitions.from_text(read_text(corpus_path, on_invalid_utf8), train_fraction, name=corpus_path.stem)
+        parts = CorpusPartitions.from_text(read_text_file(corpus_path, on_invalid_utf8=on_invalid_utf8), train_fraction, name=corpus_path.stem)
         where = {doc.id: part for part in PARTITIONS for doc in parts.documents(part)}
         check = None
 

@@ -145,7 +145,7 @@ class WordTokenizer(Tokenizer):
         doc = int(np.searchsorted(analysis.bounds, position, side="right") - 1)
         offset = position - int(analysis.bounds[doc])
         doc_id = None if document_ids is None else document_ids[doc]
-        where = f"at offset {{}}" + (f" of document {doc_id!r}" if doc_id is not None else "")
+        where = "at offset {}" + (f" of document {doc_id!r}" if doc_id is not None else "")
         for k, ch in enumerate(word):
             if ch not in self._alphabet:
                 raise TokenizerError(
