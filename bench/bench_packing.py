@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from engine.masks import attention_mask
+from engine.masks import attention_mask, mask_buffer
 from engine.packing import plan_packing
 from peers_packing import ROW_LENGTH, document_lengths, mask_segments, numpy_mask, python_bfd
 
@@ -27,7 +27,7 @@ def lengths():
 def mask_case():
     segment_ids = mask_segments()
     rows, length = segment_ids.shape
-    return segment_ids, np.empty((rows, length, length), np.bool_), np.tril(np.ones((length, length), np.bool_))
+    return segment_ids, mask_buffer(rows, length), np.tril(np.ones((length, length), np.bool_))
 
 
 @pytest.mark.benchmark(group="bfd-plan")

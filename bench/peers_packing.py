@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.masks import attention_mask
+from engine.masks import attention_mask, mask_buffer
 from engine.packing import pack_documents, plan_packing
 from timing import best_of  # noqa: E402
 
@@ -89,7 +89,7 @@ def rows(quick: bool) -> list[dict]:
 
     segment_ids = mask_segments()
     rows_, length = MASK_SHAPE
-    out = np.empty((rows_, length, length), np.bool_)
+    out = mask_buffer(rows_, length)  # reused every step, aligned for streaming stores
     tril = np.tril(np.ones((length, length), np.bool_))
     rounds = 3 if quick else 7
     attention_mask(segment_ids, device="cpu", out=out)

@@ -14,7 +14,7 @@ from engine.errors import (
     TokenizerError,
 )
 from engine.loss import TokenMeanAccumulator
-from engine.masks import attention_mask, cu_seqlens, loss_mask, max_seqlen, position_ids, varlen_boundaries
+from engine.masks import attention_mask, cu_seqlens, loss_mask, mask_buffer, max_seqlen, position_ids, varlen_boundaries
 from engine.packing import PackedBatch, PackingPlan, pack_documents, plan_packing
 from engine.pipeline import PrepareResult, prepare
 from engine.store import EncodedDocument, TokenStore, TokenStoreWriter
@@ -100,6 +100,7 @@ __all__ = [
     "load_tiktoken",
     "load_tokenizer",
     "loss_mask",
+    "mask_buffer",
     "max_seqlen",
     "pack_documents",
     "plan_packing",

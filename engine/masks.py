@@ -33,6 +33,7 @@ from engine.kernels import masks as cpu_kernels
 
 __all__ = [
     "attention_mask",
+    "mask_buffer",
     "cu_seqlens",
     "max_seqlen",
     "varlen_boundaries",
@@ -173,13 +174,40 @@ def attention_mask(
     seg = _host_segment_ids(segment_ids)
     rows, length = seg.shape
     shape = (rows, length, length)
-    result = np.empty(shape, dtype=dtype) if out is None else _check_out(out, shape, dtype, where, kind)
+    result = _aligned_empty(shape, dtype) if out is None else _check_out(out, shape, dtype, where, kind)
     run_start = np.empty_like(seg)
     contiguous = np.empty(rows, dtype=np.uint8)
     cpu_kernels.segment_runs(seg, run_start, contiguous)
-    kernel = cpu_kernels.dense_mask if kind == "dense" else cpu_kernels.additive_mask
-    kernel(seg, run_start, contiguous, result)
+    itemsize = result.dtype.itemsize
+    step = cpu_kernels.STREAM_BYTES
+    if result.size and result.ctypes.data % step == 0 and (length * itemsize) % step == 0:
+        # Rows tile into aligned 32-byte chunks: write them with streaming stores (one memory pass).
+        allowed, blocked = (True, False) if kind == "dense" else (0.0, -np.inf)
+        patterns = [np.full(step // itemsize, v, dtype=dtype).view(np.uint8) for v in (allowed, blocked)]
+        cpu_kernels.streamed_mask(seg, run_start, contiguous, result.reshape(-1).view(np.uint8), itemsize, *patterns)
+    else:
+        kernel = cpu_kernels.dense_mask if kind == "dense" else cpu_kernels.additive_mask
+        kernel(seg, run_start, contiguous, result)
     return result
+
+
+def mask_buffer(batch: int, length: int, kind: str = "dense") -> np.ndarray:
+    """An empty host ``out`` for ``attention_mask`` (``[batch, length, length]``), aligned so the
+    streaming-store kernel can write it; allocate once and reuse it every step."""
+    if kind not in MASK_KINDS:
+        raise ConfigurationError(f"kind={kind!r} is not one of {tuple(MASK_KINDS)}")
+    for name, value in (("batch", batch), ("length", length)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise ConfigurationError(f"mask_buffer: {name}={value!r}, expected an integer >= 0")
+    return _aligned_empty((int(batch), int(length), int(length)), MASK_KINDS[kind])
+
+
+def _aligned_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts on a 64-byte boundary."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    raw = np.empty(nbytes + 64, dtype=np.uint8)
+    skip = (-raw.ctypes.data) % 64
+    return raw[skip : skip + nbytes].view(dtype).reshape(shape)
 
 
 def position_ids(segment_ids: Any, *, device: str = "auto", out: Any = None, to_host: bool = False):

@@ -138,3 +138,59 @@ def test_kernels_match_naive_twins(rows, sort_rows):
     np.testing.assert_array_equal(masks.position_ids(seg, device="cpu"), naive_position_ids(seg))
     bounds, longest = masks.varlen_boundaries(seg, device="cpu")
     assert (bounds.tolist(), longest) == naive_varlen(seg.tolist())
+
+
+# -- the streaming-store path (rows tile into aligned 32-byte chunks) and its fallback -------------
+
+
+def _random_rows(rng, rows, length, reuse_ids):
+    seg = np.full((rows, length), -1, dtype=np.int32)
+    for b in range(rows):
+        pos, sid = 0, 0
+        end = int(rng.integers(0, length + 1))
+        while pos < end:
+            n = int(rng.integers(1, 20))
+            seg[b, pos:pos + n] = sid
+            pos += n
+            sid += 1
+        if reuse_ids and end > 4:  # a real id reappearing after another run: the general path
+            seg[b, end - 2:end] = 0
+    return seg[:, :length]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([32, 64, 96]), st.booleans())
+def test_streamed_masks_equal_the_naive_twin(seed, length, reuse_ids):
+    rng = np.random.default_rng(seed)
+    seg = _random_rows(rng, 3, length, reuse_ids)
+    dense = masks.attention_mask(seg, "dense", device="cpu")
+    assert dense.ctypes.data % 32 == 0  # engine allocates aligned outputs, so this is the streamed path
+    np.testing.assert_array_equal(dense, naive_dense_mask(seg.tolist()))
+    additive = masks.attention_mask(seg, "additive", device="cpu")
+    np.testing.assert_array_equal(additive, naive_additive_mask(seg.tolist()))
+
+
+def test_unaligned_out_takes_the_plain_kernel_with_the_same_result():
+    rng = np.random.default_rng(3)
+    seg = _random_rows(rng, 2, 64, True)
+    raw = np.empty(2 * 64 * 64 + 1, dtype=bool)
+    unaligned = raw[1:].reshape(2, 64, 64) if raw[1:].ctypes.data % 32 else raw[:-1].reshape(2, 64, 64)
+    assert unaligned.ctypes.data % 32 != 0
+    unaligned[...] = True  # stale values must all be overwritten
+    result = masks.attention_mask(seg, "dense", device="cpu", out=unaligned)
+    assert result is unaligned
+    np.testing.assert_array_equal(result, naive_dense_mask(seg.tolist()))
+
+
+def test_mask_buffer_is_aligned_and_reusable():
+    seg = np.array([[0, 0, 1, 1, 1, -1, -1, -1] * 4], dtype=np.int32)
+    buf = masks.mask_buffer(1, 32)
+    assert buf.shape == (1, 32, 32) and buf.dtype == np.bool_ and buf.ctypes.data % 64 == 0
+    assert masks.attention_mask(seg, out=buf, device="cpu") is buf
+    np.testing.assert_array_equal(buf, naive_dense_mask(seg.tolist()))
+    add = masks.mask_buffer(1, 32, "additive")
+    assert add.dtype == np.float32 and add.ctypes.data % 64 == 0
+    with pytest.raises(ConfigurationError, match="kind='sparse'"):
+        masks.mask_buffer(1, 4, "sparse")
+    with pytest.raises(ConfigurationError, match="length=-1"):
+        masks.mask_buffer(1, -1)
