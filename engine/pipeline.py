@@ -52,7 +52,7 @@ ENCODE_CHUNK_DOCUMENTS = 2048
 ENCODE_CHUNK_CHARS = 1 << 20
 # Store layout: row groups and files of fixed row counts, so the bytes depend only on the documents
 # (not on chunking or threads) and a resumed run can keep an interrupted run's finished files.
-STORE_ROW_GROUP_ROWS = 16384
+STORE_ROW_GROUP_ROWS = 1024
 STORE_FILE_ROWS = 1 << 17
 READ_BATCH_DOCUMENTS = 1024
 READ_BATCH_CHARS = 1 << 20
