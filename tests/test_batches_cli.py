@@ -14,10 +14,7 @@ from engine.corpus import Partition
 from engine.store import EncodedDocument
 from engine.tokenizers.base import Tokenizer, register_tokenizer
 
-store_module = pytest.importorskip("engine.store")
-if not hasattr(store_module, "TokenStore"):
-    pytest.skip("engine.store.TokenStore is not available", allow_module_level=True)
-TokenStore = store_module.TokenStore
+from engine.store import TokenStore  # noqa: E402
 
 
 @register_tokenizer

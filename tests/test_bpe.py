@@ -166,7 +166,7 @@ def test_shakespeare_matches_naive(shakespeare_text):
 
 
 def test_shakespeare_hf_tie_break_matches_hugging_face(shakespeare_text):
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = pytest.importorskip("tokenizers", reason="needs the bench extra (pip install -e '.[bench]')")
     text = shakespeare_text[:200_000]
     alphabet = sorted(set(text))
     hf = tokenizers.Tokenizer(tokenizers.models.BPE())

@@ -4,41 +4,14 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 from click.testing import CliRunner
 
 from engine.cli import main
 from engine.corpus import Partition
 from engine.store import EncodedDocument, TokenStore
-from engine.tokenizers.base import Tokenizer, register_tokenizer
+from tests.fakes import ByteIdsTokenizer
 
-
-@register_tokenizer
-class InspectTestBytes(Tokenizer):
-    kind = "test-inspect-bytes"
-
-    def _encode(self, text, document_id):
-        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.uint32) + 2
-
-    def decode(self, ids):
-        return bytes(int(i) - 2 for i in ids if int(i) >= 2).decode("utf-8")
-
-    def tokenize(self, text):
-        return list(text)
-
-    @property
-    def vocab_size(self):
-        return 258
-
-    def _payload(self):
-        return {}
-
-    @classmethod
-    def _from_payload(cls, payload):
-        return cls()
-
-
-TOK = InspectTestBytes()
+TOK = ByteIdsTokenizer()
 
 
 def make_store(path):

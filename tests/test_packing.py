@@ -17,7 +17,7 @@ from engine.errors import ConfigurationError, PackingError
 from engine.masks import attention_mask
 from engine.packing import pack_documents, plan_packing
 from engine.store import EncodedDocument, TokenStore
-from engine.tokenizers.base import Tokenizer, register_tokenizer
+from tests.fakes import ByteIdsTokenizer
 from tests.naive_packing import naive_bfd, naive_pack, naive_pieces
 
 
@@ -163,35 +163,8 @@ def test_plan_on_a_larger_lognormal_sample():
     assert plan.fill_efficiency > 0.99
 
 
-@register_tokenizer
-class PackTestBytes(Tokenizer):
-    """UTF-8 bytes shifted past the specials: id = byte + 2."""
-
-    kind = "test-pack-bytes"
-
-    def _encode(self, text, document_id):
-        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.uint32) + 2
-
-    def decode(self, ids):
-        return bytes(int(i) - 2 for i in ids if int(i) >= 2).decode("utf-8")
-
-    def tokenize(self, text):
-        return list(text)
-
-    @property
-    def vocab_size(self):
-        return 258
-
-    def _payload(self):
-        return {}
-
-    @classmethod
-    def _from_payload(cls, payload):
-        return cls()
-
-
 def test_pack_command_writes_parquet_atomically(tmp_path):
-    tok = PackTestBytes()
+    tok = ByteIdsTokenizer()
     texts = {"a": "hello world", "b": "hi", "c": "packing rows of eight tokens"}
     encoded = [EncodedDocument(i, Partition.TRAIN, tok.encode_document(t, i)) for i, t in texts.items()]
     store = TokenStore.write(tmp_path / "store", {Partition.TRAIN: encoded}, tok)

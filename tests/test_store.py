@@ -18,40 +18,9 @@ import pytest
 from engine.corpus import Partition
 from engine.errors import StoreError
 from engine.store import FORMAT_VERSION, EncodedDocument, TokenStore, TokenStoreWriter
-from engine.tokenizers.base import Tokenizer, register_tokenizer
+from tests.fakes import ByteIdsTokenizer
 
-
-@register_tokenizer
-class StoreTestBytes(Tokenizer):
-    """UTF-8 bytes shifted past the specials: id = byte + 2. ``salt`` only changes the hash."""
-
-    kind = "test-store-bytes"
-
-    def __init__(self, salt: str = ""):
-        self.salt = salt
-
-    def _encode(self, text, document_id):
-        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.uint32) + 2
-
-    def decode(self, ids):
-        return bytes(int(i) - 2 for i in ids if int(i) >= 2).decode("utf-8")
-
-    def tokenize(self, text):
-        return list(text)
-
-    @property
-    def vocab_size(self):
-        return 258
-
-    def _payload(self):
-        return {"salt": self.salt}
-
-    @classmethod
-    def _from_payload(cls, payload):
-        return cls(payload["salt"])
-
-
-TOK = StoreTestBytes()
+TOK = ByteIdsTokenizer()
 TEXTS = {
     Partition.TRAIN: {"t-empty": "", "t-a": "a", "t-long": "the quick brown fox " * 30, "t-greek": "αβγ", "t-nul": "x\x00y"},
     Partition.VALIDATION: {"v-1": "validation", "v-2": ""},
@@ -114,7 +83,7 @@ def test_layout_manifest_and_file_metadata(tmp_path):
     ]
     manifest = json.loads((root / "_engine.json").read_text())
     assert manifest["format_version"] == FORMAT_VERSION
-    assert manifest["tokenizer"] == {"kind": "test-store-bytes", "hash": TOK.hash, "bos_id": 0, "eos_id": 1, "file": "tokenizer.json"}
+    assert manifest["tokenizer"] == {"kind": "test-byte-ids", "hash": TOK.hash, "bos_id": 0, "eos_id": 1, "file": "tokenizer.json"}
     assert [(f["name"], f["rows"]) for f in manifest["splits"]["train"]["files"]] == [
         ("split=train/part-00000.parquet", 2), ("split=train/part-00001.parquet", 2), ("split=train/part-00002.parquet", 1)
     ]
@@ -183,19 +152,20 @@ def test_documents_sequence_indexing(tmp_path):
 
 def test_tokenizer_hash_mismatch_names_both_hashes(tmp_path):
     write_store(tmp_path / "store")
-    other = StoreTestBytes(salt="other")
+    other = ByteIdsTokenizer(salt="other")
     with pytest.raises(StoreError) as err:
         TokenStore.open(tmp_path / "store", tokenizer=other)
     assert str(err.value) == (
         f"{tmp_path / 'store'}: tokenizer hash {other.hash} does not match the store's tokenizer hash "
         f"{TOK.hash}; use the tokenizer saved in the store (tokenizer.json) or re-encode"
     )
-    TokenStore.open(tmp_path / "store", tokenizer=StoreTestBytes())  # same payload, same hash
+    TokenStore.open(tmp_path / "store", tokenizer=ByteIdsTokenizer())  # same payload, same hash
 
 
 def test_real_char_tokenizer_round_trip(tmp_path):
-    char = pytest.importorskip("engine.tokenizers.char")
-    tok = char.CharTokenizer.fit(["hello world", "αβγ"])
+    from engine.tokenizers.char import CharTokenizer
+
+    tok = CharTokenizer.fit(["hello world", "αβγ"])
     docs = [EncodedDocument(f"d{i}", Partition.TRAIN, tok.encode_document(t)) for i, t in enumerate(["hello", "", "γα"])]
     store = TokenStore.write(tmp_path / "store", {"train": docs}, tok)
     assert [tok.decode(d.tokens) for d in store.documents("train")] == ["hello", "", "γα"]
@@ -419,7 +389,8 @@ def test_row_count_and_missing_file_mismatch(tmp_path):
 
 # -- property: any documents, any chunking ---------------------------------------------------------
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 CONTENT = st.lists(st.integers(0, 2**32 - 1), max_size=12)
 

@@ -44,7 +44,7 @@ def test_compare_json_cli(tmp_path):
 
 
 def test_compare_table_and_plot(tmp_path):
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="needs the plot extra (pip install -e '.[plot]')")
     path = tmp_path / "text.txt"
     path.write_text(TEXT * 3, encoding="utf-8")
     plot = tmp_path / "bpe.png"
@@ -111,7 +111,6 @@ def test_help_has_examples():
 
 
 def test_train_byte_level_hands_over(tmp_path):
-    pytest.importorskip("engine.tokenizers.byte_bpe")
     path = tmp_path / "play.txt"
     path.write_text("hello hello world\n" * 4, encoding="utf-8")
     out = tmp_path / "byte.json"
