@@ -21,6 +21,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence, overload
 
@@ -249,10 +250,39 @@ def _parquet_files(path: Path) -> list[Path]:
     return files
 
 
+ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
+
+
+class _ArrowIpcFile:
+    """An Arrow IPC (Feather v2) file, memory-mapped, read like ``pq.ParquetFile`` in record batches."""
+
+    def __init__(self, path: Path):
+        import pyarrow as pa
+
+        source = pa.memory_map(str(path))
+        try:
+            self._reader = pa.ipc.open_file(source)
+        except pa.ArrowInvalid:  # the streaming IPC format has no footer
+            source.seek(0)
+            self._reader = pa.ipc.open_stream(source)
+        self.schema_arrow = self._reader.schema
+
+    def iter_batches(self, *, batch_size: int, columns: list[str]):
+        if hasattr(self._reader, "num_record_batches"):
+            batches = (self._reader.get_batch(i) for i in range(self._reader.num_record_batches))
+        else:
+            batches = iter(self._reader)
+        for batch in batches:
+            batch = batch.select(columns)
+            for start in range(0, batch.num_rows, batch_size):
+                yield batch.slice(start, batch_size)
+
+
 def iter_parquet_batches(
     path: str | os.PathLike, *, batch_size: int = PARQUET_BATCH_SIZE, report: ReadReport | None = None
 ) -> Iterator[list[Document]]:
-    """Stream a Parquet file (or every ``.parquet`` below a directory, sorted) as lists of Documents.
+    """Stream a Parquet or Arrow IPC (.arrow/.feather) file, or every ``.parquet`` below a directory
+    (sorted), as lists of Documents.
 
     Columns ``id`` and ``text`` must be strings; nulls, empty ids and duplicate ids raise
     ``CorpusError`` naming the file and the 0-based row inside that file.
@@ -266,10 +296,11 @@ def iter_parquet_batches(
     ids = _IdRegistry()
     for file in _parquet_files(path):
         try:
-            pf = pq.ParquetFile(file)
+            pf = _ArrowIpcFile(file) if file.suffix in ARROW_SUFFIXES else pq.ParquetFile(file)
             schema = pf.schema_arrow
         except (OSError, pa.ArrowException, ValueError) as exc:  # ValueError: footer strings that are not UTF-8
-            raise CorpusError(f"{file}: cannot read Parquet file: {exc}") from None
+            kind = "Arrow IPC" if file.suffix in ARROW_SUFFIXES else "Parquet"
+            raise CorpusError(f"{file}: cannot read {kind} file: {exc}") from None
         for name in ("id", "text"):
             if schema.get_field_index(name) < 0:
                 raise CorpusError(f"{file}: missing column {name!r} (found: {', '.join(schema.names)}; expected id, text)")
@@ -436,11 +467,11 @@ class Corpus(Sequence[Document]):
             raise CorpusError(f"{path}: no such corpus file or directory")
         if path.suffix in (".jsonl", ".json"):
             return cls.from_jsonl(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines)
-        if path.suffix == ".parquet":
+        if path.suffix == ".parquet" or path.suffix in ARROW_SUFFIXES:
             return cls.from_parquet(path, batch_size=batch_size)
         raise CorpusError(
             f"{path}: unknown corpus format {path.suffix or '(no suffix)'!r} "
-            "(expected .jsonl, .json, .parquet or a directory)"
+            "(expected .jsonl, .json, .parquet, .arrow/.feather or a directory)"
         )
 
     def __len__(self) -> int:
@@ -541,6 +572,27 @@ def _json_lines(raw: str | None, value: str) -> list[int]:
     return [raw.count("\n", 0, start) + 1 for start in starts]
 
 
+def _forgotten_where(corpus_source: str | None, forgotten: list[str]) -> str:
+    """`` (corpus FILE, line N)``: where the first forgotten document is, as far as known.
+
+    Only JSONL has lines; the file is scanned once, on this error path only.
+    """
+    if not corpus_source:
+        return ""
+    path = Path(corpus_source)
+    if path.suffix not in (".jsonl", ".json") or not path.is_file():
+        return f" (corpus {path})"
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                obj = json.loads(raw, strict=False)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and obj.get("id") == forgotten[0]:
+                return f" (corpus {path}, line {lineno})"
+    return f" (corpus {path})"
+
+
 def _at_lines(lines: list[int]) -> str:
     if not lines:
         return ""
@@ -569,7 +621,10 @@ class SplitManifest:
                 if not isinstance(doc_id, str):
                     raise CorpusError(f'{src}: "{part.value}"[{i}] must be a string id, got {type(doc_id).__name__} {doc_id!r}')
                 if not doc_id:
-                    raise CorpusError(f'{src}: "{part.value}"[{i}] is an empty id (expected a non-empty string)')
+                    raise CorpusError(
+                        f'{src}: "{part.value}"[{i}] is an empty id{_at_lines(_json_lines(_raw, doc_id)[:1])} '
+                        "(expected a non-empty string)"
+                    )
                 other = self._where.get(doc_id)
                 if other is None:
                     self._where[doc_id] = part
@@ -595,12 +650,24 @@ class SplitManifest:
             raise CorpusError(f"{path}: cannot read split manifest: {exc.strerror}") from None
         except UnicodeDecodeError as exc:
             raise CorpusError(f"{path}: invalid UTF-8 at byte offset {exc.start}; expected a UTF-8 JSON file") from None
+        repeated: list[str] = []
+
+        def no_repeated_keys(pairs):
+            keys = [k for k, _ in pairs]
+            repeated.extend(k for i, k in enumerate(keys) if k in keys[:i])
+            return dict(pairs)
+
         try:
-            obj = json.loads(raw)
+            obj = json.loads(raw, object_pairs_hook=no_repeated_keys)
         except json.JSONDecodeError as exc:
             raise CorpusError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(obj, dict):
             raise CorpusError(f'{path}: expected a JSON object {{"train": [...], "validation": [...], "test": [...]}}')
+        if repeated:
+            raise CorpusError(
+                f'{path}: key "{repeated[0]}" appears more than once; expected each of train, validation, '
+                "test at most once (a repeated key would silently drop the first list)"
+            )
         unknown = sorted(set(obj) - {p.value for p in PARTITIONS})
         if unknown:
             raise CorpusError(f"{path}: unknown key(s) {', '.join(map(repr, unknown))} (expected train, validation, test)")
@@ -682,8 +749,8 @@ class SplitManifest:
             if forgotten:
                 shown = ", ".join(map(repr, forgotten[:5])) + (", ..." if len(forgotten) > 5 else "")
                 raise CorpusError(
-                    f"{src}: {len(forgotten)} corpus document(s) in no partition: {shown}; "
-                    "the manifest must name every document"
+                    f"{src}: {len(forgotten)} corpus document(s) in no partition: {shown}"
+                    f"{_forgotten_where(corpus.source, forgotten)}; the manifest must name every document"
                 )
         groups: dict[Partition, list[Document]] = {p: [] for p in PARTITIONS}
         for doc in corpus:
@@ -727,7 +794,10 @@ class CorpusPartitions:
 
     @classmethod
     def from_text(cls, text: str, train_fraction: float = 0.9, *, name: str = "text") -> "CorpusPartitions":
-        """Split one continuous text by position: ``cut = int(len(text) * train_fraction)`` characters.
+        """Split one continuous text by position: ``cut = floor(len(text) * train_fraction)`` characters.
+
+        The product is exact, with ``train_fraction`` read as the decimal it is written as (``0.29``
+        of 100 characters is 29, where float arithmetic would give 28.999... and cut at 28).
 
         Train holds one document ``f"{name}:train"`` = ``text[:cut]``; validation one document
         ``f"{name}:validation"`` = ``text[cut:]``; test is empty. Nothing is sampled across the cut.
@@ -736,7 +806,7 @@ class CorpusPartitions:
             raise ConfigurationError(f"train_fraction is {train_fraction!r}, expected a number with 0 < train_fraction <= 1")
         if not name:
             raise ConfigurationError("name is empty; expected a non-empty prefix for the document ids")
-        cut = int(len(text) * train_fraction)
+        cut = math.floor(len(text) * Fraction(repr(float(train_fraction))))
         return cls({
             Partition.TRAIN: [Document(f"{name}:train", text[:cut])],
             Partition.VALIDATION: [Document(f"{name}:validation", text[cut:])],

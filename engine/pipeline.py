@@ -33,7 +33,7 @@ import numpy as np
 
 from engine.corpus import (
     PARTITIONS, CorpusPartitions, Document, Partition, ReadReport, SplitManifest,
-    _at_lines, _is_hidden, _json_lines, iter_folder, iter_jsonl, iter_parquet_batches, read_text_file,
+    ARROW_SUFFIXES, _at_lines, _forgotten_where, _is_hidden, _json_lines, iter_folder, iter_jsonl, iter_parquet_batches, read_text_file,
 )
 from engine.errors import ConfigurationError, CorpusError
 from engine.parallel import TOKENIZER_KINDS, OrderedPool, StreamingFit, encode_lock, resolve_threads
@@ -117,12 +117,12 @@ def iter_corpus_batches(path: str | os.PathLike, *, on_invalid_utf8: str = "erro
         docs = iter_jsonl(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines, report=report)
         yield from _batched(docs, batch_documents)
         return
-    if path.suffix == ".parquet":
+    if path.suffix == ".parquet" or path.suffix in ARROW_SUFFIXES:
         for batch in iter_parquet_batches(path, batch_size=batch_documents, report=report):
             yield from _batched(batch, batch_documents)
         return
     raise CorpusError(
-        f"{path}: unknown corpus format {path.suffix or '(no suffix)'!r} (expected .jsonl, .json, .parquet or a directory)"
+        f"{path}: unknown corpus format {path.suffix or '(no suffix)'!r} (expected .jsonl, .json, .parquet, .arrow/.feather or a directory)"
     )
 
 
@@ -165,8 +165,8 @@ class ManifestCheck:
         if self.forgotten:
             shown = ", ".join(map(repr, self.forgotten[:5])) + (", ..." if len(self.forgotten) > 5 else "")
             raise CorpusError(
-                f"{src}: {len(self.forgotten)} corpus document(s) in no partition: {shown}; "
-                "the manifest must name every document"
+                f"{src}: {len(self.forgotten)} corpus document(s) in no partition: {shown}"
+                f"{_forgotten_where(self.source, self.forgotten)}; the manifest must name every document"
             )
 
 

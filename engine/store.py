@@ -5,7 +5,7 @@ Layout of a store directory ``DIR``::
     DIR/split=train/part-00000.parquet        columns id: string, tokens: large_list<uint32>
     DIR/split=validation/part-00000.parquet   (every split directory exists, maybe a zero-row file)
     DIR/split=test/part-00000.parquet
-    DIR/tokenizer.json                        the tokenizer that encoded it (Tokenizer.save)
+    DIR/_tokenizer.json                       the tokenizer that encoded it (Tokenizer.save)
     DIR/_engine.json                          manifest, written last: format version, tokenizer
                                               hash/bos/eos, per split documents, tokens and files
                                               (name, rows, bytes, sha256)
@@ -43,7 +43,9 @@ __all__ = ["EncodedDocument", "EncodedDocuments", "TokenStore", "TokenStoreWrite
 FORMAT = "engine.token_store"
 FORMAT_VERSION = 1
 MANIFEST_NAME = "_engine.json"
-TOKENIZER_NAME = "tokenizer.json"
+# "_" prefix (like the manifest's): dataset readers (pyarrow.dataset, pq.read_table(DIR)) skip the
+# file, so DIR reads as one Parquet dataset partitioned by split.
+TOKENIZER_NAME = "_tokenizer.json"
 ROW_GROUP_SIZE = 16384
 CHUNK_DOCUMENTS = 4096
 TOKENS_TYPE = pa.large_list(pa.uint32())
@@ -703,7 +705,9 @@ class TokenStore:
         """The tokenizer saved in the store, checked against the manifest's hash."""
         from engine.tokenizers.base import load_tokenizer
 
-        tok = load_tokenizer(self.path / TOKENIZER_NAME)
+        name = self._manifest["tokenizer"].get("file")  # stores of an earlier layout name "tokenizer.json"
+        name = name if isinstance(name, str) and name and Path(name).name == name else TOKENIZER_NAME
+        tok = load_tokenizer(self.path / name)
         self.check_tokenizer(tok)
         return tok
 

@@ -74,16 +74,16 @@ def test_layout_manifest_and_file_metadata(tmp_path):
     root = tmp_path / "store"
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) == [
         "_engine.json",
+        "_tokenizer.json",
         "split=test/part-00000.parquet",
         "split=train/part-00000.parquet",
         "split=train/part-00001.parquet",
         "split=train/part-00002.parquet",
         "split=validation/part-00000.parquet",
-        "tokenizer.json",
     ]
     manifest = json.loads((root / "_engine.json").read_text())
     assert manifest["format_version"] == FORMAT_VERSION
-    assert manifest["tokenizer"] == {"kind": "test-byte-ids", "hash": TOK.hash, "bos_id": 0, "eos_id": 1, "file": "tokenizer.json"}
+    assert manifest["tokenizer"] == {"kind": "test-byte-ids", "hash": TOK.hash, "bos_id": 0, "eos_id": 1, "file": "_tokenizer.json"}
     assert [(f["name"], f["rows"]) for f in manifest["splits"]["train"]["files"]] == [
         ("split=train/part-00000.parquet", 2), ("split=train/part-00001.parquet", 2), ("split=train/part-00002.parquet", 1)
     ]
@@ -157,7 +157,7 @@ def test_tokenizer_hash_mismatch_names_both_hashes(tmp_path):
         TokenStore.open(tmp_path / "store", tokenizer=other)
     assert str(err.value) == (
         f"{tmp_path / 'store'}: tokenizer hash {other.hash} does not match the store's tokenizer hash "
-        f"{TOK.hash}; use the tokenizer saved in the store (tokenizer.json) or re-encode"
+        f"{TOK.hash}; use the tokenizer saved in the store (_tokenizer.json) or re-encode"
     )
     TokenStore.open(tmp_path / "store", tokenizer=ByteIdsTokenizer())  # same payload, same hash
 
