@@ -117,7 +117,8 @@ def audit_epoch(epoch: MiniBatchEpoch) -> AuditReport:
     """Rebuild, gather and compare; see the module docstring for each check."""
     if not isinstance(epoch, MiniBatchEpoch):
         raise ConfigurationError(f"audit_epoch needs a MiniBatchEpoch, got {type(epoch).__name__}")
-    T, S, B = epoch.context_length, epoch.window_config.stride, epoch.batch_size
+    # The int64 forms of T and S give the same windows for every array (see CausalWindowConfig).
+    T, S, B = epoch.window_config.kernel_context_length, epoch.window_config.kernel_stride, epoch.batch_size
     values, offsets = epoch.values, epoch.offsets
     expected = _expected_positions(offsets, T, S)
     allowed_ids = _partition_ids(epoch.source, epoch.partition)
@@ -127,8 +128,10 @@ def audit_epoch(epoch: MiniBatchEpoch) -> AuditReport:
     seen = np.empty(epoch.window_count, dtype=np.int64)
     row = 0
     wrong_width = padding = mismatched = cross_partition = 0
-    buffer = (np.empty((B, T), dtype=np.uint32), np.empty((B, T), dtype=np.uint32))
-    columns = np.arange(T, dtype=np.int64)
+    rows_needed = min(B, epoch.window_count)  # no window: T may exceed any array, allocate nothing
+    buffer = (np.empty((rows_needed, T if rows_needed else 0), dtype=np.uint32),
+              np.empty((rows_needed, T if rows_needed else 0), dtype=np.uint32))
+    columns = np.arange(T if rows_needed else 0, dtype=np.int64)
     last = epoch.batch_count - 1
     for k in range(epoch.batch_count):
         batch = epoch.batch(k, out=buffer)

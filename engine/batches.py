@@ -192,9 +192,9 @@ class MiniBatchEpoch:
             documents = list(documents)  # kept as the source, so a rebuild sees the same documents
             values, offsets, document_ids = _list_buffers(documents, partition)
         prefix = np.empty(offsets.shape[0], dtype=np.int64)  # offsets were checked above
-        window_kernels.window_prefix_sums(offsets, windows.context_length, windows.stride, prefix)
+        window_kernels.window_prefix_sums(offsets, windows.kernel_context_length, windows.kernel_stride, prefix)
         positions = np.empty(int(prefix[-1]), dtype=np.int64)
-        window_kernels.enumerate_positions(offsets, prefix, windows.stride, positions)
+        window_kernels.enumerate_positions(offsets, prefix, windows.kernel_stride, positions)
         state_after = None
         if batches.order.is_shuffled:
             state = shuffle_kernels.fisher_yates_shuffle(positions, np.uint64(batches.order.seed))

@@ -181,7 +181,7 @@ def window_counts(offsets: np.ndarray, context_length: int, stride: int) -> dict
     lengths = np.diff(offsets)
     counts = document_window_counts(offsets, config)
     # The first candidate start that cannot fill a window is count * S; a tail exists iff it is inside.
-    tail_starts = counts * np.int64(stride)
+    tail_starts = counts * np.int64(config.kernel_stride)
     has_tail = tail_starts < lengths
     return {
         "windows": int(counts.sum()),

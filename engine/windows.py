@@ -93,13 +93,25 @@ class CausalWindowConfig:
     stride: int = 1
 
     def __post_init__(self) -> None:
-        # T + 1 source tokens must be an int64 so kernels can hold it; S must be an int64 too.
+        # Sizes are 64-bit unsigned: T + 1 must be representable (T <= 2^64 - 2), S <= 2^64 - 1.
         context_length = _positive_int(
-            self.context_length, "context length T", limit=INT64_MAX - 1, why=" (T + 1 must fit in int64)"
+            self.context_length, "context length T", limit=UINT64_MAX - 1, why=" (T + 1 must fit in 64 bits)"
         )
-        stride = _positive_int(self.stride, "stride S")
+        stride = _positive_int(self.stride, "stride S", limit=UINT64_MAX)
         object.__setattr__(self, "context_length", context_length)
         object.__setattr__(self, "stride", stride)
+
+    @property
+    def kernel_context_length(self) -> int:
+        """T for int64 kernels. A T of 2^63 - 1 or more already exceeds any array (which holds fewer
+        than 2^63 - 1 tokens), so clamping it there changes no count, start or tail."""
+        return min(self.context_length, INT64_MAX - 1)
+
+    @property
+    def kernel_stride(self) -> int:
+        """S for int64 kernels: ``(n - (T + 1)) // S`` is 0 for every S >= 2^63 - 1 and array size n,
+        so clamping S to 2^63 - 1 is exact."""
+        return min(self.stride, INT64_MAX)
 
     @property
     def required_source_tokens(self) -> int:
@@ -209,7 +221,7 @@ def document_window_counts(offsets: np.ndarray, config: CausalWindowConfig) -> n
     """Windows per document (int64, one per document) from ``offsets``."""
     check_offsets(offsets)
     counts = np.empty(offsets.shape[0] - 1, dtype=np.int64)
-    kernels.window_counts(offsets, config.context_length, config.stride, counts)
+    kernels.window_counts(offsets, config.kernel_context_length, config.kernel_stride, counts)
     return counts
 
 
@@ -217,7 +229,7 @@ def window_prefix_sums(offsets: np.ndarray, config: CausalWindowConfig) -> np.nd
     """``prefix[d]`` = windows of documents before ``d``; ``prefix[-1]`` is the total (int64)."""
     check_offsets(offsets)
     prefix = np.empty(offsets.shape[0], dtype=np.int64)
-    kernels.window_prefix_sums(offsets, config.context_length, config.stride, prefix)
+    kernels.window_prefix_sums(offsets, config.kernel_context_length, config.kernel_stride, prefix)
     return prefix
 
 
@@ -227,7 +239,7 @@ def enumerate_windows(offsets: np.ndarray, config: CausalWindowConfig) -> tuple[
     total = int(prefix[-1])
     document_index = np.empty(total, dtype=np.int64)
     start = np.empty(total, dtype=np.int64)
-    kernels.enumerate_descriptors(offsets, prefix, config.stride, document_index, start)
+    kernels.enumerate_descriptors(offsets, prefix, config.kernel_stride, document_index, start)
     return document_index, start
 
 
@@ -300,7 +312,7 @@ def gather_windows(
     as views). ``dtype`` is uint32 (default, or that of ``out``) or int64. Every descriptor is checked
     to name a complete window (``start + T < document length``) before anything is written.
     """
-    T = CausalWindowConfig(context_length).context_length
+    T = CausalWindowConfig(context_length).kernel_context_length  # same windows, int64-safe
     check_buffers(values, offsets)
     document_index = np.ascontiguousarray(document_index, dtype=np.int64)
     start = np.ascontiguousarray(start, dtype=np.int64)
@@ -317,7 +329,8 @@ def gather_windows(
             f"descriptor row {row}: document_index {int(document_index[row])} is outside 0..{documents - 1}"
         )
     lengths = offsets[document_index + 1] - offsets[document_index]
-    bad = np.flatnonzero((start < 0) | (start + T >= lengths))
+    # ``start >= lengths - T`` rather than ``start + T >= lengths``: the sum can wrap past int64.
+    bad = np.flatnonzero((start < 0) | (start >= lengths - T))
     if bad.size:
         row = int(bad[0])
         raise ConfigurationError(
@@ -343,7 +356,8 @@ def sample_windows(tokens, batch_size: int, context_length: int, seed: int, *, d
     Each of ``batch_size`` starts is ``sample_below(N - T)`` from SplitMix64 seeded with ``seed``
     (uniform over all ``N - T`` valid starts), drawn in row order; same seed, same batch.
     """
-    T = CausalWindowConfig(context_length).context_length
+    config = CausalWindowConfig(context_length)
+    T = config.kernel_context_length  # same windows, int64-safe
     rows = _positive_int(batch_size, "batch size")
     state = check_seed(seed)
     stream = _document_tokens(tokens)
@@ -353,10 +367,10 @@ def sample_windows(tokens, batch_size: int, context_length: int, seed: int, *, d
     valid_starts = stream.shape[0] - T
     if valid_starts < 1:
         raise ConfigurationError(
-            f"a stream of {stream.shape[0]} tokens has no window of T = {T} "
-            f"(needs at least T + 1 = {T + 1} tokens)"
+            f"a stream of {stream.shape[0]} tokens has no window of T = {config.context_length} "
+            f"(needs at least T + 1 = {config.context_length + 1} tokens)"
         )
-    inputs, targets = prepare_rows(rows, T, None, dtype)  # first: it names an impossible batch size
+    inputs, targets = prepare_rows(rows, T, None, dtype)  # before the starts: it names an impossible batch size
     starts = np.empty(rows, dtype=np.int64)
     shuffle_kernels.sample_below_fill(np.uint64(state), np.uint64(valid_starts), starts)
     kernels.gather_positions(stream, starts, T, inputs, targets)

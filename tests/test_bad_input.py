@@ -304,10 +304,11 @@ def test_context_stride_batch_size_and_seed_ranges():
         CausalWindowConfig(0, 1)
     with pytest.raises(ConfigurationError, match="must be positive"):
         CausalWindowConfig(4, 0)
-    with pytest.raises(ConfigurationError, match=r"T \+ 1 must fit in int64"):
-        CausalWindowConfig(2**63 - 1, 1)
-    assert CausalWindowConfig(2**63 - 2, 1).window_count(2**63 - 1) == 1  # no overflow at the edge
-    assert CausalWindowConfig(3, 2**63 - 1).window_count(2**63 - 1) == 1
+    with pytest.raises(ConfigurationError, match=r"T \+ 1 must fit in 64 bits"):
+        CausalWindowConfig(2**64 - 1, 1)
+    assert CausalWindowConfig(2**64 - 2, 1).window_count(2**64 - 1) == 1  # no overflow at the edge
+    assert CausalWindowConfig(3, 2**64 - 1).window_count(2**64 - 1) == 1
+    assert CausalWindowConfig(2**63, 2**63).window_count(2**64 - 1) == (2**64 - 1 - (2**63 + 1)) // 2**63 + 1
     with pytest.raises(ConfigurationError, match=f"stride S is {2**64}, larger than the largest allowed value"):
         CausalWindowConfig(3, 2**64)
     with pytest.raises(BatchError, match="batch size must be a positive integer, got 0"):

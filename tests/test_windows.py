@@ -133,9 +133,9 @@ def test_windows_are_zero_copy_views():
         ((0, 1), "context length"),
         ((3, 0), "stride"),
         ((-1, 1), "context length"),
-        ((2**63 - 1, 1), r"T \+ 1 must fit"),
+        ((2**64 - 1, 1), r"T \+ 1 must fit in 64 bits"),
         ((2**64, 1), "context length"),
-        ((3, 2**63), "stride"),
+        ((3, 2**64), "stride"),
         ((3.0, 1), "integer"),
         (("3", 1), "integer"),
         ((True, 1), "boolean"),
@@ -343,3 +343,30 @@ def test_count_functions_check_offsets():
         document_window_counts(np.array([0, 3], dtype=np.int32), config)
     assert config.window_counts(np.array([0, 3, 3, 10], dtype=np.int64)).tolist() == [1, 0, 5]
     assert window_prefix_sums(np.array([0], dtype=np.int64), config).tolist() == [0]
+
+
+@pytest.mark.parametrize("T, S", [(2**63, 1), (2**64 - 2, 2**64 - 1), (3, 2**63), (3, 2**64 - 1)])
+def test_64_bit_sizes_beyond_int64_work_in_kernels_epochs_and_audit(T, S):
+    """SPEC sizes are 64-bit: T up to 2^64 - 2 and S up to 2^64 - 1 are valid. Kernels see them
+    clamped to int64, which changes no count (no array holds 2^63 tokens)."""
+    from engine.audit import audit_epoch
+    from engine.batches import BatchOrder, MiniBatchConfig, MiniBatchEpoch
+    from engine.corpus import Partition
+    from engine.store import EncodedDocument
+
+    config = CausalWindowConfig(T, S)
+    tokens = np.arange(10, dtype=np.uint32)
+    offsets = np.array([0, 4, 10], dtype=np.int64)
+    expected = [config.window_count(4), config.window_count(6)]  # Python ints, exact
+    assert document_window_counts(offsets, config).tolist() == expected
+    assert expected == ([0, 0] if T > 5 else [1, 1])  # S >= 2^63: only the start 0 fits
+    tail = config.incomplete_tail(tokens[:6])
+    if T > 5:  # no window: the whole document is the tail
+        assert tail.start == 0 and tail.tokens.tolist() == list(range(6))
+    else:  # one window at 0; the next candidate start S lies past the end
+        assert tail is None
+    docs = [EncodedDocument("a", Partition.TRAIN, tokens[:4]), EncodedDocument("b", Partition.TRAIN, tokens[4:])]
+    epoch = MiniBatchEpoch.build(docs, Partition.TRAIN, windows=config,
+                                 batches=MiniBatchConfig(2, BatchOrder.shuffled(2**64 - 1)))
+    assert epoch.window_count == sum(expected)
+    assert audit_epoch(epoch).ok
