@@ -31,11 +31,22 @@ def _list_column(rows: np.ndarray) -> pa.LargeListArray:
     return pa.LargeListArray.from_arrays(offsets, pa.array(rows.reshape(-1)))
 
 
+PACKED_FILES = ("rows.parquet", "segments.parquet")
+
+
 def write_packed(packed: PackedBatch, out_dir: Path) -> None:
     """Write rows.parquet and segments.parquet under ``out_dir`` atomically (temp dir, then rename)."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigurationError(f"--out {out_dir}: exists and is not a directory")
+    if out_dir.is_dir():
+        foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in PACKED_FILES)
+        if foreign:
+            # Replacing the directory would delete these (a token store, for one): never do that.
+            raise ConfigurationError(
+                f"--out {out_dir}: holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, not only "
+                f"{' and '.join(PACKED_FILES)}; expected a new directory or an earlier `engine pack` output"
+            )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:

@@ -96,7 +96,8 @@ def _run_boundaries(segment_ids, row_offsets, cu_seqlens, longest):
                 cu_seqlens[k] = b * length + i
                 k += 1
                 previous = i
-        cuda.atomic.max(longest, 0, np.int32(length - previous))
+        if previous >= 0:  # an empty row (L = 0) has no run
+            cuda.atomic.max(longest, 0, np.int32(length - previous))
         if b == rows - 1:
             cu_seqlens[k] = rows * length
 
@@ -152,6 +153,8 @@ def launch_cu_seqlens(segment_ids):
     host_counts = counts.copy_to_host()
     row_offsets = np.zeros(rows, dtype=np.int64)
     np.cumsum(host_counts[:-1], out=row_offsets[1:])
+    if rows == 0:  # no row writes the closing entry: cu_seqlens is [0]
+        return cuda.to_device(np.zeros(1, dtype=np.int32)), 0
     cu_seqlens = cuda.device_array(int(host_counts.sum()) + 1, dtype=np.int32)
     longest = cuda.to_device(np.zeros(1, dtype=np.int32))
     run_boundaries_kernel[blocks, threads](segment_ids, cuda.to_device(row_offsets), cu_seqlens, longest)

@@ -116,6 +116,18 @@ def _stream32(typingctx, dst, dst_index, src):
     return sig, codegen
 
 
+@intrinsic
+def _store_fence(typingctx):
+    """A sequentially consistent fence: streaming stores are weakly ordered, so each thread fences
+    them before the parallel loop hands its rows back (mfence on x86)."""
+
+    def codegen(context, builder, signature, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def streamed_mask(segment_ids, run_start, row_contiguous, out_bytes, itemsize, allowed32, blocked32):
     """The same mask as ``dense_mask``/``additive_mask``, written with 32-byte non-temporal stores.
@@ -163,6 +175,7 @@ def streamed_mask(segment_ids, run_start, row_contiguous, out_bytes, itemsize, a
                         allowed = j <= i and segment_ids[b, j] == own
                         mixed[k] = allowed32[k] if allowed else blocked32[k]
                     _stream32(out_bytes, base + np.uint64(c * STREAM_BYTES), mixed)
+        _store_fence()
 
 
 @njit(cache=True, nogil=True)
