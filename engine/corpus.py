@@ -94,6 +94,18 @@ def _check_policy(on_invalid_utf8: str) -> None:
         )
 
 
+def _apply_policy(policy: str, message: str, report: ReadReport, replaced):
+    """The invalid-UTF-8 policy for one document: raise (error), None (skip), or ``replaced()``."""
+    if policy == "error":
+        raise CorpusError(message) from None  # called inside the decode error's handler
+    report.note(message)
+    if policy == "skip":
+        report.skipped_invalid_utf8 += 1
+        return None
+    report.replaced_invalid_utf8 += 1
+    return replaced()
+
+
 def _decode(raw: bytes, *, where: str, base_offset: int, policy: str, report: ReadReport) -> str | None:
     """UTF-8 text of ``raw``; None when the policy skips it. ``base_offset`` makes offsets absolute."""
     try:
@@ -104,14 +116,7 @@ def _decode(raw: bytes, *, where: str, base_offset: int, policy: str, report: Re
             f"{where}: invalid UTF-8 at byte offset {offset} (byte 0x{raw[exc.start]:02x}); "
             f"expected UTF-8 text (on_invalid_utf8='replace' or 'skip' accepts it)"
         )
-        if policy == "error":
-            raise CorpusError(message) from None
-        report.note(message)
-        if policy == "skip":
-            report.skipped_invalid_utf8 += 1
-            return None
-        report.replaced_invalid_utf8 += 1
-        return raw.decode("utf-8", errors="replace")
+        return _apply_policy(policy, message, report, lambda: raw.decode("utf-8", errors="replace"))
 
 
 class _IdRegistry:
@@ -226,14 +231,7 @@ def _fix_surrogates(text: str, *, where: str, doc_id: str, policy: str, report: 
             f"{where}: document {doc_id!r} holds a lone surrogate U+{ord(text[exc.start]):04X} at character "
             f"offset {exc.start}; expected text that is valid UTF-8"
         )
-        if policy == "error":
-            raise CorpusError(message) from None
-        report.note(message)
-        if policy == "skip":
-            report.skipped_invalid_utf8 += 1
-            return None
-        report.replaced_invalid_utf8 += 1
-        return _SURROGATE.sub("\ufffd", text)
+        return _apply_policy(policy, message, report, lambda: _SURROGATE.sub("\ufffd", text))
 
 
 def _parquet_files(path: Path) -> list[Path]:
