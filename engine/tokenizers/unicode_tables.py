@@ -1,24 +1,20 @@
 """Character classes for the pre-tokenizer kernels: one byte of flags per Unicode code point.
 
-The table covers all 0x110000 code points (1.1 MB, uint8) and is built once, lazily, from
-``unicodedata`` (about 0.5 s), never at ``import engine``:
+The table covers all 0x110000 code points (1.1 MB, uint8) and is built once, lazily, never at
+``import engine``:
 
-- ``LETTER``: general category L* (``\\p{L}``)
-- ``NUMBER``: general category N* (``\\p{N}``)
+- ``LETTER``: ``\\p{L}``, and ``NUMBER``: ``\\p{N}``, from the ranges in ``unicode_ranges.py``,
+  generated from the ``regex`` module by ``scripts/make_unicode_ranges.py``. Python's own
+  ``unicodedata`` is older (Unicode 14.0 on Python 3.11) than ``regex``'s tables; taking the ranges
+  from ``regex`` makes the pre-tokenizers split exactly as ``regex.findall`` does, on every Python.
 - ``SPACE``: the Unicode White_Space property, which is what the ``regex`` module's ``\\s``
   matches (25 code points; unlike ``str.isspace`` it excludes U+001C..U+001F)
 - ``CR_LF``: ``\\r`` and ``\\n``;  ``ASCII_SPACE``: U+0020 (the `` ?`` of the patterns)
-
-Unicode versions: the letters and numbers follow ``unicodedata.unidata_version`` (14.0 on
-Python 3.11). The ``regex`` module may implement a newer Unicode (it does here), so code points
-assigned after 14.0 are letters or numbers to ``regex`` and "other" to this table. Pre-tokenized
-text differs from ``regex.findall`` only on such code points; ``divergent_code_points()`` lists them.
 """
 
 from __future__ import annotations
 
 import functools
-import unicodedata
 
 import numpy as np
 
@@ -52,18 +48,12 @@ MAX_CODE_POINT = 0x110000
 @functools.lru_cache(maxsize=1)
 def code_point_classes() -> np.ndarray:
     """uint8 flags for every code point (read-only; built on first use, then cached)."""
+    from engine.tokenizers.unicode_ranges import LETTER_RANGES, NUMBER_RANGES
+
     classes = np.zeros(MAX_CODE_POINT, dtype=np.uint8)
-    category = unicodedata.category
-    letters = []
-    numbers = []
-    for cp in range(MAX_CODE_POINT):
-        major = category(chr(cp))[0]
-        if major == "L":
-            letters.append(cp)
-        elif major == "N":
-            numbers.append(cp)
-    classes[np.asarray(letters, dtype=np.int64)] |= LETTER
-    classes[np.asarray(numbers, dtype=np.int64)] |= NUMBER
+    for ranges, flag in ((LETTER_RANGES, LETTER), (NUMBER_RANGES, NUMBER)):
+        for first, last in ranges:
+            classes[first : last + 1] |= flag
     classes[np.asarray(WHITE_SPACE, dtype=np.int64)] |= SPACE
     classes[[0x0D, 0x0A]] |= CR_LF
     classes[0x20] |= ASCII_SPACE
