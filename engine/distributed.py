@@ -128,7 +128,7 @@ def read_corpus(path: str | os.PathLike):
     else:
         raise ConfigurationError(
             f"{path}: the Ray executor reads .jsonl files and Parquet files or directories "
-            "(use --executor local for folders of text files and continuous .txt files)"
+            "(use --executor local for folders of text files, Arrow IPC files and continuous .txt files)"
         )
     return ds.select_columns(["id", "text"])
 
