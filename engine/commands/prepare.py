@@ -58,8 +58,8 @@ def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merg
             on_invalid_utf8, skip_bad_lines, threads, executor, ray_address, resume, as_json, quiet):
     """Fit a tokenizer on the training partition, encode every document, write the store.
 
-    CORPUS is a .jsonl or .parquet file, a folder of text files, or one continuous .txt file
-    (split by position). Without CORPUS the bundled data/corpus.jsonl and data/splits.json are used.
+    CORPUS is a .jsonl, .parquet or Arrow IPC (.arrow/.feather) file, a folder of text files, or
+    one continuous .txt file (split by position). Without CORPUS the bundled data/corpus.jsonl and data/splits.json are used.
     Writes OUT/store (Parquet, partitioned by split), OUT/tokenizer.json and OUT/report.json, and
     prints documents, characters, tokens and complete windows (context T, stride S) per partition.
     The corpus is streamed twice (fit on train, then encode), so it need not fit in memory.
