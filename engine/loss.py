@@ -14,10 +14,10 @@ binary fractions sum exactly either way. Cost: O(width) per token, vectorised fo
 
 from __future__ import annotations
 
-import operator
 
 import numpy as np
 
+from engine.checks import as_int
 from engine.errors import BatchError, ConfigurationError
 
 __all__ = ["TokenMeanAccumulator"]
@@ -29,12 +29,7 @@ class TokenMeanAccumulator:
     __slots__ = ("gradient_width", "loss_sum", "gradient_sum", "token_count")
 
     def __init__(self, gradient_width: int) -> None:
-        if isinstance(gradient_width, bool):
-            raise ConfigurationError(f"gradient width must be an integer >= 0, got {gradient_width!r}")
-        try:
-            width = operator.index(gradient_width)
-        except TypeError:
-            raise ConfigurationError(f"gradient width must be an integer >= 0, got {gradient_width!r}") from None
+        width = as_int(gradient_width, "gradient width", expected="an integer >= 0")
         if width < 0:
             raise ConfigurationError(f"gradient width must be >= 0, got {width}")
         self.gradient_width = width

@@ -20,6 +20,7 @@ from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from engine.checks import as_int
 from engine.errors import ConfigurationError
 from engine.kernels import shuffle as shuffle_kernels
 from engine.kernels import windows as kernels
@@ -42,12 +43,7 @@ ROW_DTYPES = (np.dtype(np.uint32), np.dtype(np.int64))
 
 
 def _positive_int(value, name: str, *, limit: int = INT64_MAX, why: str = "") -> int:
-    if isinstance(value, bool):
-        raise ConfigurationError(f"{name} must be an integer, got the boolean {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise ConfigurationError(f"{name} must be an integer, got {type(value).__name__} {value!r}") from None
+    number = as_int(value, name)
     if number < 1:
         raise ConfigurationError(f"{name} must be positive (>= 1), got {number}")
     if number > limit:
@@ -57,14 +53,7 @@ def _positive_int(value, name: str, *, limit: int = INT64_MAX, why: str = "") ->
 
 def check_seed(seed) -> int:
     """A SplitMix64 seed: an integer in 0..2^64-1, else ConfigurationError."""
-    if isinstance(seed, bool):
-        raise ConfigurationError(f"seed must be an integer in 0..2^64-1, got the boolean {seed!r}")
-    try:
-        number = operator.index(seed)
-    except TypeError:
-        raise ConfigurationError(
-            f"seed must be an integer in 0..2^64-1, got {type(seed).__name__} {seed!r}"
-        ) from None
+    number = as_int(seed, "seed", expected="an integer in 0..2^64-1")
     if not 0 <= number <= UINT64_MAX:
         raise ConfigurationError(f"seed must be an integer in 0..2^64-1, got {number}")
     return number
@@ -120,12 +109,7 @@ class CausalWindowConfig:
 
     def window_count(self, length: int) -> int:
         """Windows of one document of ``length`` tokens (exact for any size: Python ints)."""
-        if isinstance(length, bool):
-            raise ConfigurationError(f"document length must be an integer, got {length!r}")
-        try:
-            length = operator.index(length)
-        except TypeError:
-            raise ConfigurationError(f"document length must be an integer, got {length!r}") from None
+        length = as_int(length, "document length")
         if length < 0:
             raise ConfigurationError(f"document length must be >= 0, got {length}")
         required = self.required_source_tokens
