@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -23,39 +24,14 @@ import pyarrow.parquet as pq
 
 from engine.corpus import Corpus, Partition, SplitManifest
 from engine.store import TokenStore
-from engine.tokenizers.base import Tokenizer, register_tokenizer
 from timing import best_of  # noqa: E402
 
-
 BENCH_DIR = Path(__file__).resolve().parent
+if str(BENCH_DIR.parent) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR.parent))
+# id = UTF-8 byte + 2: the cheapest tokenizer there is, so the store dominates the timing.
+from tests.fakes import ByteIdsTokenizer as BenchBytes  # noqa: E402
 CHUNK_DOCUMENTS = 4096
-
-
-@register_tokenizer
-class BenchBytes(Tokenizer):
-    """id = UTF-8 byte + 2: the cheapest tokenizer there is, so the store dominates the timing."""
-
-    kind = "bench-bytes"
-
-    def _encode(self, text, document_id):
-        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.uint32) + 2
-
-    def decode(self, ids):
-        return bytes(int(i) - 2 for i in ids if int(i) >= 2).decode("utf-8")
-
-    def tokenize(self, text):
-        return list(text)
-
-    @property
-    def vocab_size(self):
-        return 258
-
-    def _payload(self):
-        return {}
-
-    @classmethod
-    def _from_payload(cls, payload):
-        return cls()
 
 
 def stdlib_corpus_paths(limit_mb: float | None = None) -> tuple[Path, Path]:

@@ -1,4 +1,4 @@
-"""A tiny real Tokenizer for tests of the store and the commands over it: id = UTF-8 byte + 2.
+"""A tiny real Tokenizer for store tests and the store benchmark: id = UTF-8 byte + 2.
 
 ``salt`` only changes the hash (for tests of a hash mismatch).
 """
