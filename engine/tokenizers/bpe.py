@@ -22,11 +22,10 @@ from engine.errors import ConfigurationError, TokenizerError
 from engine.kernels.bpe_encode import build_merge_table, encode_words, map_symbols, scatter_documents
 from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, train_bpe_kernel
 from engine.kernels.wordsplit import code_points
-from engine.tokenizers.base import Tokenizer, check_encodable, check_text, check_texts, register_tokenizer
+from engine.tokenizers.base import Tokenizer, check_encodable, check_ids, check_text, check_texts, register_tokenizer
 from engine.tokenizers.char import (
     SPECIALS,
     check_alphabet,
-    check_ids,
     raise_unknown_in_documents,
     symbol_table,
 )

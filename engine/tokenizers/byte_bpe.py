@@ -27,8 +27,7 @@ from engine.errors import TokenizerError
 from engine.kernels.byte_bpe_encode import EMPTY_KEY, build_pair_table, build_token_map, encode_kernel
 from engine.kernels.byte_bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
 from engine.kernels.pretokenize import pretokenize_ends
-from engine.tokenizers.base import Tokenizer, _iter_texts, check_texts, register_tokenizer
-from engine.tokenizers.char import check_ids
+from engine.tokenizers.base import Tokenizer, _iter_texts, check_ids, check_texts, register_tokenizer
 from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
 from engine.tokenizers.unicode_tables import code_point_classes
 

@@ -15,6 +15,7 @@ from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import map_symbols
 from engine.kernels.wordsplit import code_points
 from engine.tokenizers.base import (
+    check_ids,
     Tokenizer,
     _iter_texts,
     check_encodable,
@@ -23,7 +24,7 @@ from engine.tokenizers.base import (
     register_tokenizer,
 )
 
-__all__ = ["CharTokenizer", "unknown_character_error", "symbol_table", "check_ids", "check_alphabet"]
+__all__ = ["CharTokenizer", "unknown_character_error", "symbol_table", "check_alphabet"]
 
 SPECIALS = 2
 
@@ -49,43 +50,6 @@ def symbol_table(alphabet_cps: np.ndarray, first_id: int) -> np.ndarray:
     table = np.full(size, -1, dtype=np.int64)
     table[alphabet_cps] = np.arange(first_id, first_id + alphabet_cps.shape[0], dtype=np.int64)
     return table
-
-
-def check_ids(ids: Sequence[int] | np.ndarray, vocab_size: int, kind: str) -> np.ndarray:
-    """Ids as int64, or a TokenizerError naming the first id outside ``[0, vocab_size)`` and its position.
-
-    Compares before converting, so a uint64 id >= 2**63 or a Python int beyond 64 bits is reported
-    as itself instead of wrapping around to some other (possibly valid) id.
-    """
-    try:
-        arr = np.asarray(ids)
-    except (ValueError, TypeError) as exc:
-        raise TokenizerError(f"{kind} decode: expected a 1-d sequence of integer ids ({exc})") from None
-    if arr.ndim != 1:
-        raise TokenizerError(f"{kind} decode: expected a 1-d sequence of ids, got shape {arr.shape}")
-    if arr.size == 0:
-        return np.empty(0, dtype=np.int64)
-    if arr.dtype == object:  # Python ints too large for int64/uint64, or mixed objects
-        for i, value in enumerate(arr.tolist()):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise TokenizerError(f"{kind} decode: id at position {i} is {type(value).__name__} {value!r}, expected an integer")
-            if not 0 <= value < vocab_size:
-                raise _outside(kind, int(value), i, vocab_size)
-        return arr.astype(np.int64)
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise TokenizerError(f"{kind} decode: expected integer ids, got dtype {arr.dtype}")
-    bad = arr >= vocab_size if arr.dtype.kind == "u" else (arr < 0) | (arr >= vocab_size)
-    first = np.flatnonzero(bad)
-    if first.size:
-        i = int(first[0])
-        raise _outside(kind, int(arr[i]), i, vocab_size)
-    return arr.astype(np.int64, copy=False)
-
-
-def _outside(kind: str, value: int, position: int, vocab_size: int) -> TokenizerError:
-    return TokenizerError(
-        f"{kind} decode: id {value} at position {position} is outside the vocabulary (expected 0..{vocab_size - 1})"
-    )
 
 
 def check_alphabet(alphabet, kind: str) -> str:

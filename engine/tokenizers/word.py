@@ -25,11 +25,12 @@ from engine.tokenizers.base import (
     Tokenizer,
     _iter_texts,
     check_encodable,
+    check_ids,
     check_text,
     check_texts,
     register_tokenizer,
 )
-from engine.tokenizers.char import SPECIALS, check_ids, describe_character, join_documents
+from engine.tokenizers.char import SPECIALS, describe_character, join_documents
 
 __all__ = ["WordTokenizer", "WordAnalysis", "analyse_words"]
 
