@@ -59,21 +59,21 @@ def test_vocab_size_target():
 
 
 def test_trainer_validation():
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="merges must be a non-negative integer, got -1"):
         BpeTrainer(-1)
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="give merges=N or vocab_size=V"):
         BpeTrainer()
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="give merges=N or vocab_size=V, not both"):
         BpeTrainer(5, vocab_size=10)
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="BPE level 'word' is unknown"):
         BpeTrainer(5, level="word")
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="BPE tie_break 'random' is unknown"):
         BpeTrainer(5, tie_break="random")
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match=r"vocab_size 3 is below specials \+ training characters \(5\)"):
         BpeTrainer(vocab_size=3).train("abc")
-    with pytest.raises(TokenizerError, match="empty"):
+    with pytest.raises(TokenizerError, match="the training text is empty"):
         BpeTrainer(5).train("")
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="tokenizer kind 'sentencepiece' is unknown"):
         fit_tokenizer("sentencepiece", "abc")
 
 
