@@ -154,7 +154,7 @@ def test_membership_change_under_other_seed_is_detected(monkeypatch):
 
 
 def test_audit_needs_an_epoch():
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="audit_epoch needs a MiniBatchEpoch, got list"):
         audit_epoch([1, 2, 3])
 
 

@@ -194,7 +194,7 @@ def test_small_final_batch_gives_empty_shares():
 
 @pytest.mark.parametrize("rank, world_size", [(2, 2), (-1, 2), (0, 0), (1, None), (None, 2), (0.0, 1)])
 def test_bad_rank(rank, world_size):
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="rank"):
         build().batch(0, rank=rank, world_size=world_size)
 
 
@@ -207,7 +207,7 @@ def test_batch_index_out_of_range_names_k_and_count(k):
 def test_batch_index_must_be_integer():
     with pytest.raises(BatchError, match="integer"):
         build().batch(1.0)
-    with pytest.raises(BatchError):
+    with pytest.raises(BatchError, match="batch True is out of range"):
         build().batch(True)
 
 

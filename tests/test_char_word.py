@@ -82,7 +82,7 @@ def test_word_unknown_token_maps_and_counts():
     assert tok.count_unknown("dog dog cat") == 2
     # Unknown pieces decode to the unknown token: not byte-exact by design.
     assert tok.decode(ids) == "the <unk> <unk> the cat"
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="unknown token 'cat' must be a non-empty string that is not a piece"):
         WordTokenizer.fit("the cat", unknown="cat")
 
 

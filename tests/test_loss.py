@@ -121,7 +121,7 @@ def test_overflowing_sum_is_rejected_before_any_change():
         acc.add_token(0.0, [1e308])
     other = TokenMeanAccumulator(1)
     other.add_token(1e308, [0.0])
-    with pytest.raises(BatchError):
+    with pytest.raises(BatchError, match="the loss sum would become inf; nothing was added"):
         acc.merge(other)
     assert acc.token_count == 1 and acc.loss_sum == 1e308
 
@@ -136,7 +136,7 @@ def test_shape_and_width_errors():
         acc.merge(TokenMeanAccumulator(3))
     with pytest.raises(BatchError, match="no target tokens"):
         acc.finish()
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="gradient width must be >= 0, got -1"):
         TokenMeanAccumulator(-1)
     with pytest.raises(BatchError, match="number"):
         acc.add_token("x", [0.0, 0.0])

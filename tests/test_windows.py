@@ -158,7 +158,7 @@ def test_window_count_at_64_bit_extremes():
     assert CausalWindowConfig(2**63 - 2, 1).window_count(2**64 - 1) == 2**63 + 1
     assert CausalWindowConfig(3, 2**63 - 1).window_count(2**64 - 1) == 2  # starts 0 and 2^63 - 1
     assert CausalWindowConfig(2**63 - 2, 2**63 - 1).window_count(2**63 - 2) == 0
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="document length must be >= 0, got -1"):
         config.window_count(-1)
 
 
