@@ -17,12 +17,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 if str(BENCH_DIR) not in sys.path:  # so suites can import their peers_<area>.py helpers
     sys.path.insert(0, str(BENCH_DIR))
 
-
-def shakespeare_path() -> Path:
-    env = os.environ.get("ENGINE_SHAKESPEARE")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare.txt"
+from timing import shakespeare_path  # noqa: E402
 
 
 @pytest.fixture(scope="session")

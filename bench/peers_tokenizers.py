@@ -25,7 +25,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from engine.tokenizers import BpeTrainer  # noqa: E402
 
-from timing import best_of
+from timing import best_of, shakespeare_path
 
 
 def best_of_warm(fn, repeat: int) -> float:
@@ -37,9 +37,7 @@ WORD_PATTERN = r"\w+|[^\w\s]|\s"
 
 
 def shakespeare_text() -> str:
-    env = os.environ.get("ENGINE_SHAKESPEARE")
-    path = Path(env) if env else ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
-    return path.read_text(encoding="utf-8")
+    return shakespeare_path().read_text(encoding="utf-8")
 
 
 def naive_module():

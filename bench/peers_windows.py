@@ -27,7 +27,7 @@ from engine.corpus import Partition
 from engine.kernels import shuffle as shuffle_kernels
 from engine.store import EncodedDocument
 from engine.windows import CausalWindowConfig, enumerate_windows
-from timing import best_of  # noqa: E402
+from timing import best_of, shakespeare_path  # noqa: E402
 
 
 T = 64
@@ -40,9 +40,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 
 def shakespeare_ids() -> np.ndarray:
-    env = os.environ.get("ENGINE_SHAKESPEARE")
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare.txt"
-    raw = np.frombuffer(path.read_bytes(), dtype=np.uint8)
+    raw = np.frombuffer(shakespeare_path().read_bytes(), dtype=np.uint8)
     ids = np.empty(raw.shape[0] + 2, dtype=np.uint32)
     ids[0], ids[-1] = 0, 1
     ids[1:-1] = raw

@@ -7,11 +7,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def shakespeare_path() -> Path:
-    """Tiny Shakespeare: $ENGINE_SHAKESPEARE, else ../shared/data/tinyshakespeare.txt beside the checkout."""
+    """Tiny Shakespeare: $ENGINE_SHAKESPEARE, else the copy bundled in data/."""
     env = os.environ.get("ENGINE_SHAKESPEARE")
     if env:
         return Path(env)
-    return ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+    return ROOT / "data" / "tinyshakespeare.txt"
 
 
 @pytest.fixture(scope="session")
