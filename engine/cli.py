@@ -20,7 +20,8 @@ def _describe_os_error(exc: OSError) -> str:
 
 class EngineGroup(click.Group):
     """User errors (EngineError, and OSError such as a missing or unwritable path) become one line on
-    stderr and exit 2; any other exception is internal: exit 1, traceback with ``--debug``."""
+    stderr and exit 2; Ctrl-C exits 130 with one line; any other exception is internal: exit 1,
+    traceback with ``--debug``."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -30,8 +31,12 @@ class EngineGroup(click.Group):
                 traceback.print_exc()
             click.echo(f"error: {exc}", err=True)
             ctx.exit(2)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
-            raise
+        except (click.exceptions.Exit, click.ClickException, click.Abort, BrokenPipeError):
+            raise  # click exits quietly on a closed stdout pipe (`engine batches show ... | head`)
+        except KeyboardInterrupt:
+            hint = ": rerun with --resume to continue" if ctx.invoked_subcommand == "prepare" else ""
+            click.echo(f"\ninterrupted{hint}", err=True)
+            ctx.exit(130)
         except OSError as exc:  # the file system said no (permissions, disk full, a directory where a file goes)
             if ctx.obj and ctx.obj.get("debug"):
                 traceback.print_exc()

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import click
 
+from engine.commands._options import store_argument
 from engine.errors import BatchError, ConfigurationError, StoreError
 
 MANIFEST_FORMAT = "engine.batches"
@@ -54,7 +55,7 @@ def command() -> None:
 
 
 @command.command("build")
-@click.argument("store_path", metavar="STORE", type=click.Path(path_type=Path))
+@store_argument
 @click.option("--split", default="train", show_default=True, type=click.Choice(["train", "validation", "test"]))
 @click.option("--context", "context_length", type=int, required=True, help="Context length T (tokens per row).")
 @click.option("--stride", type=int, default=1, show_default=True, help="Distance S between window starts.")

@@ -10,6 +10,7 @@ import json
 
 import click
 
+from engine.commands._options import store_argument
 from engine.store import TokenStore
 
 
@@ -46,7 +47,7 @@ def format_summary(summary: dict) -> str:
 
 
 @click.command(name="inspect")
-@click.argument("store_path", metavar="STORE")
+@store_argument
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 @click.option("--verify", is_flag=True, help="Also check every file's sha256 against the manifest.")
 def command(store_path: str, as_json: bool, verify: bool) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.commands._options import store_argument
 from engine.errors import ConfigurationError
 from engine.packing import STRATEGIES, PackedBatch, pack_documents
 from engine.store import TokenStore
@@ -78,7 +79,7 @@ def write_packed(packed: PackedBatch, out_dir: Path) -> None:
 
 
 @click.command("pack")
-@click.argument("store_path", metavar="STORE", type=click.Path(path_type=Path))
+@store_argument
 @click.option("--split", default="train", show_default=True, type=click.Choice(["train", "validation", "test"]))
 @click.option("--row-length", "row_length", required=True, type=int, help="Positions per packed row (L).")
 @click.option("--strategy", default="bfd", show_default=True, type=click.Choice(STRATEGIES),

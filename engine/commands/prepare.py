@@ -6,21 +6,8 @@ import json
 
 import click
 
+from engine.commands._options import json_option, split_options
 from engine.errors import ConfigurationError
-
-
-def parse_ratios(text: str | None) -> dict[str, float] | None:
-    """``"0.8,0.1,0.1"`` -> ``{"train": 0.8, "validation": 0.1, "test": 0.1}``."""
-    if text is None:
-        return None
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) != 3:
-        raise ConfigurationError(f"--hash-split {text!r}: expected three ratios train,validation,test like 0.8,0.1,0.1")
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        raise ConfigurationError(f"--hash-split {text!r}: ratios must be numbers like 0.8,0.1,0.1") from None
-    return dict(zip(("train", "validation", "test"), values))
 
 
 def format_table(headers: list[str], rows: list[list]) -> str:
@@ -38,9 +25,7 @@ def format_table(headers: list[str], rows: list[list]) -> str:
 
 @click.command("prepare")
 @click.argument("corpus", required=False, type=click.Path(path_type=str))
-@click.option("--splits", "splits", type=click.Path(path_type=str), help="Split manifest JSON (train/validation/test id lists).")
-@click.option("--hash-split", "hash_split", metavar="R,R,R", help="Assign documents by hashing their ids into train,validation,test ratios.")
-@click.option("--train-fraction", default=0.9, show_default=True, type=float, help="For one continuous .txt file: the leading share that trains.")
+@split_options
 @click.option("--out", "out_dir", default="out", show_default=True, type=click.Path(path_type=str), help="Output directory (store/, tokenizer.json, report.json).")
 @click.option("--tokenizer", default="bpe", show_default=True, help="char, word, bpe, or the path of a tokenizer file to encode with.")
 @click.option("--merges", default=200, show_default=True, type=int, help="BPE merges to train.")
@@ -52,7 +37,7 @@ def format_table(headers: list[str], rows: list[list]) -> str:
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="local: threads on this machine; ray: Ray Data on a cluster (pip install 'engine[distributed]').")
 @click.option("--ray-address", "ray_address", default=None, metavar="ADDR", help="Ray cluster to join with --executor ray (e.g. auto, ray://host:10001); default: start a local one.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run over the same --out: keep its finished files, encode the rest.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of a table.")
+@json_option
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merges, context_length, stride,
             on_invalid_utf8, skip_bad_lines, threads, executor, ray_address, resume, as_json, quiet):
@@ -61,7 +46,9 @@ def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merg
     CORPUS is a .jsonl, .parquet or Arrow IPC (.arrow/.feather) file, a folder of text files, or
     one continuous .txt file (split by position). Without CORPUS the bundled data/corpus.jsonl and data/splits.json are used.
     Writes OUT/store (Parquet, partitioned by split), OUT/tokenizer.json and OUT/report.json, and
-    prints documents, characters, tokens and complete windows (context T, stride S) per partition.
+    prints documents, characters, tokens and complete windows (context T, stride S) per partition;
+    "tails" counts the documents that end in an incomplete tail (tokens after the last complete
+    window's start that cannot fill another window of T+1 tokens; SPEC section 5).
     The corpus is streamed twice (fit on train, then encode), so it need not fit in memory.
 
     \b
@@ -92,7 +79,7 @@ def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merg
         context_length=context_length,
         stride=stride,
         train_fraction=train_fraction,
-        hash_split=parse_ratios(hash_split),
+        hash_split=hash_split,
         on_invalid_utf8=on_invalid_utf8,
         skip_bad_lines=skip_bad_lines,
         threads=threads,

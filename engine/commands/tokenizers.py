@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from engine.commands._options import split_options
 from engine.errors import ConfigurationError, CorpusError
 
 
@@ -61,22 +62,24 @@ def compare(text_file: Path, train_fraction: float, merges: int, context: int, p
             click.echo(f"plot written to {plot_path}")
 
 
-def _training_texts(corpus_path: Path, splits: Path | None, train_fraction: float) -> list[str]:
+def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | None, train_fraction: float) -> list[str]:
     """The texts of the TRAIN partition only."""
     from engine.corpus import Corpus, CorpusPartitions, Partition, SplitManifest, read_text_file
 
     if corpus_path.is_file() and corpus_path.suffix == ".txt":
-        if splits is not None:
+        if splits is not None or hash_split is not None:
             raise ConfigurationError(
-                f"{corpus_path}: a continuous .txt text is split by position (--train-fraction), not by --splits"
+                f"{corpus_path}: a continuous .txt text is split by position (--train-fraction), not by --splits/--hash-split"
             )
         partitions = CorpusPartitions.from_text(read_text_file(corpus_path), train_fraction, name=corpus_path.stem)
     else:
-        if splits is None:
+        if splits is None and hash_split is None:
             raise ConfigurationError(
-                f"{corpus_path}: a corpus of documents needs --splits MANIFEST.json so only training documents fit"
+                f"{corpus_path}: a corpus of documents needs --splits MANIFEST.json or --hash-split R,R,R "
+                "so only training documents fit"
             )
-        partitions = SplitManifest.from_json(splits).partition(Corpus.from_path(corpus_path))
+        manifest = SplitManifest.from_json(splits) if splits is not None else SplitManifest.by_hash(hash_split)
+        partitions = manifest.partition(Corpus.from_path(corpus_path))
     documents = partitions.documents(Partition.TRAIN)
     if not documents:
         raise CorpusError(f"{corpus_path}: the train partition is empty; nothing to fit the tokenizer on")
@@ -93,22 +96,19 @@ def _training_texts(corpus_path: Path, splits: Path | None, train_fraction: floa
               help="Byte-level BPE pre-tokenizer pattern.")
 @click.option("--tie-break", type=click.Choice(["first", "hf"]), default="first", show_default=True,
               help="BPE tie rule: first occurrence (SPEC) or Hugging Face order.")
-@click.option("--splits", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Split manifest JSON (required for document corpora).")
-@click.option("--train-fraction", default=0.9, show_default=True, type=float,
-              help="For a .txt corpus: share of characters (from the start) that trains.")
+@split_options
 @click.option("--unknown", default=None, help="Word tokenizer: map unseen pieces to this token (e.g. '<unk>').")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Tokenizer file to write.")
 def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: int | None, pattern: str,
-          tie_break: str, splits: Path | None, train_fraction: float, unknown: str | None, out_path: Path) -> None:
+          tie_break: str, splits: str | None, hash_split: dict | None, train_fraction: float, unknown: str | None, out_path: Path) -> None:
     """Fit a tokenizer on the TRAIN partition of CORPUS and save it.
 
     \b
     Example:
       engine tokenizers train data/tinyshakespeare.txt --kind bpe --merges 200 --out bpe.json
       engine tokenizers train corpus.jsonl --splits splits.json --kind word --unknown '<unk>' --out word.json
-      engine tokenizers train corpus.jsonl --splits splits.json --kind bpe --level byte --vocab-size 4096 --out b.json
+      engine tokenizers train corpus.jsonl --hash-split 0.98,0.01,0.01 --kind bpe --level byte --vocab-size 4096 --out b.json
     """
     from engine.tokenizers.bpe import BpeTrainer
     from engine.tokenizers.char import CharTokenizer
@@ -118,7 +118,7 @@ def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: i
         raise ConfigurationError(f"--merges/--vocab-size/--level apply to --kind bpe, not --kind {kind}")
     if kind != "word" and unknown is not None:
         raise ConfigurationError(f"--unknown applies to --kind word, not --kind {kind}")
-    texts = _training_texts(corpus, splits, train_fraction)
+    texts = _training_texts(corpus, splits, hash_split, train_fraction)
     if kind == "char":
         tokenizer = CharTokenizer.fit(texts)
     elif kind == "word":

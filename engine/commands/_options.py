@@ -1,0 +1,65 @@
+"""Click options shared by several commands, so each is spelled, checked and explained once."""
+
+from __future__ import annotations
+
+import click
+
+from engine.errors import ConfigurationError
+
+SPLIT_NAMES = ("train", "validation", "test")
+
+
+def parse_ratios(text: str | None) -> dict[str, float] | None:
+    """``"0.8,0.1,0.1"`` -> ``{"train": 0.8, "validation": 0.1, "test": 0.1}``."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 3:
+        raise ConfigurationError(f"--hash-split {text!r}: expected three ratios train,validation,test like 0.8,0.1,0.1")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        raise ConfigurationError(f"--hash-split {text!r}: ratios must be numbers like 0.8,0.1,0.1") from None
+    return dict(zip(SPLIT_NAMES, values))
+
+
+def split_options(fn):
+    """``--splits FILE``, ``--hash-split R,R,R`` and ``--train-fraction F``: how documents are assigned
+    to train/validation/test. The command receives ``splits``, ``hash_split`` (parsed ratios or
+    None) and ``train_fraction``; giving both --splits and --hash-split is an error."""
+
+    def check_exclusive(ctx: click.Context, param: click.Parameter, value):
+        if param.name == "hash_split":
+            value = parse_ratios(value)
+        other = "hash_split" if param.name == "splits" else "splits"
+        if value is not None and ctx.params.get(other) is not None:
+            raise ConfigurationError("--splits and --hash-split are alternatives: give one of them")
+        return value
+
+    fn = click.option("--train-fraction", default=0.9, show_default=True, type=float,
+                      help="For one continuous .txt file: the leading share of characters that trains; the rest validates.")(fn)
+    fn = click.option("--hash-split", "hash_split", metavar="R,R,R", callback=check_exclusive,
+                      help="Assign documents by hashing their ids into train,validation,test ratios (e.g. 0.98,0.01,0.01).")(fn)
+    fn = click.option("--splits", "splits", type=click.Path(dir_okay=False, path_type=str), callback=check_exclusive,
+                      help="Split manifest JSON: {\"train\": [ids], \"validation\": [ids], \"test\": [ids]}.")(fn)
+    return fn
+
+
+def json_option(fn):
+    """``--json``: print the result as JSON instead of a table (the command receives ``as_json``)."""
+    return click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of a table.")(fn)
+
+
+def _store_path(ctx: click.Context, param: click.Parameter, value):
+    """A store path, or the ``--out`` folder of ``engine prepare`` (whose store is ``OUT/store``)."""
+    from pathlib import Path
+
+    path = Path(value)
+    if not (path / "_engine.json").is_file() and (path / "store" / "_engine.json").is_file():
+        return path / "store"
+    return path
+
+
+def store_argument(fn):
+    """The STORE argument: a token store directory, or the output folder of ``engine prepare``."""
+    return click.argument("store_path", metavar="STORE", callback=_store_path)(fn)

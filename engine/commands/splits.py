@@ -1,0 +1,47 @@
+"""``engine splits``: write a split manifest for a corpus, for people who want the lists on disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from engine.commands._options import json_option, parse_ratios
+from engine.errors import ConfigurationError
+
+
+@click.command("splits")
+@click.argument("corpus", type=click.Path(exists=True, path_type=Path))
+@click.option("--hash-split", "hash_split", metavar="R,R,R", required=True,
+              help="Train,validation,test ratios; each id goes where its hash falls (e.g. 0.98,0.01,0.01).")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Manifest JSON to write: {\"train\": [ids], \"validation\": [ids], \"test\": [ids]}.")
+@click.option("--force", is_flag=True, help="Replace --out if it exists.")
+@json_option
+def command(corpus: Path, hash_split: str, out_path: Path, force: bool, as_json: bool) -> None:
+    """Assign every document of CORPUS to train/validation/test by hashing its id; write the manifest.
+
+    The assignment is the same rule `engine prepare --hash-split` applies, so
+    `prepare --splits OUT` and `prepare --hash-split R,R,R` give the same partitions. Ids are listed
+    in corpus order.
+
+    \b
+    Example:
+      engine splits corpus.jsonl --hash-split 0.98,0.01,0.01 --out splits.json
+      engine prepare corpus.jsonl --splits splits.json
+    """
+    from engine.corpus import Corpus, SplitManifest
+
+    if corpus.is_file() and corpus.suffix == ".txt":
+        raise ConfigurationError(f"{corpus}: a continuous .txt text is one document, split by position "
+                                 "(engine prepare --train-fraction), not by id")
+    if out_path.exists() and not force:
+        raise ConfigurationError(f"{out_path} exists; pass --force to replace it")
+    manifest = SplitManifest.by_hash(parse_ratios(hash_split)).assign(Corpus.from_path(corpus).ids())
+    manifest.to_json(out_path)
+    counts = {p.value: n for p, n in manifest.counts().items()}
+    if as_json:
+        click.echo(json.dumps({"out": str(out_path), "documents": counts}))
+    else:
+        click.echo(", ".join(f"{name} {n:,}" for name, n in counts.items()) + f" documents; wrote {out_path}")
