@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import traceback
 
@@ -9,6 +10,21 @@ import click
 
 from engine import __version__
 from engine.errors import EngineError
+
+
+# Library messages name keyword arguments (``on_invalid_utf8='replace'``); the CLI says the flag instead.
+_KEYWORD_HINT = re.compile(r"\b(on_invalid_utf8|skip_bad_lines)=(?:'(\w+)'(?: or '(\w+)')?|True)")
+
+
+def cli_spelling(message: str) -> str:
+    """``on_invalid_utf8='replace' or 'skip'`` -> ``--on-invalid-utf8 replace or skip``."""
+
+    def flag(match: re.Match) -> str:
+        name = "--" + match.group(1).replace("_", "-")
+        values = [v for v in match.group(2, 3) if v]
+        return f"{name} {' or '.join(values)}" if values else name
+
+    return _KEYWORD_HINT.sub(flag, message)
 
 
 def _describe_os_error(exc: OSError) -> str:
@@ -29,7 +45,7 @@ class EngineGroup(click.Group):
         except EngineError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 traceback.print_exc()
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {cli_spelling(str(exc))}", err=True)
             ctx.exit(2)
         except (click.exceptions.Exit, click.ClickException, click.Abort, BrokenPipeError):
             raise  # click exits quietly on a closed stdout pipe (`engine batches show ... | head`)

@@ -677,7 +677,7 @@ def test_cli_invalid_utf8_policy_for_compare(tmp_path):
     result = CliRunner().invoke(main, ["tokenizers", "compare", str(text), "--merges", "2", "--context", "2"])
     assert result.exit_code == 2
     assert result.stderr == (f"error: {text}: invalid UTF-8 at byte offset 12 (byte 0xff); expected UTF-8 text "
-                             "(on_invalid_utf8='replace' or 'skip' accepts it)\n")
+                             "(--on-invalid-utf8 replace or skip accepts it)\n")
     result = CliRunner().invoke(main, ["tokenizers", "compare", str(text), "--merges", "2", "--context", "2",
                                        "--on-invalid-utf8", "replace", "--json"])
     assert result.exit_code == 0 and json.loads(result.stdout)
