@@ -275,7 +275,7 @@ def finish_report(out_dir: Path, corpus_path: Path, splits_path: Path | None, to
         "splits": str(splits_path) if splits_path is not None else None,
         "store": str(store_path),
         "tokenizer": {"kind": tok.kind, "path": str(tokenizer_path), "hash": tok.hash, "vocab_size": tok.vocab_size,
-                      "bos_id": tok.bos_id, "eos_id": tok.eos_id},
+                      "bos_id": tok.bos_id, "eos_id": tok.eos_id, "notes": list(tok.notes)},
         "context_length": context_length,
         "stride": stride,
         "threads": threads,

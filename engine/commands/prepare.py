@@ -92,6 +92,8 @@ def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merg
         return
     tok = report["tokenizer"]
     click.echo(f"tokenizer: {tok['kind']}, vocabulary {tok['vocab_size']:,}, hash {tok['hash'][:16]}")
+    for note in tok["notes"]:
+        click.echo(f"note: {note}")
     click.echo(f"windows: context {report['context_length']}, stride {report['stride']}")
     rows = []
     for name, p in report["partitions"].items():

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -53,6 +54,8 @@ class Tokenizer(ABC):
 
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
+    #: What loading decided on the user's behalf (e.g. an added ``<|endoftext|>``); reports print it.
+    notes: tuple[str, ...] = ()
 
     # -- subclass hooks ---------------------------------------------------------------------
     @abstractmethod
@@ -209,8 +212,13 @@ def tokenizer_from_json(obj: Any, source: str = "<memory>") -> Tokenizer:
     return tok
 
 
-def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
-    """Load any tokenizer file written by ``Tokenizer.save``."""
+def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> Tokenizer:
+    """Load a tokenizer file, recognised by its content: an engine file (``Tokenizer.save``), a
+    Hugging Face ``tokenizer.json`` with a byte-level BPE model, or a tiktoken rank file
+    (``<base64 token> <rank>`` lines). A tiktoken file does not name its pre-tokenizer: ``pattern``
+    does, else it is ``cl100k`` for a file of exactly 100,256 ranks (cl100k_base) and ``gpt2``
+    otherwise. Files without special tokens get ``<|endoftext|>`` after the last id
+    (``tokenizer.notes`` says so)."""
     # Import the kinds so their classes are registered before dispatching on "kind".
     import engine.tokenizers  # noqa: F401
 
@@ -221,11 +229,38 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
         raise TokenizerError(f"{path}: tokenizer file not found") from None
     except OSError as exc:
         raise TokenizerError(f"{path}: cannot read tokenizer file: {exc.strerror}") from None
+    if _looks_like_tiktoken(raw):
+        from engine.tokenizers.interop import load_tiktoken
+
+        ranks = sum(1 for line in raw.splitlines() if line.strip())
+        chosen = pattern or ("cl100k" if ranks == 100_256 else "gpt2")
+        tok = load_tiktoken(path, pattern=chosen)
+        tok.notes = (f"tiktoken rank file: pre-tokenizer pattern {chosen}"
+                     + ("" if pattern else " (pass pattern= to choose another)"),
+                     f"the file names no special tokens: <|endoftext|> added as id {tok.vocab_size - 1}, "
+                     "wrapping every document")
+        return tok
     try:
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        raise TokenizerError(f"{path}: tokenizer file is not valid JSON ({exc}); is it truncated?") from None
+        raise TokenizerError(f"{path}: tokenizer file is not valid JSON ({exc}) nor a tiktoken rank file; "
+                             "is it truncated?") from None
+    if isinstance(obj, dict) and "model" in obj and "format" not in obj:
+        from engine.tokenizers.interop import load_hf_tokenizer_json
+
+        return load_hf_tokenizer_json(path)
     return tokenizer_from_json(obj, str(path))
+
+
+_TIKTOKEN_LINE = re.compile(rb"[A-Za-z0-9+/]+=*[ \t]+[0-9]+")
+
+
+def _looks_like_tiktoken(raw: bytes) -> bool:
+    """True when the first non-empty line is ``<base64> <rank>`` (JSON never starts that way)."""
+    for line in raw[:4096].splitlines():
+        if line.strip():
+            return _TIKTOKEN_LINE.fullmatch(line.strip()) is not None
+    return False
 
 
 def _iter_texts(texts: Iterable[str] | str) -> Iterator[str]:
