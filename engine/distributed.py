@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.corpus import PARTITIONS, Partition, SplitManifest
+from engine.corpus import PARTITIONS, ManifestCheck, Partition, SplitManifest
 from engine.errors import ConfigurationError, CorpusError, EngineError
 from engine.parallel import TOKENIZER_KINDS, WordTypeCounts, train_bpe_from_word_counts
 from engine.progress import Progress
@@ -342,7 +342,7 @@ def _run(corpus_path, splits_path, out_dir, *, tokenizer, merges, hash_split, co
     from engine import pipeline
 
     manifest = SplitManifest.from_json(splits_path) if splits_path is not None else SplitManifest.by_hash(hash_split)
-    check = pipeline.ManifestCheck(manifest, str(corpus_path))
+    check = ManifestCheck(manifest, str(corpus_path))
     concurrency = _concurrency(threads)
     with _ordered():
         docs = assign_splits(read_corpus(corpus_path), manifest)

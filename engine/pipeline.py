@@ -27,13 +27,13 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
 from engine.corpus import (
-    PARTITIONS, CorpusPartitions, Document, Partition, ReadReport, SplitManifest,
-    ARROW_SUFFIXES, _at_lines, _forgotten_where, _is_hidden, _json_lines, iter_folder, iter_jsonl, iter_parquet_batches, read_text_file,
+    PARTITIONS, CorpusPartitions, Document, ManifestCheck, Partition, ReadReport, SplitManifest, is_continuous_text,
+    open_corpus, read_text_file,
 )
 from engine.errors import ConfigurationError, CorpusError
 from engine.parallel import TOKENIZER_KINDS, OrderedPool, StreamingFit, encode_lock, resolve_threads
@@ -42,7 +42,7 @@ from engine.store import TokenStore
 from engine.tokenizers.base import Tokenizer, load_tokenizer
 
 __all__ = [
-    "prepare", "PrepareResult", "default_corpus_paths", "iter_corpus_batches", "ManifestCheck", "window_counts",
+    "prepare", "PrepareResult", "default_corpus_paths", "iter_corpus_batches", "window_counts",
     "resolve_inputs", "finish_report", "PartitionTally",
 ]
 
@@ -77,97 +77,17 @@ def default_corpus_paths() -> tuple[Path, Path]:
 # -- reading -----------------------------------------------------------------------------------
 
 
-def _batched(documents: Iterable[Document], size: int, chars: int | None = None) -> Iterator[list[Document]]:
-    """Lists of at most ``size`` documents and (unless one document is larger) ``chars`` characters."""
-    chars = chars or READ_BATCH_CHARS
-    batch: list[Document] = []
-    held = 0
-    for doc in documents:
-        if batch and held + len(doc.text) > chars:
-            yield batch
-            batch, held = [], 0
-        batch.append(doc)
-        held += len(doc.text)
-        if len(batch) >= size:
-            yield batch
-            batch, held = [], 0
-    if batch:
-        yield batch
-
-
 def iter_corpus_batches(path: str | os.PathLike, *, on_invalid_utf8: str = "error", skip_bad_lines: bool = False,
                         batch_documents: int | None = None, report: ReadReport | None = None,
                         ) -> Iterator[list[Document]]:
     """Documents of a JSONL file, a Parquet file or dataset, or a folder, a batch at a time, in order.
 
-    Same dispatch and checks as ``Corpus.from_path``, holding one batch (or one file) at a time.
+    ``open_corpus`` (the dispatch and checks of ``Corpus.from_path``) with the pipeline's batch
+    bounds: at most ``batch_documents`` documents and ``READ_BATCH_CHARS`` characters a batch.
     """
-    path = Path(path)
-    report = report if report is not None else ReadReport()
-    batch_documents = batch_documents or READ_BATCH_DOCUMENTS
-    if path.is_dir():
-        files = [p for p in path.rglob("*") if p.is_file() and not _is_hidden(p.relative_to(path))]
-        if files and all(p.suffix == ".parquet" for p in files):
-            for batch in iter_parquet_batches(path, batch_size=batch_documents, report=report):
-                yield from _batched(batch, batch_documents)
-        else:
-            yield from _batched(iter_folder(path, on_invalid_utf8=on_invalid_utf8, report=report), batch_documents)
-        return
-    if path.suffix in (".jsonl", ".json"):
-        docs = iter_jsonl(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines, report=report)
-        yield from _batched(docs, batch_documents)
-        return
-    if path.suffix == ".parquet" or path.suffix in ARROW_SUFFIXES:
-        for batch in iter_parquet_batches(path, batch_size=batch_documents, report=report):
-            yield from _batched(batch, batch_documents)
-        return
-    raise CorpusError(
-        f"{path}: unknown corpus format {path.suffix or '(no suffix)'!r} (expected .jsonl, .json, .parquet, .arrow/.feather or a directory)"
-    )
-
-
-class ManifestCheck:
-    """Partitions of streamed documents, and the manifest's rules checked with O(documents) sets.
-
-    ``partition_of(id)`` never raises for a forgotten id: it remembers it (``None`` is returned),
-    so ``finish()`` can name the ids the manifest lists but the corpus lacks first, then the
-    forgotten ones, exactly as ``SplitManifest.partition`` words them.
-    """
-
-    def __init__(self, manifest: SplitManifest, source: str | None = None):
-        self.manifest = manifest
-        self.source = source
-        self.seen: set[str] = set()
-        self.forgotten: list[str] = []
-
-    def partition_of(self, doc_id: str) -> Partition | None:
-        if self.manifest.is_hash_split:
-            return self.manifest.partition_of(doc_id)
-        self.seen.add(doc_id)
-        try:
-            return self.manifest.partition_of(doc_id)
-        except CorpusError:
-            self.forgotten.append(doc_id)
-            return None
-
-    def finish(self) -> None:
-        if self.manifest.is_hash_split:
-            return
-        src = self.manifest.source or "split manifest"
-        for part in PARTITIONS:
-            for doc_id in self.manifest.ids(part):
-                if doc_id not in self.seen:
-                    lines = _at_lines(_json_lines(self.manifest._raw, doc_id)[:1])
-                    raise CorpusError(
-                        f'{src}: id {doc_id!r} in "{part.value}"{lines} is not in the corpus'
-                        f"{' ' + self.source if self.source else ''}; a manifest may only name corpus documents"
-                    )
-        if self.forgotten:
-            shown = ", ".join(map(repr, self.forgotten[:5])) + (", ..." if len(self.forgotten) > 5 else "")
-            raise CorpusError(
-                f"{src}: {len(self.forgotten)} corpus document(s) in no partition: {shown}"
-                f"{_forgotten_where(self.source, self.forgotten)}; the manifest must name every document"
-            )
+    yield from open_corpus(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
+                           batch_documents=batch_documents or READ_BATCH_DOCUMENTS, batch_chars=READ_BATCH_CHARS,
+                           report=report)
 
 
 # -- windows -----------------------------------------------------------------------------------
@@ -247,7 +167,7 @@ def resolve_inputs(corpus_path, splits_path, *, hash_split, tokenizer: str, merg
     corpus_path = Path(corpus_path)
     if not corpus_path.exists():
         raise CorpusError(f"{corpus_path}: corpus not found (expected a .jsonl, .parquet, .txt file or a folder)")
-    continuous = corpus_path.is_file() and corpus_path.suffix == ".txt"
+    continuous = is_continuous_text(corpus_path)
     if continuous and (splits_path is not None or hash_split is not None):
         raise ConfigurationError(
             f"{corpus_path}: a continuous text is split by position (--train-fraction); "

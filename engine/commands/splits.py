@@ -31,9 +31,9 @@ def command(corpus: Path, hash_split: str, out_path: Path, force: bool, as_json:
       engine splits corpus.jsonl --hash-split 0.98,0.01,0.01 --out splits.json
       engine prepare corpus.jsonl --splits splits.json
     """
-    from engine.corpus import Corpus, SplitManifest
+    from engine.corpus import Corpus, SplitManifest, is_continuous_text
 
-    if corpus.is_file() and corpus.suffix == ".txt":
+    if is_continuous_text(corpus):
         raise ConfigurationError(f"{corpus}: a continuous .txt text is one document, split by position "
                                  "(engine prepare --train-fraction), not by id")
     if out_path.exists() and not force:

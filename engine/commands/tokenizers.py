@@ -64,9 +64,9 @@ def compare(text_file: Path, train_fraction: float, merges: int, context: int, p
 
 def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | None, train_fraction: float) -> list[str]:
     """The texts of the TRAIN partition only."""
-    from engine.corpus import Corpus, CorpusPartitions, Partition, SplitManifest, read_text_file
+    from engine.corpus import Corpus, CorpusPartitions, Partition, SplitManifest, is_continuous_text, read_text_file
 
-    if corpus_path.is_file() and corpus_path.suffix == ".txt":
+    if is_continuous_text(corpus_path):
         if splits is not None or hash_split is not None:
             raise ConfigurationError(
                 f"{corpus_path}: a continuous .txt text is split by position (--train-fraction), not by --splits/--hash-split"

@@ -1,0 +1,36 @@
+"""The token store: Parquet dataset partitioned by split, zero-copy views (SPEC §4).
+
+Layout of a store directory ``DIR``::
+
+    DIR/split=train/part-00000.parquet        columns id: string, tokens: large_list<uint32>
+    DIR/split=validation/part-00000.parquet   (every split directory exists, maybe a zero-row file)
+    DIR/split=test/part-00000.parquet
+    DIR/_tokenizer.json                       the tokenizer that encoded it (Tokenizer.save)
+    DIR/_engine.json                          manifest, written last: format version, tokenizer
+                                              hash/bos/eos, per split documents, tokens and files
+                                              (name, rows, bytes, sha256)
+
+Every Parquet file's schema metadata repeats ``engine.format_version``, ``engine.tokenizer_hash``,
+``engine.bos_id`` and ``engine.eos_id``.
+
+- ``engine.store.layout``: the names, format version and types above, and ``EncodedDocument``;
+- ``engine.store.lock``: ``DIR.lock``, one writer at a time;
+- ``engine.store.writer``: ``TokenStoreWriter``, atomic (temporary sibling renamed into place) and
+  resumable;
+- ``engine.store.reader``: ``TokenStore``, opened and checked, with zero-copy views of its buffers.
+"""
+
+from engine.store.layout import (
+    CHUNK_DOCUMENTS,
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST_NAME,
+    ROW_GROUP_SIZE,
+    TOKENIZER_NAME,
+    TOKENS_TYPE,
+    EncodedDocument,
+)
+from engine.store.reader import EncodedDocuments, TokenStore
+from engine.store.writer import TokenStoreWriter
+
+__all__ = ["EncodedDocument", "EncodedDocuments", "TokenStore", "TokenStoreWriter", "FORMAT_VERSION"]

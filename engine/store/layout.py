@@ -1,0 +1,64 @@
+"""The store's layout on disk: names, format version, the Parquet schema's types, and the
+``EncodedDocument`` record both the writer and the reader speak (SPEC §4)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from engine.corpus import Partition
+from engine.errors import StoreError
+
+__all__ = [
+    "FORMAT", "FORMAT_VERSION", "MANIFEST_NAME", "TOKENIZER_NAME", "ROW_GROUP_SIZE", "CHUNK_DOCUMENTS", "TOKENS_TYPE",
+    "EncodedDocument", "store_partition", "split_dir", "sha256_file", "fsync",
+]
+
+FORMAT = "engine.token_store"
+FORMAT_VERSION = 1
+MANIFEST_NAME = "_engine.json"
+# "_" prefix (like the manifest's): dataset readers (pyarrow.dataset, pq.read_table(DIR)) skip the
+# file, so DIR reads as one Parquet dataset partitioned by split.
+TOKENIZER_NAME = "_tokenizer.json"
+ROW_GROUP_SIZE = 16384
+CHUNK_DOCUMENTS = 4096
+TOKENS_TYPE = pa.large_list(pa.uint32())
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedDocument:
+    """One encoded document ``[BOS, content..., EOS]``; ``tokens`` is uint32 (often a zero-copy view)."""
+
+    id: str
+    partition: Partition
+    tokens: np.ndarray
+
+
+def store_partition(value: Partition | str) -> Partition:
+    """``Partition`` from a Partition or its string value; StoreError names the bad value."""
+    try:
+        return Partition(value)
+    except ValueError:
+        raise StoreError(f"unknown partition {value!r} (expected train, validation or test)") from None
+
+
+def split_dir(partition: Partition) -> str:
+    return f"split={partition.value}"
+
+
+def sha256_file(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

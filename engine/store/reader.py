@@ -1,0 +1,296 @@
+"""``TokenStore``: an opened, checked store and zero-copy views of its token buffers (SPEC §4).
+
+Opening costs one footer read per file (sizes and row counts against the manifest); ``verify()``
+also hashes every byte. ``arrays(p)`` hands out the ``tokens`` column's flat values (uint32) and
+offsets (int64) as read-only numpy views of the Arrow buffers: no copy, except one concatenation
+when a split spans several row groups or files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping, Sequence, overload
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.corpus import PARTITIONS, Partition
+from engine.errors import StoreError
+from engine.store.layout import (
+    CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
+    EncodedDocument, sha256_file, store_partition,
+)
+from engine.store.writer import TokenStoreWriter
+
+__all__ = ["EncodedDocuments", "TokenStore"]
+
+
+class EncodedDocuments(Sequence[EncodedDocument]):
+    """Lazy documents of one split: ``[i].tokens`` is a view ``values[offsets[i]:offsets[i+1]]``."""
+
+    def __init__(self, partition: Partition, ids: list[str], values: np.ndarray, offsets: np.ndarray):
+        self.partition, self._ids, self._values, self._offsets = partition, ids, values, offsets
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, index: int) -> EncodedDocument: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[EncodedDocument]: ...
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        n = len(self._ids)
+        if not -n <= index < n:
+            raise IndexError(f"document index {index} out of range for {n} {self.partition.value} documents")
+        index %= n
+        start, stop = self._offsets[index], self._offsets[index + 1]
+        return EncodedDocument(self._ids[index], self.partition, self._values[start:stop])
+
+    def __iter__(self) -> Iterator[EncodedDocument]:
+        return (self[i] for i in range(len(self)))
+
+
+class TokenStore:
+    """An opened, checked token store. Build one with ``TokenStore.open`` or ``TokenStore.write``."""
+
+    def __init__(self, path: Path, manifest: dict):
+        self.path = path
+        self._manifest = manifest
+        self._tables: dict[Partition, pa.Table] = {}
+        self._arrays: dict[Partition, tuple[pa.LargeListArray, np.ndarray, np.ndarray]] = {}
+        self._ids: dict[Partition, list[str]] = {}
+
+    # -- writing ----------------------------------------------------------------------------
+    @staticmethod
+    def writer(path: str | os.PathLike, tokenizer, *, overwrite: bool = True, row_group_size: int = ROW_GROUP_SIZE,
+               max_rows_per_file: int | None = None, chunk_documents: int = CHUNK_DOCUMENTS,
+               wait: bool = False, timeout: float = 600.0, resume: bool = False) -> TokenStoreWriter:
+        """A ``TokenStoreWriter`` for ``path`` (use it in a ``with`` block).
+
+        ``resume=True`` (needs ``max_rows_per_file``) continues the temporary store an interrupted
+        writer left behind, if it used the same tokenizer: its complete files are kept,
+        ``writer.resumed[partition]`` says how many documents of each partition they hold, and the
+        caller writes the rest. Written the same way, the result equals a fresh run's store.
+        """
+        return TokenStoreWriter(path, tokenizer, overwrite=overwrite, row_group_size=row_group_size,
+                                max_rows_per_file=max_rows_per_file, chunk_documents=chunk_documents,
+                                wait=wait, timeout=timeout, resume=resume)
+
+    @classmethod
+    def write(cls, path: str | os.PathLike, encoded_partitions: Mapping[Partition | str, Iterable[EncodedDocument]],
+              tokenizer, **writer_options) -> "TokenStore":
+        """Write ``{partition: encoded documents}`` as a store at ``path`` and open it."""
+        if not hasattr(encoded_partitions, "items"):
+            raise StoreError(
+                f"{path}: encoded_partitions is {type(encoded_partitions).__name__}, expected a mapping "
+                "{partition: [EncodedDocument, ...]}"
+            )
+        with cls.writer(path, tokenizer, **writer_options) as w:
+            for partition, documents in encoded_partitions.items():
+                w.write_documents(partition, documents)
+        return cls.open(path, tokenizer=tokenizer)
+
+    # -- opening ----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | os.PathLike, *, tokenizer=None) -> "TokenStore":
+        """Open and check a store: manifest, format version, each file's size, rows and metadata."""
+        path = Path(path)
+        manifest_path = path / MANIFEST_NAME
+        if not path.is_dir():
+            raise StoreError(f"{path}: no token store here (directory not found)")
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise StoreError(f"{manifest_path}: not found; {path} is not a complete token store") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StoreError(f"{manifest_path}: manifest is not valid JSON ({exc})") from None
+        store = cls(path, manifest)
+        store._check_manifest(manifest_path)
+        for split in manifest["splits"].values():
+            for entry in split["files"]:
+                store._check_file(entry)
+        if tokenizer is not None:
+            store.check_tokenizer(tokenizer)
+        return store
+
+    def _check_manifest(self, where: Path) -> None:
+        m = self._manifest
+        if not isinstance(m, dict) or m.get("format") != FORMAT:
+            raise StoreError(f'{where}: not a token store manifest (expected "format": "{FORMAT}")')
+        version = m.get("format_version")
+        if not isinstance(version, int):
+            raise StoreError(f'{where}: missing or non-integer "format_version" (expected {FORMAT_VERSION})')
+        if version > FORMAT_VERSION:
+            raise StoreError(f"{where}: store format version {version} is newer than this engine reads "
+                             f"({FORMAT_VERSION}); upgrade engine to read it")
+        if version != FORMAT_VERSION:
+            raise StoreError(f"{where}: store format version {version} is not supported (expected {FORMAT_VERSION})")
+        try:
+            tok = m["tokenizer"]
+            if not (isinstance(tok["hash"], str) and isinstance(tok["bos_id"], int) and isinstance(tok["eos_id"], int)):
+                raise TypeError("tokenizer hash/bos_id/eos_id")
+            for name, split in m["splits"].items():
+                Partition(name)
+                if not (isinstance(split["documents"], int) and isinstance(split["tokens"], int)):
+                    raise TypeError(f"splits.{name} counts")
+                for entry in split["files"]:
+                    if not (isinstance(entry["name"], str) and isinstance(entry["rows"], int)
+                            and isinstance(entry["bytes"], int) and isinstance(entry["sha256"], str)):
+                        raise TypeError(f"splits.{name}.files entry")
+                    parts = Path(entry["name"]).parts
+                    if not parts or Path(entry["name"]).is_absolute() or ".." in parts:
+                        raise ValueError(f"file name {entry['name']!r} leaves the store directory")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise StoreError(f"{where}: manifest is malformed ({type(exc).__name__}: {exc})") from None
+
+    def _check_file(self, entry: dict) -> None:
+        file = self.path / entry["name"]
+        if not file.is_file():
+            raise StoreError(f"{file}: missing (the manifest lists it with {entry['rows']} rows)")
+        size = file.stat().st_size
+        if size != entry["bytes"]:
+            raise StoreError(f"{file}: size is {size} bytes, the manifest expects {entry['bytes']}; the file is truncated or changed")
+        try:
+            meta = pq.read_metadata(file)
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            raise StoreError(f"{file}: cannot read the Parquet footer ({exc}); the file is corrupt") from None
+        if meta.num_rows != entry["rows"]:
+            raise StoreError(f"{file}: holds {meta.num_rows} rows, the manifest expects {entry['rows']}")
+        found = (meta.metadata or {}).get(b"engine.tokenizer_hash", b"").decode()
+        if found != self.tokenizer_hash:
+            raise StoreError(f"{file}: records tokenizer hash {found!r}, the manifest expects {self.tokenizer_hash}")
+
+    def verify(self) -> None:
+        """Hash every file and compare with the manifest's sha256 (reads every byte)."""
+        for split in self._manifest["splits"].values():
+            for entry in split["files"]:
+                file = self.path / entry["name"]
+                self._check_file(entry)
+                found = sha256_file(file)
+                if found != entry["sha256"]:
+                    raise StoreError(f"{file}: sha256 is {found}, the manifest expects {entry['sha256']}; the file is corrupt")
+
+    def check_tokenizer(self, tokenizer) -> None:
+        """StoreError unless ``tokenizer`` is the one this store was encoded with (same hash)."""
+        if tokenizer.hash != self.tokenizer_hash:
+            raise StoreError(
+                f"{self.path}: tokenizer hash {tokenizer.hash} does not match the store's tokenizer hash "
+                f"{self.tokenizer_hash}; use the tokenizer saved in the store ({TOKENIZER_NAME}) or re-encode"
+            )
+
+    def tokenizer(self):
+        """The tokenizer saved in the store, checked against the manifest's hash."""
+        from engine.tokenizers.base import load_tokenizer
+
+        name = self._manifest["tokenizer"].get("file")  # stores of an earlier layout name "tokenizer.json"
+        name = name if isinstance(name, str) and name and Path(name).name == name else TOKENIZER_NAME
+        tok = load_tokenizer(self.path / name)
+        self.check_tokenizer(tok)
+        return tok
+
+    # -- facts from the manifest ------------------------------------------------------------
+    @property
+    def format_version(self) -> int:
+        return self._manifest["format_version"]
+
+    @property
+    def tokenizer_hash(self) -> str:
+        return self._manifest["tokenizer"]["hash"]
+
+    @property
+    def bos_id(self) -> int:
+        return self._manifest["tokenizer"]["bos_id"]
+
+    @property
+    def eos_id(self) -> int:
+        return self._manifest["tokenizer"]["eos_id"]
+
+    @property
+    def partitions(self) -> tuple[Partition, ...]:
+        """Partitions the store lists (a store written here lists all three, some maybe empty)."""
+        return tuple(p for p in PARTITIONS if p.value in self._manifest["splits"])
+
+    def _split(self, partition: Partition | str) -> dict:
+        part = store_partition(partition)
+        split = self._manifest["splits"].get(part.value)
+        if split is None:
+            raise StoreError(f"{self.path}: store has no {part.value} partition (it has: "
+                             f"{', '.join(p.value for p in self.partitions) or 'none'})")
+        return split
+
+    def num_documents(self, partition: Partition | str) -> int:
+        return self._split(partition)["documents"]
+
+    def num_tokens(self, partition: Partition | str) -> int:
+        return self._split(partition)["tokens"]
+
+    # -- data -------------------------------------------------------------------------------
+    def table(self, partition: Partition | str) -> pa.Table:
+        """The split's rows (``id``, ``tokens``) from all of its files, read once and cached."""
+        part = store_partition(partition)
+        if part not in self._tables:
+            tables = []
+            for entry in self._split(part)["files"]:
+                file = self.path / entry["name"]
+                try:
+                    table = pq.ParquetFile(file).read(columns=["id", "tokens"])
+                except (OSError, pa.ArrowException, ValueError) as exc:
+                    raise StoreError(f"{file}: cannot read ({exc}); the file is corrupt") from None
+                if table.schema.field("tokens").type != TOKENS_TYPE or table.schema.field("id").type != pa.string():
+                    raise StoreError(f"{file}: columns are {table.schema.types}, expected id: string, tokens: {TOKENS_TYPE}")
+                if table.column("tokens").null_count or table.column("id").null_count:
+                    raise StoreError(f"{file}: holds null ids or token lists; the file is corrupt")
+                tables.append(table.replace_schema_metadata(None))
+            self._tables[part] = pa.concat_tables(tables) if tables else pa.table(
+                {"id": pa.array([], pa.string()), "tokens": pa.array([], TOKENS_TYPE)})
+        return self._tables[part]
+
+    def tokens_array(self, partition: Partition | str) -> pa.LargeListArray:
+        """The ``tokens`` column as one Arrow array; ``arrays()`` views its buffers."""
+        return self._views(store_partition(partition))[0]
+
+    def _views(self, part: Partition) -> tuple[pa.LargeListArray, np.ndarray, np.ndarray]:
+        if part not in self._arrays:
+            column = self.table(part).column("tokens")
+            if column.num_chunks == 1:
+                array = column.chunk(0)
+            elif column.num_chunks == 0:
+                array = pa.array([], TOKENS_TYPE)
+            else:
+                array = column.combine_chunks()
+            offsets = array.offsets.to_numpy(zero_copy_only=True)
+            values = array.values.to_numpy(zero_copy_only=True)
+            first, last = int(offsets[0]), int(offsets[-1])
+            values = values[first:last]  # a view: a sliced array's offsets need not start at 0
+            if first:
+                offsets = offsets - first  # rebasing copies only offsets (documents + 1 entries)
+            self._arrays[part] = (array, values, offsets)
+        return self._arrays[part]
+
+    def arrays(self, partition: Partition | str) -> tuple[np.ndarray, np.ndarray]:
+        """``(values uint32, offsets int64)`` of one split, read-only views of Arrow memory.
+
+        Document ``i`` is ``values[offsets[i]:offsets[i+1]]``; ``offsets[0] == 0``.
+        """
+        _, values, offsets = self._views(store_partition(partition))
+        return values, offsets
+
+    def ids(self, partition: Partition | str) -> list[str]:
+        part = store_partition(partition)
+        if part not in self._ids:
+            self._ids[part] = self.table(part).column("id").to_pylist()
+        return self._ids[part]
+
+    def documents(self, partition: Partition | str) -> EncodedDocuments:
+        part = store_partition(partition)
+        values, offsets = self.arrays(part)
+        return EncodedDocuments(part, self.ids(part), values, offsets)
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{p.value}={self.num_documents(p)}" for p in self.partitions)
+        return f"TokenStore({str(self.path)!r}, {counts}, tokenizer={self.tokenizer_hash[:12]})"

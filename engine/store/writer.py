@@ -1,0 +1,416 @@
+"""``TokenStoreWriter``: streams encoded documents into a new store, atomically and resumably (SPEC §4).
+
+Chunks go into Parquet row groups (memory bounded by one chunk) inside a temporary sibling
+``.DIR.tmp-<pid>``, which is renamed into place on success, so ``DIR`` is always the old complete
+store or the new one; ``DIR.lock`` keeps a second writer out. Row groups and files hold fixed row
+counts, so the bytes depend only on the documents; with ``resume=True`` a writer keeps the
+complete files an interrupted writer of the same tokenizer left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.corpus import PARTITIONS, Partition
+from engine.errors import StoreError
+from engine.store.layout import (
+    CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
+    EncodedDocument, fsync, sha256_file, split_dir, store_partition,
+)
+from engine.store.lock import WriterLock
+
+__all__ = ["TokenStoreWriter"]
+
+
+class _SplitOutput:
+    """Files of one split being written: current ParquetWriter, rows per finished file."""
+
+    def __init__(self, partition: Partition):
+        self.partition = partition
+        self.files: list[tuple[str, int]] = []
+        self.writer: pq.ParquetWriter | None = None
+        self.rows_in_file = 0
+        self.documents = 0
+        self.tokens = 0
+        self.pending: list[pa.Table] = []  # rows not yet written as a full row group
+        self.pending_rows = 0
+        self.resumed_lengths = np.empty(0, dtype=np.int64)  # token counts of documents kept on resume
+
+    def current_name(self) -> str:
+        return f"{split_dir(self.partition)}/part-{len(self.files):05d}.parquet"
+
+
+class TokenStoreWriter:
+    """Context manager that streams encoded documents into a new store at ``path``.
+
+    ``write_chunk`` / ``write_documents`` append rows to Parquet row groups as they come. On a
+    clean exit the store appears at ``path`` in one rename; on an exception nothing changes.
+    """
+
+    def __init__(self, path: str | os.PathLike, tokenizer, *, overwrite: bool = True,
+                 row_group_size: int = ROW_GROUP_SIZE, max_rows_per_file: int | None = None,
+                 chunk_documents: int = CHUNK_DOCUMENTS, wait: bool = False, timeout: float = 600.0,
+                 resume: bool = False):
+        self.path = Path(path).absolute()
+        if not all(hasattr(tokenizer, name) for name in ("bos_id", "eos_id", "hash", "save")):
+            raise StoreError(f"{self.path}: tokenizer is {type(tokenizer).__name__}, expected an engine Tokenizer")
+        self.tokenizer = tokenizer
+        self.overwrite = overwrite
+        for name, value in (("row_group_size", row_group_size), ("chunk_documents", chunk_documents),
+                            ("max_rows_per_file", max_rows_per_file)):
+            if value is None and name == "max_rows_per_file":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise StoreError(f"{name}={value!r}: row_group_size, chunk_documents and max_rows_per_file must be >= 1")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+            raise StoreError(f"timeout={timeout!r}: expected a number of seconds >= 0")
+        self.row_group_size = int(row_group_size)
+        self.max_rows_per_file = max_rows_per_file
+        self.chunk_documents = int(chunk_documents)
+        self.bos_id, self.eos_id = int(tokenizer.bos_id), int(tokenizer.eos_id)
+        self.schema = pa.schema(
+            [pa.field("id", pa.string()), pa.field("tokens", TOKENS_TYPE)],
+            metadata={
+                "engine.format_version": str(FORMAT_VERSION),
+                "engine.tokenizer_hash": tokenizer.hash,
+                "engine.bos_id": str(self.bos_id),
+                "engine.eos_id": str(self.eos_id),
+            },
+        )
+        self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        self._lock = WriterLock(self.path, wait=wait, timeout=timeout)
+        self._outputs = {p: _SplitOutput(p) for p in PARTITIONS}
+        self._ids: dict[str, Partition] = {}
+        self._active = False
+        if resume and max_rows_per_file is None:
+            raise StoreError(
+                f"{self.path}: resume=True needs max_rows_per_file, so that finished files are complete "
+                "Parquet files a later run can keep"
+            )
+        self.resume = bool(resume)
+        # Documents per partition kept from an interrupted run (resume=True); 0 when starting afresh.
+        self.resumed: dict[Partition, int] = {p: 0 for p in PARTITIONS}
+
+    def resumed_lengths(self, partition: Partition | str) -> np.ndarray:
+        """Token counts (int64) of the documents of ``partition`` kept from an interrupted run."""
+        return self._outputs[store_partition(partition)].resumed_lengths
+
+    def __enter__(self) -> "TokenStoreWriter":
+        self.open()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+        return False
+
+    def open(self) -> None:
+        """Take the lock, check what ``path`` holds now, start the temporary directory."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        try:
+            if self.path.exists():
+                if not self.overwrite:
+                    raise StoreError(f"{self.path}: already exists (pass overwrite=True to replace it)")
+                if self.path.is_file() or (any(self.path.iterdir()) and not (self.path / MANIFEST_NAME).is_file()):
+                    raise StoreError(
+                        f"{self.path}: exists and is not a token store (no {MANIFEST_NAME}); refusing to replace it"
+                    )
+            # We hold the lock, so leftovers of this path's earlier writers are dead: resume from
+            # the newest one if asked (and it was written with the same tokenizer), clear the rest.
+            leftovers = sorted(self.path.parent.glob(f".{self.path.name}.tmp-*"), key=lambda d: d.stat().st_mtime)
+            if self.resume and leftovers and self._resumable(leftovers[-1]):
+                os.rename(leftovers.pop(), self.tmp)
+            for stale in leftovers:
+                shutil.rmtree(stale, ignore_errors=True)
+            for stale in self.path.parent.glob(f".{self.path.name}.old-*"):
+                shutil.rmtree(stale, ignore_errors=True)
+            if self.tmp.is_dir():
+                self._restore_finished_files()
+            else:
+                self.tmp.mkdir()
+                for p in PARTITIONS:
+                    (self.tmp / split_dir(p)).mkdir()
+                self.tokenizer.save(self.tmp / TOKENIZER_NAME)
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self._lock.release()
+            raise
+        self._active = True
+
+    def _resumable(self, leftover: Path) -> bool:
+        """A leftover temporary store can be continued iff it was started with this same tokenizer."""
+        from engine.tokenizers.base import load_tokenizer
+        from engine.errors import TokenizerError
+
+        try:
+            return load_tokenizer(leftover / TOKENIZER_NAME).hash == self.tokenizer.hash
+        except TokenizerError:
+            return False
+
+    def _restore_finished_files(self) -> None:
+        """Keep each split's leading run of complete files (footer readable, ``max_rows_per_file`` rows
+        or fewer only if last); delete the rest. Restores counts and ids so writing continues after them."""
+        for part in PARTITIONS:
+            out = self._outputs[part]
+            directory = self.tmp / split_dir(part)
+            directory.mkdir(exist_ok=True)
+            names = sorted(f.name for f in directory.glob("part-*.parquet"))
+            keep = True
+            for index, name in enumerate(names):
+                file = directory / name
+                if keep and name == f"part-{index:05d}.parquet":
+                    try:
+                        table = pq.read_table(file)
+                    except (pa.ArrowException, OSError):
+                        table = None
+                    if (table is not None and table.schema.equals(self.schema, check_metadata=False)
+                            and table.num_rows == self.max_rows_per_file):
+                        ids = table.column("id").to_pylist()
+                        self._ids.update(dict.fromkeys(ids, part))
+                        out.files.append((f"{split_dir(part)}/{name}", table.num_rows))
+                        out.documents += table.num_rows
+                        tokens = table.column("tokens").combine_chunks()
+                        out.tokens += int(len(tokens.values))
+                        out.resumed_lengths = np.concatenate(
+                            [out.resumed_lengths, np.diff(tokens.offsets.to_numpy()).astype(np.int64)])
+                        continue
+                keep = False
+                file.unlink()
+            for partial in directory.glob("*"):
+                if partial.name not in {n.rsplit("/", 1)[-1] for n, _ in out.files}:
+                    partial.unlink()
+            self.resumed[part] = out.documents
+
+    def _check_active(self) -> None:
+        if not self._active:
+            raise StoreError(f"{self.path}: writer is not open (use it as `with TokenStore.writer(...) as w:`)")
+
+    def write_chunk(self, partition: Partition | str, ids: Sequence[str], values: np.ndarray, offsets: np.ndarray) -> None:
+        """Append ``len(ids)`` documents: document ``i`` is ``values[offsets[i]:offsets[i+1]]``.
+
+        ``values`` uint32 1-D; ``offsets`` int64, ``len(ids) + 1`` entries, starting at 0, never
+        decreasing, ending at ``len(values)``; every document starts with BOS and ends with EOS;
+        ids are non-empty strings, unique in the whole store. Checked before anything is written.
+        """
+        self._check_active()
+        part = store_partition(partition)
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+            raise StoreError(f"{part.value} chunk: ids is {type(ids).__name__}, expected a list of str")
+        ids = list(ids)
+        for i, doc_id in enumerate(ids):
+            if not isinstance(doc_id, str) or not doc_id:
+                raise StoreError(f"{part.value} document {i}: id {doc_id!r} is not a non-empty string")
+            if not doc_id.isascii():
+                try:
+                    doc_id.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise StoreError(
+                        f"{part.value} document {i}: id {doc_id!r} holds a lone surrogate at character offset "
+                        f"{exc.start}; expected a valid UTF-8 string"
+                    ) from None
+        self._check_arrays(part, ids, values, offsets)
+        fresh = dict.fromkeys(ids, part)
+        clash = next((d for d in ids if d in self._ids), None) if len(fresh) == len(ids) else None
+        if len(fresh) != len(ids) or clash is not None:
+            dup = clash if clash is not None else next(d for i, d in enumerate(ids) if ids.index(d) != i)
+            where = self._ids.get(dup, part).value
+            raise StoreError(f"duplicate document id {dup!r} (in {where} and {part.value}); ids must be unique in a store")
+        self._ids.update(fresh)
+        table = pa.Table.from_arrays(
+            [pa.array(ids, type=pa.string()), pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))],
+            schema=self.schema,
+        )
+        out = self._outputs[part]
+        self._append(out, table)
+        out.documents += len(ids)
+        out.tokens += int(values.shape[0])
+
+    def _check_arrays(self, part: Partition, ids: list, values, offsets) -> None:
+        if not isinstance(values, np.ndarray) or values.dtype != np.uint32 or values.ndim != 1:
+            got = f"{values.dtype} array of shape {values.shape}" if isinstance(values, np.ndarray) else type(values).__name__
+            raise StoreError(f"{part.value} chunk: tokens must be a 1-D uint32 array, got {got}")
+        if not isinstance(offsets, np.ndarray) or offsets.dtype != np.int64 or offsets.ndim != 1:
+            got = f"{offsets.dtype} array of shape {offsets.shape}" if isinstance(offsets, np.ndarray) else type(offsets).__name__
+            raise StoreError(f"{part.value} chunk: offsets must be a 1-D int64 array, got {got}")
+        if offsets.shape[0] != len(ids) + 1:
+            raise StoreError(f"{part.value} chunk: {offsets.shape[0]} offsets for {len(ids)} ids, expected {len(ids) + 1}")
+        if offsets[0] != 0 or offsets[-1] != values.shape[0]:
+            raise StoreError(
+                f"{part.value} chunk: offsets run from {offsets[0]} to {offsets[-1]}, expected 0 to {values.shape[0]} (len(values))"
+            )
+        lengths = np.diff(offsets)
+        bad = np.flatnonzero(lengths < 2)
+        if bad.size:
+            i = int(bad[0])
+            what = (
+                f"offsets decrease (offsets[{i}] = {offsets[i]} > offsets[{i + 1}] = {offsets[i + 1]}; "
+                f"offsets must rise from 0 to {values.shape[0]} = len(values))"
+                if lengths[i] < 0 else f"it has {lengths[i]} token(s)"
+            )
+            raise StoreError(f"{part.value} document {ids[i]!r}: {what}; expected [BOS, content..., EOS] (>= 2 tokens)")
+        outside = np.flatnonzero((offsets < 0) | (offsets > values.shape[0]))
+        if outside.size:  # only reachable when differences wrapped around int64
+            i = int(outside[0])
+            raise StoreError(
+                f"{part.value} chunk: offsets[{i}] = {offsets[i]} is outside the values buffer; "
+                f"expected 0 <= offset <= {values.shape[0]} (len(values))"
+            )
+        for name, positions, expected in (("start with BOS", offsets[:-1], self.bos_id), ("end with EOS", offsets[1:] - 1, self.eos_id)):
+            wrong = np.flatnonzero(values[positions] != expected)
+            if wrong.size:
+                i = int(wrong[0])
+                raise StoreError(
+                    f"{part.value} document {ids[i]!r} does not {name} id {expected}: found {values[positions[i]]}"
+                )
+
+
+    def _append(self, out: _SplitOutput, table: pa.Table) -> None:
+        """Add rows to the split's current file; row groups hold exactly ``row_group_size`` rows
+        (the last of a file fewer), whatever the chunk sizes, so the bytes depend only on the rows."""
+        start = 0
+        while start < table.num_rows or out.writer is None:
+            if out.writer is None:
+                out.writer = pq.ParquetWriter(self.tmp / out.current_name(), self.schema)
+            room = table.num_rows - start
+            if self.max_rows_per_file is not None:
+                room = min(room, self.max_rows_per_file - out.rows_in_file)
+            piece = table.slice(start, room)
+            if piece.num_rows:
+                out.pending.append(piece)
+                out.pending_rows += piece.num_rows
+                if out.pending_rows >= self.row_group_size:
+                    self._write_row_groups(out, final=False)
+            out.rows_in_file += piece.num_rows
+            start += piece.num_rows
+            if self.max_rows_per_file is not None and out.rows_in_file >= self.max_rows_per_file:
+                self._finish_file(out)
+            if start >= table.num_rows:
+                break
+
+    def _write_row_groups(self, out: _SplitOutput, *, final: bool) -> None:
+        """Write the buffered rows as full row groups; with ``final`` also the short remainder."""
+        rows = pa.concat_tables(out.pending) if out.pending else None
+        out.pending, out.pending_rows = [], 0
+        if rows is None:
+            return
+        full = rows.num_rows - rows.num_rows % self.row_group_size
+        if full:
+            out.writer.write_table(rows.slice(0, full), row_group_size=self.row_group_size)
+        rest = rows.slice(full)
+        if rest.num_rows and final:
+            out.writer.write_table(rest, row_group_size=self.row_group_size)
+        elif rest.num_rows:
+            out.pending, out.pending_rows = [rest], rest.num_rows
+
+    def _finish_file(self, out: _SplitOutput) -> None:
+        self._write_row_groups(out, final=True)
+        out.writer.close()
+        out.files.append((out.current_name(), out.rows_in_file))
+        out.writer, out.rows_in_file = None, 0
+
+    def write_documents(self, partition: Partition | str, documents: Iterable[EncodedDocument]) -> int:
+        """Append encoded documents in chunks of ``chunk_documents``; returns how many were written."""
+        self._check_active()
+        part = store_partition(partition)
+        ids: list[str] = []
+        tokens: list[np.ndarray] = []
+        written = 0
+        if isinstance(documents, (str, bytes)) or not hasattr(documents, "__iter__"):
+            raise StoreError(f"{part.value}: documents is {type(documents).__name__}, expected an iterable of EncodedDocument")
+        for index, doc in enumerate(documents):
+            if not isinstance(doc, EncodedDocument):
+                raise StoreError(f"{part.value} document {index}: got {type(doc).__name__}, expected EncodedDocument")
+            if store_partition(doc.partition) is not part:
+                raise StoreError(f"document {doc.id!r} belongs to {Partition(doc.partition).value} but is written to {part.value}")
+            if not isinstance(doc.tokens, np.ndarray) or doc.tokens.dtype != np.uint32 or doc.tokens.ndim != 1:
+                got = getattr(doc.tokens, "dtype", type(doc.tokens).__name__)
+                raise StoreError(f"{part.value} document {doc.id!r}: tokens must be a 1-D uint32 array, got {got}")
+            ids.append(doc.id)
+            tokens.append(doc.tokens)
+            if len(ids) >= self.chunk_documents:
+                written += self._flush(part, ids, tokens)
+        return written + self._flush(part, ids, tokens)
+
+    def _flush(self, part: Partition, ids: list[str], tokens: list[np.ndarray]) -> int:
+        if not ids:
+            return 0
+        offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
+        np.cumsum([t.shape[0] for t in tokens], out=offsets[1:])
+        self.write_chunk(part, ids, np.concatenate(tokens), offsets)
+        n = len(ids)
+        ids.clear()
+        tokens.clear()
+        return n
+
+    def close(self) -> Path:
+        """Finish every file, write the manifest last, and rename the store into place."""
+        self._check_active()
+        try:
+            splits = {}
+            for part, out in self._outputs.items():
+                if out.writer is not None or not out.files:
+                    if out.writer is None:  # an empty split still gets its zero-row file
+                        out.writer = pq.ParquetWriter(self.tmp / out.current_name(), self.schema)
+                    self._finish_file(out)
+                files = []
+                for name, rows in out.files:
+                    file = self.tmp / name
+                    fsync(file)
+                    files.append({"name": name, "rows": rows, "bytes": file.stat().st_size, "sha256": sha256_file(file)})
+                splits[part.value] = {"documents": out.documents, "tokens": out.tokens, "files": files}
+            manifest = {
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "tokenizer": {"kind": self.tokenizer.kind, "hash": self.tokenizer.hash,
+                              "bos_id": self.bos_id, "eos_id": self.eos_id, "file": TOKENIZER_NAME},
+                "splits": splits,
+            }
+            (self.tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+            for directory in [self.tmp / split_dir(p) for p in PARTITIONS] + [self.tmp]:
+                fsync(directory)
+            self._swap_in()
+        except BaseException:
+            self.abort()
+            raise
+        self._active = False
+        self._lock.release()
+        return self.path
+
+    def _swap_in(self) -> None:
+        if self.path.exists():
+            old = self.path.with_name(f".{self.path.name}.old-{os.getpid()}")
+            os.rename(self.path, old)
+            try:
+                os.rename(self.tmp, self.path)
+            except BaseException:
+                os.rename(old, self.path)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(self.tmp, self.path)
+        fsync(self.path.parent)
+
+    def abort(self) -> None:
+        """Drop everything written so far; ``path`` keeps what it held before."""
+        for out in self._outputs.values():
+            if out.writer is not None:
+                try:
+                    out.writer.close()
+                except Exception:  # already failing: the temporary directory goes anyway
+                    pass
+                out.writer = None
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        if self._active:
+            self._active = False
+            self._lock.release()
