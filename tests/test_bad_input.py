@@ -536,10 +536,13 @@ def test_tokenizer_file_header_problems(saved_bpe, change, fragment):
 
 
 def test_foreign_json_files_are_not_tokenizers(tmp_path):
-    for name, content in (("hf.json", {"model": {"type": "BPE", "vocab": {}, "merges": []}}), ("list.json", [1, 2])):
-        (tmp_path / name).write_text(json.dumps(content))
-        with pytest.raises(TokenizerError, match=f'{name}: not an engine tokenizer file \\(expected "format": "engine.tokenizer"\\)'):
-            load_tokenizer(tmp_path / name)
+    (tmp_path / "list.json").write_text(json.dumps([1, 2]))
+    with pytest.raises(TokenizerError, match='list.json: not an engine tokenizer file \\(expected "format": "engine.tokenizer"\\)'):
+        load_tokenizer(tmp_path / "list.json")
+    # A JSON object with a "model" is read as a Hugging Face tokenizer.json, and checked as one.
+    (tmp_path / "hf.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": {}, "merges": []}}))
+    with pytest.raises(TokenizerError, match="hf.json: unsupported pre_tokenizer null; expected ByteLevel"):
+        load_tokenizer(tmp_path / "hf.json")
     (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(TokenizerError, match="deep.json: tokenizer file is not valid JSON"):
         load_tokenizer(tmp_path / "deep.json")

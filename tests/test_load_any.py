@@ -90,5 +90,5 @@ def test_load_tokenizer_tells_formats_apart(tmp_path, hf_file):
     ranks_file = save_tiktoken(load_tokenizer(path), tmp_path / "r.tiktoken")
     assert load_tokenizer(ranks_file, pattern="cl100k").pattern == "cl100k"
     (tmp_path / "junk.txt").write_text("not a tokenizer at all\n", encoding="utf-8")
-    with pytest.raises(TokenizerError, match="is not valid JSON .* nor a tiktoken rank file"):
+    with pytest.raises(TokenizerError, match="junk.txt: not a tokenizer file: expected JSON .* or a tiktoken rank file"):
         load_tokenizer(tmp_path / "junk.txt")

@@ -243,8 +243,10 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
     try:
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        raise TokenizerError(f"{path}: tokenizer file is not valid JSON ({exc}) nor a tiktoken rank file; "
-                             "is it truncated?") from None
+        if raw.lstrip()[:1] in (b"{", b"["):
+            raise TokenizerError(f"{path}: tokenizer file is not valid JSON ({exc}); is it truncated?") from None
+        raise TokenizerError(f"{path}: not a tokenizer file: expected JSON (an engine file or a Hugging Face "
+                             "tokenizer.json) or a tiktoken rank file ('<base64 token> <rank>' lines)") from None
     if isinstance(obj, dict) and "model" in obj and "format" not in obj:
         from engine.tokenizers.interop import load_hf_tokenizer_json
 
