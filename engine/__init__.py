@@ -1,6 +1,7 @@
 """engine: corpus -> tokenizer -> token store -> windows, batches, packed rows and masks."""
 
 from engine.audit import AuditReport, audit_epoch
+from engine.block_masks import BlockMaskTensors, block_mask_tensors
 from engine.batches import BatchOrder, MiniBatch, MiniBatchConfig, MiniBatchEpoch, Provenance
 from engine.corpus import Corpus, CorpusPartitions, Document, Partition, ReadReport, SplitManifest, hash_partition
 from engine.errors import (
@@ -53,6 +54,7 @@ __all__ = [
     "AuditReport",
     "BatchError",
     "BatchOrder",
+    "BlockMaskTensors",
     "BpeTokenizer",
     "BpeTrainer",
     "ByteBpeTokenizer",
@@ -90,6 +92,7 @@ __all__ = [
     "WordTokenizer",
     "attention_mask",
     "audit_epoch",
+    "block_mask_tensors",
     "cu_seqlens",
     "document_window_counts",
     "enumerate_windows",

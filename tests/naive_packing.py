@@ -145,3 +145,32 @@ def reference_attention(values, additive_mask, segment_ids):
     out = np.einsum("bij,bj->bi", weights, values)
     out[np.asarray(segment_ids) < 0] = 0.0
     return out
+
+
+def naive_block_tables(segment_ids, block_size):
+    """The four block tables of SPEC §8 from the dense rule, as torch's ``create_block_mask`` lays
+    them out: per (row, query block) the partial (full) key blocks ascending, then the rest ascending.
+    Pairs past the row's end count as not allowed."""
+    segment_ids = [list(row) for row in segment_ids]
+    rows = len(segment_ids)
+    length = len(segment_ids[0]) if rows else 0
+    blocks = -(-length // block_size)
+    counts = {kind: np.zeros((rows, 1, blocks), np.int32) for kind in ("partial", "full")}
+    indices = {kind: np.zeros((rows, 1, blocks, blocks), np.int32) for kind in ("partial", "full")}
+    for b in range(rows):
+        for qb in range(blocks):
+            kinds = []
+            for kb in range(blocks):
+                allowed_pairs = 0
+                for i in range(qb * block_size, (qb + 1) * block_size):
+                    for j in range(kb * block_size, (kb + 1) * block_size):
+                        if i < length and j < length and allowed(segment_ids[b], i, j):
+                            allowed_pairs += 1
+                kinds.append("full" if allowed_pairs == block_size * block_size
+                             else "partial" if allowed_pairs else "absent")
+            for kind in ("partial", "full"):
+                chosen = [kb for kb in range(blocks) if kinds[kb] == kind]
+                rest = [kb for kb in range(blocks) if kinds[kb] != kind]
+                counts[kind][b, 0, qb] = len(chosen)
+                indices[kind][b, 0, qb] = chosen + rest
+    return counts["partial"], indices["partial"], counts["full"], indices["full"]
