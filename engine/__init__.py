@@ -16,6 +16,7 @@ from engine.errors import (
 )
 from engine.loss import TokenMeanAccumulator
 from engine.masks import attention_mask, cu_seqlens, loss_mask, mask_buffer, max_seqlen, position_ids, varlen_boundaries
+from engine.packed import PackedAudit, PackedEpoch, PackedEpochBatch, epoch_seed
 from engine.packing import PackedBatch, PackingPlan, pack_documents, plan_packing
 from engine.pipeline import PrepareResult, prepare
 from engine.store import EncodedDocument, TokenStore, TokenStoreWriter
@@ -73,7 +74,10 @@ __all__ = [
     "MiniBatch",
     "MiniBatchConfig",
     "MiniBatchEpoch",
+    "PackedAudit",
     "PackedBatch",
+    "PackedEpoch",
+    "PackedEpochBatch",
     "PackingError",
     "PackingPlan",
     "Partition",
@@ -96,6 +100,7 @@ __all__ = [
     "cu_seqlens",
     "document_window_counts",
     "enumerate_windows",
+    "epoch_seed",
     "fit_tokenizer",
     "gather_windows",
     "hash_partition",

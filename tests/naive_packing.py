@@ -174,3 +174,64 @@ def naive_block_tables(segment_ids, block_size):
                 counts[kind][b, 0, qb] = len(chosen)
                 indices[kind][b, 0, qb] = chosen + rest
     return counts["partial"], indices["partial"], counts["full"], indices["full"]
+
+
+def naive_epoch_seed(seed, epoch):
+    """SPEC §6: epoch 0 uses the seed, epoch e >= 1 the SplitMix64 mix of seed + e * gamma."""
+    if epoch == 0:
+        return seed
+    mask = (1 << 64) - 1
+    z = (seed + epoch * 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31)
+
+
+def naive_bos_crop(lengths, row_length, buffer_size):
+    """bos_crop plan with a plain list buffer: [(document, length, row, column, segment)], rows, cropped.
+
+    Documents with a transition enter the buffer in order; each row takes, while it has room, the
+    buffered document with the most transitions that fit (ties: earliest document); when none
+    fits, the one with the fewest (ties: earliest) fills the row and the rest of it is cropped.
+    """
+    stream = [(n - 1, d) for d, n in enumerate(lengths) if n >= 2]
+    buffer, pieces, rows, cropped = [], [], 0, 0
+    remaining, segment = 0, 0
+    while stream or buffer:
+        while stream and len(buffer) < buffer_size:
+            buffer.append(stream.pop(0))
+        if remaining == 0:
+            rows, remaining, segment = rows + 1, row_length, 0
+        fitting = [entry for entry in buffer if entry[0] <= remaining]
+        if fitting:
+            best = max(entry[0] for entry in fitting)
+            chosen = min((entry for entry in fitting if entry[0] == best), key=lambda entry: entry[1])
+            placed = chosen[0]
+        else:
+            chosen = min(buffer)
+            placed = remaining
+            cropped += chosen[0] - remaining
+        buffer.remove(chosen)
+        pieces.append((chosen[1], placed, rows - 1, row_length - remaining, segment))
+        segment += 1
+        remaining -= placed
+    return pieces, rows, cropped
+
+
+def naive_rows_from_pieces(documents, row_length, pieces, rows, roles=None):
+    """Rows from [(document, source_start, length, row, column, segment)] (as naive_pack writes them)."""
+    out = {
+        "inputs": [[0] * row_length for _ in range(rows)],
+        "targets": [[0] * row_length for _ in range(rows)],
+        "segment_ids": [[-1] * row_length for _ in range(rows)],
+        "position_ids": [[0] * row_length for _ in range(rows)],
+        "loss_weights": [[0] * row_length for _ in range(rows)],
+    }
+    for d, start, n, row, column, segment in pieces:
+        for t in range(n):
+            out["inputs"][row][column + t] = int(documents[d][start + t])
+            out["targets"][row][column + t] = int(documents[d][start + t + 1])
+            out["segment_ids"][row][column + t] = segment
+            out["position_ids"][row][column + t] = t
+            out["loss_weights"][row][column + t] = 1 if roles is None else int(roles[d][start + t + 1])
+    return out
