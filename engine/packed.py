@@ -227,6 +227,19 @@ class PackedEpoch:
         the batch then holds views of them.
         """
         lo, hi = self.batch_rows(k, rank=rank, world_size=world_size)
+        return self._rows(lo, hi, operator.index(k), out, dtype)
+
+    def materialise(self, lo: int = 0, hi: int | None = None, *, dtype: Any = None) -> PackedEpochBatch:
+        """Slots ``[lo, hi)`` of the epoch's row order as one batch (index -1); default every row."""
+        hi = self.rows if hi is None else hi
+        for name, value in (("lo", lo), ("hi", hi)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise ConfigurationError(f"{name} must be an integer, got {value!r}")
+        if not 0 <= lo <= hi <= self.rows:
+            raise BatchError(f"rows [{lo}, {hi}) are out of range: this epoch has {self.rows} rows")
+        return self._rows(int(lo), int(hi), -1, None, dtype)
+
+    def _rows(self, lo: int, hi: int, index: int, out: Any, dtype: Any) -> PackedEpochBatch:
         selected = np.ascontiguousarray(self.row_order[lo:hi])
         arrays = _row_buffers(hi - lo, self.row_length, out, dtype)
         plan = self.plan
@@ -244,7 +257,7 @@ class PackedEpoch:
             segment_id=plan.piece_segment[piece], segment_column=plan.piece_column[piece],
             segment_document=plan.piece_document[piece], segment_source_start=plan.piece_source_start[piece],
             segment_length=plan.piece_length[piece], document_ids=self.document_ids,
-            skipped_documents=plan.skipped_documents, index=operator.index(k),
+            skipped_documents=plan.skipped_documents, index=index,
             epoch_rows=np.arange(lo, hi, dtype=np.int64), plan_rows=selected, partition=self.partition,
         )
 

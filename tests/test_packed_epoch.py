@@ -170,3 +170,39 @@ def test_errors_name_the_problem():
         epoch.batch(0, out=(np.empty((1, 8), np.uint32),) * 5)
     empty = PackedEpoch.build([], "train", row_length=8, batches=config)
     assert empty.rows == 0 and empty.batch_count == 0 and empty.audit().scored == 0
+
+
+def test_pack_command_seed_batch_size_and_bos_crop(tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from engine.cli import main
+    from engine.store import TokenStore
+    from tests.fakes import ByteIdsTokenizer
+
+    tok = ByteIdsTokenizer()
+    texts = {"a": "hello world", "b": "hi", "c": "packing rows of eight tokens", "d": "x" * 20, "e": "seven!"}
+    encoded = [EncodedDocument(i, Partition.TRAIN, tok.encode_document(t, i)) for i, t in texts.items()]
+    store = TokenStore.write(tmp_path / "store", {Partition.TRAIN: encoded}, tok)
+    for strategy in ("bfd", "bos_crop"):
+        out = tmp_path / f"packed-{strategy}"
+        args = ["pack", str(tmp_path / "store"), "--row-length", "8", "--strategy", strategy, "--seed", "4",
+                "--batch-size", "3", "--out", str(out), "--json"]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.output)
+        epoch = PackedEpoch.build(store, "train", row_length=8, strategy=strategy,
+                                  batches=MiniBatchConfig(3, BatchOrder.shuffled(4)))
+        assert report["rows"] == epoch.rows and report["batches"] == epoch.batch_count
+        assert report["waste"] == pytest.approx(1 - epoch.fill_efficiency)
+        assert report["cropped_share"] == pytest.approx(epoch.cropped_share)
+        assert (report["cropped_share"] > 0) == (strategy == "bos_crop")
+        table = pq.read_table(out / "rows.parquet")
+        assert table.column("inputs").to_pylist() == epoch.materialise().inputs.tolist()
+    text = CliRunner().invoke(main, ["pack", str(tmp_path / "store"), "--row-length", "8", "--strategy", "bos_crop"])
+    assert "cropped:" in text.output and "waste (padding)" in text.output
+    bad = CliRunner().invoke(main, ["pack", str(tmp_path / "store"), "--row-length", "8", "--strategy", "sequential",
+                                    "--seed", "1"])
+    assert bad.exit_code == 2 and "--seed applies to --strategy bfd or bos_crop" in bad.output
