@@ -16,6 +16,7 @@ from engine.errors import (
 )
 from engine.loss import TokenMeanAccumulator
 from engine.masks import attention_mask, cu_seqlens, loss_mask, mask_buffer, max_seqlen, position_ids, varlen_boundaries
+from engine.mixing import Mixture, MixtureBatch
 from engine.packed import PackedAudit, PackedEpoch, PackedEpochBatch, epoch_seed
 from engine.packing import PackedBatch, PackingPlan, pack_documents, plan_packing
 from engine.pipeline import PrepareResult, prepare
@@ -74,6 +75,8 @@ __all__ = [
     "MiniBatch",
     "MiniBatchConfig",
     "MiniBatchEpoch",
+    "Mixture",
+    "MixtureBatch",
     "PackedAudit",
     "PackedBatch",
     "PackedEpoch",

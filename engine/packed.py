@@ -157,6 +157,24 @@ class PackedEpoch:
                    roles=flags, row_length=row_length, batches=batches, strategy=strategy, plan=plan,
                    row_first=row_first, row_pieces=row_pieces, row_order=row_order, cropped=int(cropped), seed=seed)
 
+    def with_epoch(self, epoch: int) -> "PackedEpoch":
+        """Epoch ``epoch`` of the same run: the same plan, rows reordered with ``epoch_seed(seed, epoch)``
+        of the order's seed (SPEC §6); a sequential order is the same every epoch."""
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+            raise ConfigurationError(f"epoch={epoch!r}: expected an integer >= 0")
+        order = self.batch_config.order
+        row_order = np.arange(self.rows, dtype=np.int64)
+        seed = None
+        if order.is_shuffled:
+            seed = epoch_seed(order.seed, int(epoch))
+            shuffle_kernels.fisher_yates_shuffle(row_order, np.uint64(seed))
+        row_order.flags.writeable = False
+        return PackedEpoch(source=self.source, partition=self.partition, document_ids=self.document_ids,
+                           values=self.values, offsets=self.offsets, roles=self._roles, row_length=self.row_length,
+                           batches=self.batch_config, strategy=self.strategy, plan=self.plan,
+                           row_first=self._row_first, row_pieces=self._row_pieces, row_order=row_order,
+                           cropped=self.cropped_transitions, seed=seed)
+
     # -- sizes ---------------------------------------------------------------------------------
     @property
     def rows(self) -> int:

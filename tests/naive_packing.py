@@ -235,3 +235,18 @@ def naive_rows_from_pieces(documents, row_length, pieces, rows, roles=None):
             out["position_ids"][row][column + t] = t
             out["loss_weights"][row][column + t] = 1 if roles is None else int(roles[d][start + t + 1])
     return out
+
+
+def naive_mixture_sources(weights, count):
+    """SPEC §8b with plain floats: for each sample the source of the largest deficit
+    ``w_i * (n + 1) - taken_i`` (weights normalised), ties to the smaller index."""
+    total = sum(float(w) for w in weights)
+    normalised = [float(w) / total for w in weights]
+    taken = [0] * len(weights)
+    chosen = []
+    for n in range(count):
+        deficits = [w * float(n + 1) - float(t) for w, t in zip(normalised, taken)]
+        best = max(range(len(weights)), key=lambda i: (deficits[i], -i))
+        taken[best] += 1
+        chosen.append(best)
+    return chosen
