@@ -15,25 +15,25 @@ ranges mean absent, two equal uniform ids mean full, touching ranges (``max_k ==
 packer writes) are decided by these tests alone; any other row falls back to comparing ids of
 the two blocks. Each (row, query block) writes its index row as torch orders it (the stable
 descending argsort of the block flags): the partial (or full) key blocks ascending, then every
-other key block ascending. Cost ``O(B L + B nq nk)`` for monotone rows. Parallel over
-(row, query block); the output never depends on the thread count.
+other key block ascending. Cost ``O(B L + B nq nk)`` for monotone rows, on one thread: the
+work is a few microseconds per row, less than waking a thread pool.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 INT32_MAX = np.iinfo(np.int32).max
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True)
 def block_summaries(segment_ids, block_size, block_min, block_max, block_uniform):
     """Per (row, block): smallest real id (INT32_MAX if none), largest (-1 if none), and the one
     id of a complete block holding one real id only (else -1). Outputs int32 ``[B, nb]``."""
     rows, length = segment_ids.shape
     blocks = block_min.shape[1]
-    for task in prange(rows * blocks):
+    for task in range(rows * blocks):
         b = task // blocks
         blk = task - b * blocks
         lo = blk * block_size
@@ -89,14 +89,14 @@ def classify(segment_ids, b, qb, kb, block_size, block_min, block_max, block_uni
     return 0
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True)
 def block_tables(segment_ids, block_size, block_min, block_max, block_uniform,
                  kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices):
     """Fill the four tables: counts int32 ``[B, 1, nq]``, indices int32 ``[B, 1, nq, nk]``."""
     rows = segment_ids.shape[0]
     q_blocks = kv_indices.shape[2]
     k_blocks = kv_indices.shape[3]
-    for task in prange(rows * q_blocks):
+    for task in range(rows * q_blocks):
         b = task // q_blocks
         qb = task - b * q_blocks
         partial_row = kv_indices[b, 0, qb]
@@ -129,3 +129,32 @@ def _fill_rest(row, used, k_blocks):
         else:
             row[w] = kb
             w += 1
+
+
+@njit(cache=True, nogil=True)
+def transpose_tables(num_blocks, indices, q_num_blocks, q_indices):
+    """The query-side tables ``BlockMask`` also holds: for each (row, key block), the count and the
+    query blocks listing it ascending, then every other query block ascending (as torch's
+    ``_transpose_ordered`` gives them). In: ``[B, 1, nq]``, ``[B, 1, nq, nk]``; out:
+    ``[B, 1, nk]``, ``[B, 1, nk, nq]``. ``O(B nq nk)``."""
+    rows = indices.shape[0]
+    q_blocks = indices.shape[2]
+    k_blocks = indices.shape[3]
+    for b in range(rows):
+        flags = np.zeros((k_blocks, q_blocks), np.uint8)
+        for qb in range(q_blocks):
+            for a in range(num_blocks[b, 0, qb]):
+                flags[indices[b, 0, qb, a], qb] = 1
+        for kb in range(k_blocks):
+            column = q_indices[b, 0, kb]
+            used = 0
+            for qb in range(q_blocks):
+                if flags[kb, qb]:
+                    column[used] = qb
+                    used += 1
+            q_num_blocks[b, 0, kb] = used
+            w = used
+            for qb in range(q_blocks):
+                if not flags[kb, qb]:
+                    column[w] = qb
+                    w += 1
