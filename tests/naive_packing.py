@@ -250,3 +250,17 @@ def naive_mixture_sources(weights, count):
         taken[best] += 1
         chosen.append(best)
     return chosen
+
+
+def naive_transposed_tables(counts, indices):
+    """Query-side tables from kv-side ones: per (row, key block) the query blocks listing it
+    ascending, then the other query blocks ascending."""
+    rows, _, q_blocks, k_blocks = indices.shape
+    q_counts = np.zeros((rows, 1, k_blocks), np.int32)
+    q_indices = np.zeros((rows, 1, k_blocks, q_blocks), np.int32)
+    for b in range(rows):
+        for kb in range(k_blocks):
+            listing = [qb for qb in range(q_blocks) if kb in indices[b, 0, qb, : counts[b, 0, qb]].tolist()]
+            q_counts[b, 0, kb] = len(listing)
+            q_indices[b, 0, kb] = listing + [qb for qb in range(q_blocks) if qb not in listing]
+    return q_counts, q_indices

@@ -14,7 +14,7 @@ import pytest
 
 from engine import block_mask_tensors
 from engine.errors import ConfigurationError, PackingError
-from tests.naive_packing import naive_block_tables
+from tests.naive_packing import naive_block_tables, naive_transposed_tables
 
 HERE = Path(__file__).resolve().parent
 FIELDS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices")
@@ -82,6 +82,20 @@ def test_full_blocks_and_last_partial_block():
 def test_cpu_kernel_equals_naive_twin(seg, block):
     for name, mine, reference in zip(FIELDS, block_mask_tensors(seg, block, device="cpu"), naive_block_tables(seg, block)):
         np.testing.assert_array_equal(mine, reference, err_msg=name)
+
+
+@pytest.mark.parametrize("seg, block", random_cases(seed=4, count=10))
+def test_query_side_tables_equal_naive_transposition(seg, block):
+    from engine.kernels.block_masks import transpose_tables
+
+    tables = block_mask_tensors(seg, block, device="cpu")
+    for count, indices in ((tables.kv_num_blocks, tables.kv_indices), (tables.full_kv_num_blocks, tables.full_kv_indices)):
+        q_count = np.empty((indices.shape[0], 1, indices.shape[3]), np.int32)
+        q_indices = np.empty((indices.shape[0], 1, indices.shape[3], indices.shape[2]), np.int32)
+        transpose_tables(count, indices, q_count, q_indices)
+        expected = naive_transposed_tables(count, indices)
+        np.testing.assert_array_equal(q_count, expected[0])
+        np.testing.assert_array_equal(q_indices, expected[1])
 
 
 def test_empty_shapes():
