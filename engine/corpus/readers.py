@@ -148,6 +148,7 @@ class ReadReport:
             "ids_made_from_file_and_row": self.made_ids,
             "first_problems": list(self.first_problems),
             "notes": self.notes(),
+            "summary": self.summary(),
         }
 
 
@@ -477,6 +478,7 @@ def iter_parquet_batches(
     made: bool | None = None  # decided by the first file
     files = _parquet_files(path)
     for file in files:
+        _check_file_name(file, path)
         try:
             pf = _ArrowIpcFile(file) if file.suffix in ARROW_SUFFIXES else pq.ParquetFile(file)
             schema = pf.schema_arrow
@@ -503,7 +505,7 @@ def iter_parquet_batches(
         row = 0
         for batch in _checked_batches(pf, file, batch_size, columns, lambda: row):  # reads the row reached so far
             texts = _strings(batch, len(columns) - 1, file, row)
-            doc_ids = (made_id(name, row + i) for i in range(len(texts))) if made else _strings(batch, 0, file, row)
+            doc_ids = [made_id(name, row + i) for i in range(len(texts))] if made else _strings(batch, 0, file, row)
             docs = []
             for doc_id, text in zip(doc_ids, texts):
                 where = f"{file}: row {row}"
@@ -520,14 +522,18 @@ def iter_parquet_batches(
 
 
 def _made_id_name(file: Path, root: Path) -> str:
-    """The file part of made ids: the file name, or its POSIX path below a directory; UTF-8 or CorpusError."""
-    name = file.name if root == file else file.relative_to(root).as_posix()
-    if _id_not_utf8(name) is not None:
+    """The file part of made ids: the file name, or its POSIX path below a directory."""
+    return file.name if root == file else file.relative_to(root).as_posix()
+
+
+def _check_file_name(file: Path, root: Path) -> None:
+    """Parquet and Arrow files are opened by name, and made ids hold it: it must be UTF-8."""
+    name = _made_id_name(file, root)
+    if _id_not_utf8(str(file)) is not None:
         raise CorpusError(
-            f"{root}: the file name {os.fsencode(name)!r} is not UTF-8, and ids are made from file names "
-            "(no id column); expected UTF-8 file names: rename the file"
+            f"{root}: the file name {os.fsencode(name)!r} is not UTF-8 (Parquet and Arrow files are opened, "
+            "and ids made, by name); expected UTF-8 file names: rename the file"
         )
-    return name
 
 
 def _strings(batch, column: int, file: Path, first_row: int) -> list:
