@@ -12,9 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from engine.cli import main
-from engine.corpus import Corpus, ReadReport, SplitManifest, hash_unit, iter_folder, iter_jsonl, open_corpus, read_text_file
+from engine.corpus import (
+    Corpus, Document, ReadReport, SplitManifest, hash_unit, iter_folder, iter_jsonl, open_corpus, read_text_file,
+)
 from engine.errors import ConfigurationError, CorpusError
-from engine.pipeline import prepare
 from engine.store import TokenStore
 
 
@@ -250,6 +251,10 @@ def test_short_documents_and_windowless_partitions_are_counted_and_warned(tmp_pa
         "validation: no complete window: all 1 document(s) are shorter than T + 1 = 5 tokens (use a smaller --context)",
     ]
     assert result.stderr == "".join(f"warning: {w}\n" for w in report["warnings"])
+    # With --json the warnings are in the JSON, and stdout stays one JSON document.
+    _, as_json = _prepare(tmp_path, path, "--splits", splits, "--context", "4", "--json")
+    assert as_json.exit_code == 0 and as_json.stderr == ""
+    assert json.loads(as_json.stdout)["warnings"] == report["warnings"]
 
 
 # -- exit 2 for ids that are not UTF-8 -------------------------------------------------------------
@@ -275,7 +280,7 @@ def test_lone_surrogate_ids_given_directly_are_corpus_errors():
     with pytest.raises(CorpusError, match=r"id 'x\\udc00' holds a lone surrogate at character offset 1"):
         hash_unit("x\udc00")
     with pytest.raises(CorpusError, match=r"corpus document 0: id '\\ud800' holds a lone surrogate"):
-        SplitManifest.by_hash({"train": 1.0}).partition([__import__("engine").Document("\ud800", "t")])
+        SplitManifest.by_hash({"train": 1.0}).partition([Document("\ud800", "t")])
 
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="macOS file systems refuse names that are not UTF-8")

@@ -53,7 +53,7 @@ def command(corpus, splits, hash_split, train_fraction, text_column, id_column, 
     The corpus is streamed twice (fit on train, then encode), so it need not fit in memory.
     Skipped lines and documents, replaced or dropped invalid UTF-8 and ids made from file and row
     are counted in the summary and report.json; partitions without a complete window and documents
-    shorter than T+1 tokens are warned about on stderr.
+    shorter than T+1 tokens are warned about on stderr (with --json: in its "warnings").
 
     \b
     Example:
@@ -94,11 +94,11 @@ def command(corpus, splits, hash_split, train_fraction, text_column, id_column, 
         **extra,
     )
     report = result.report
-    for warning in report["warnings"]:
-        click.echo(f"warning: {warning}", err=True)
-    if as_json:
+    if as_json:  # the warnings are in the JSON ("warnings")
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))
         return
+    for warning in report["warnings"]:
+        click.echo(f"warning: {warning}", err=True)
     tok = report["tokenizer"]
     click.echo(f"tokenizer: {tok['kind']}, vocabulary {tok['vocab_size']:,}, hash {tok['hash'][:16]}")
     for note in tok["notes"]:
