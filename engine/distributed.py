@@ -370,6 +370,8 @@ def prepare_on_ray(
     hash_split: dict[str, float] | None = None,
     on_invalid_utf8: str = "error",
     skip_bad_lines: bool = False,
+    text_column: str = "text",
+    id_column: str | None = None,
     threads: int | None = None,
     quiet: bool = False,
     ray_address: str | None = None,
@@ -388,9 +390,12 @@ def prepare_on_ray(
     if continuous:
         return pipeline.prepare(corpus_path, None, out_dir, tokenizer=tokenizer, merges=merges,
                                 context_length=context_length, stride=stride, train_fraction=train_fraction,
-                                on_invalid_utf8=on_invalid_utf8, threads=threads, quiet=quiet)
+                                on_invalid_utf8=on_invalid_utf8, text_column=text_column, id_column=id_column,
+                                threads=threads, quiet=quiet)
     if on_invalid_utf8 != "error" or skip_bad_lines:
         raise ConfigurationError("--on-invalid-utf8 and --skip-bad-lines apply to --executor local only")
+    if text_column != "text" or id_column is not None:
+        raise ConfigurationError("--text-column and --id-column apply to --executor local only")
     ray = require_ray()
     started = not ray.is_initialized()
     if started:

@@ -35,6 +35,7 @@ from engine.corpus import (
     PARTITIONS, CorpusPartitions, Document, ManifestCheck, Partition, ReadReport, SplitManifest, is_continuous_text,
     open_corpus, read_text_file,
 )
+from engine.corpus import check_columns_apply
 from engine.errors import ConfigurationError, CorpusError
 from engine.parallel import TOKENIZER_KINDS, OrderedPool, StreamingFit, encode_lock, resolve_threads
 from engine.progress import Progress
@@ -79,6 +80,7 @@ def default_corpus_paths() -> tuple[Path, Path]:
 
 def iter_corpus_batches(path: str | os.PathLike, *, on_invalid_utf8: str = "error", skip_bad_lines: bool = False,
                         batch_documents: int | None = None, report: ReadReport | None = None,
+                        text_column: str = "text", id_column: str | None = None,
                         ) -> Iterator[list[Document]]:
     """Documents of a JSONL file, a Parquet file or dataset, or a folder, a batch at a time, in order.
 
@@ -87,14 +89,15 @@ def iter_corpus_batches(path: str | os.PathLike, *, on_invalid_utf8: str = "erro
     """
     yield from open_corpus(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
                            batch_documents=batch_documents or READ_BATCH_DOCUMENTS, batch_chars=READ_BATCH_CHARS,
-                           report=report)
+                           report=report, text_column=text_column, id_column=id_column)
 
 
 # -- windows -----------------------------------------------------------------------------------
 
 
 def window_counts(offsets: np.ndarray, context_length: int, stride: int) -> dict[str, int]:
-    """Complete windows, incomplete tails and tail tokens over documents given by ``offsets`` (SPEC §5)."""
+    """Complete windows, incomplete tails, tail tokens and short documents (fewer than T + 1 tokens, so
+    no complete window) over documents given by ``offsets`` (SPEC §5)."""
     from engine.windows import CausalWindowConfig, document_window_counts
 
     config = CausalWindowConfig(context_length, stride)
@@ -107,6 +110,7 @@ def window_counts(offsets: np.ndarray, context_length: int, stride: int) -> dict
         "windows": int(counts.sum()),
         "incomplete_tails": int(has_tail.sum()),
         "tail_tokens": int((lengths - tail_starts)[has_tail].sum()),
+        "short_documents": int((counts == 0).sum()),
     }
 
 
@@ -120,6 +124,7 @@ class PartitionTally:
     windows: int = 0
     incomplete_tails: int = 0
     tail_tokens: int = 0
+    short_documents: int = 0
 
     def add(self, other: dict[str, int]) -> None:
         for key, value in other.items():
@@ -183,10 +188,29 @@ def resolve_inputs(corpus_path, splits_path, *, hash_split, tokenizer: str, merg
     return corpus_path, (Path(splits_path) if splits_path is not None else None), continuous
 
 
+def window_warnings(tallies: dict[Partition, PartitionTally], context_length: int) -> list[str]:
+    """One line per partition whose documents give no complete window, or hold short documents."""
+    warnings = []
+    for part in PARTITIONS:
+        tally = tallies[part]
+        if tally.documents and not tally.windows:
+            warnings.append(f"{part.value}: no complete window: all {tally.documents:,} document(s) are shorter than "
+                            f"T + 1 = {context_length + 1:,} tokens (use a smaller --context)")
+        elif tally.short_documents:
+            warnings.append(f"{part.value}: {tally.short_documents:,} of {tally.documents:,} document(s) are shorter "
+                            f"than T + 1 = {context_length + 1:,} tokens and give no complete window")
+    return warnings
+
+
 def finish_report(out_dir: Path, corpus_path: Path, splits_path: Path | None, tok: Tokenizer,
                   tallies: dict[Partition, PartitionTally], *, context_length: int, stride: int, threads: int,
-                  seconds: dict[str, float] | None = None) -> PrepareResult:
-    """Save the tokenizer beside the store and write ``report.json`` (atomically)."""
+                  seconds: dict[str, float] | None = None, read: ReadReport | None = None) -> PrepareResult:
+    """Save the tokenizer beside the store and write ``report.json`` (atomically).
+
+    ``read`` (what the corpus reader counted: skipped lines and documents, replaced or dropped
+    invalid UTF-8, made ids) goes to ``report["read"]``; ``report["warnings"]`` names partitions
+    without complete windows and short documents.
+    """
     out_dir = Path(out_dir)
     store_path, tokenizer_path, report_path = out_dir / "store", out_dir / "tokenizer.json", out_dir / "report.json"
     tok.save(tokenizer_path)
@@ -200,6 +224,8 @@ def finish_report(out_dir: Path, corpus_path: Path, splits_path: Path | None, to
         "stride": stride,
         "threads": threads,
         "partitions": {p.value: vars(tallies[p]).copy() for p in PARTITIONS},
+        "read": read.to_dict() if read is not None else None,
+        "warnings": window_warnings(tallies, context_length),
         "seconds": {k: round(v, 3) for k, v in (seconds or {}).items()},
     }
     tmp = report_path.with_name(f".{report_path.name}.tmp")
@@ -238,6 +264,8 @@ def prepare(
     hash_split: dict[str, float] | None = None,
     on_invalid_utf8: str = "error",
     skip_bad_lines: bool = False,
+    text_column: str = "text",
+    id_column: str | None = None,
     threads: int | None = None,
     resume: bool = False,
     quiet: bool = False,
@@ -247,6 +275,8 @@ def prepare(
     ``resume=True`` continues an interrupted run over the same ``out_dir``: the tokenizer is fitted
     again (deterministic, so the same), the finished files of the interrupted store are kept, and
     only the documents after them are encoded; the store equals a fresh run's, byte for byte.
+    ``text_column``/``id_column`` name the columns of a JSONL or Parquet/Arrow corpus (without an
+    id column, ids are made from file and row; ``report["read"]`` says so).
     """
     started = time.perf_counter()
     threads = resolve_threads(threads)
@@ -254,9 +284,13 @@ def prepare(
         corpus_path, splits_path, hash_split=hash_split, tokenizer=tokenizer, merges=merges,
         context_length=context_length, stride=stride)
 
+    check_columns_apply(corpus_path, text_column, id_column)
+    reads = [ReadReport()]  # what the last pass read (every pass reads the whole corpus)
+
     if continuous:
         # One document per partition: the text is read whole (the issue allows it), then streamed as batches.
-        parts = CorpusPartitions.from_text(read_text_file(corpus_path, on_invalid_utf8=on_invalid_utf8), train_fraction, name=corpus_path.stem)
+        parts = CorpusPartitions.from_text(read_text_file(corpus_path, on_invalid_utf8=on_invalid_utf8, report=reads[0]),
+                                           train_fraction, name=corpus_path.stem)
         where = {doc.id: part for part in PARTITIONS for doc in parts.documents(part)}
         check = None
 
@@ -269,7 +303,9 @@ def prepare(
         check = ManifestCheck(manifest, str(corpus_path))
 
         def batches() -> Iterator[list[Document]]:
-            return iter_corpus_batches(corpus_path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines)
+            reads.append(ReadReport())
+            return iter_corpus_batches(corpus_path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
+                                       text_column=text_column, id_column=id_column, report=reads[-1])
 
         assign = check.partition_of
 
@@ -290,7 +326,7 @@ def prepare(
 
     seconds = {"fit": fitted - started, "encode": time.perf_counter() - fitted}
     return finish_report(out_dir, corpus_path, splits_path, tok, tallies, context_length=context_length, stride=stride,
-                         threads=threads, seconds=seconds)
+                         threads=threads, seconds=seconds, read=reads[-1])
 
 
 def _encode_and_write(tok: Tokenizer, batches: Iterator[list[Document]], assign, store_path: Path,

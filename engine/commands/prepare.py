@@ -6,7 +6,7 @@ import json
 
 import click
 
-from engine.commands._options import json_option, split_options
+from engine.commands._options import column_options, json_option, split_options
 from engine.errors import ConfigurationError
 
 
@@ -26,20 +26,21 @@ def format_table(headers: list[str], rows: list[list]) -> str:
 @click.command("prepare")
 @click.argument("corpus", required=False, type=click.Path(path_type=str))
 @split_options
+@column_options
 @click.option("--out", "out_dir", default="out", show_default=True, type=click.Path(path_type=str), help="Output directory (store/, tokenizer.json, report.json).")
 @click.option("--tokenizer", default="bpe", show_default=True, help="char, word, bpe, or the path of a tokenizer file to encode with.")
 @click.option("--merges", default=200, show_default=True, type=int, help="BPE merges to train.")
 @click.option("--context", "context_length", default=64, show_default=True, type=int, help="Context length T for window counts.")
 @click.option("--stride", default=1, show_default=True, type=int, help="Stride S between window starts.")
-@click.option("--on-invalid-utf8", type=click.Choice(["error", "replace", "skip"]), default="error", show_default=True, help="What to do with bytes that are not UTF-8.")
-@click.option("--skip-bad-lines", is_flag=True, help="Skip malformed JSONL lines (counted) instead of failing.")
+@click.option("--on-invalid-utf8", type=click.Choice(["error", "replace", "skip"]), default="error", show_default=True, help="What to do with bytes that are not UTF-8: replace each invalid sequence by U+FFFD, or skip the document (a continuous .txt loses only the invalid sequences); counted in the summary and report.json.")
+@click.option("--skip-bad-lines", is_flag=True, help="Skip malformed JSONL lines instead of failing; counted in the summary and report.json.")
 @click.option("--threads", type=int, default=None, help="Threads for encoding and counting (default: $ENGINE_THREADS, else all cores).")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="local: threads on this machine; ray: Ray Data on a cluster (pip install 'engine[distributed]').")
 @click.option("--ray-address", "ray_address", default=None, metavar="ADDR", help="Ray cluster to join with --executor ray (e.g. auto, ray://host:10001); default: start a local one.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run over the same --out: keep its finished files, encode the rest.")
 @json_option
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
-def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merges, context_length, stride,
+def command(corpus, splits, hash_split, train_fraction, text_column, id_column, out_dir, tokenizer, merges, context_length, stride,
             on_invalid_utf8, skip_bad_lines, threads, executor, ray_address, resume, as_json, quiet):
     """Fit a tokenizer on the training partition, encode every document, write the store.
 
@@ -50,6 +51,9 @@ def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merg
     "tails" counts the documents that end in an incomplete tail (tokens after the last complete
     window's start that cannot fill another window of T+1 tokens; SPEC section 5).
     The corpus is streamed twice (fit on train, then encode), so it need not fit in memory.
+    Skipped lines and documents, replaced or dropped invalid UTF-8 and ids made from file and row
+    are counted in the summary and report.json; partitions without a complete window and documents
+    shorter than T+1 tokens are warned about on stderr (with --json: in its "warnings").
 
     \b
     Example:
@@ -57,6 +61,7 @@ def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merg
       engine prepare corpus.jsonl --splits splits.json --out out --context 256
       engine prepare shakespeare.txt --tokenizer char --train-fraction 0.9 --json
       engine prepare big.jsonl --hash-split 0.98,0.01,0.01 --threads 16
+      engine prepare pages.parquet --hash-split 0.98,0.01,0.01 --text-column body --id-column url
       engine prepare big.jsonl --hash-split 0.98,0.01,0.01 --resume    # after an interruption
       engine prepare big.parquet --hash-split 0.98,0.01,0.01 --executor ray --ray-address auto
     """
@@ -82,18 +87,23 @@ def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merg
         hash_split=hash_split,
         on_invalid_utf8=on_invalid_utf8,
         skip_bad_lines=skip_bad_lines,
+        text_column=text_column,
+        id_column=id_column,
         threads=threads,
         quiet=quiet,
         **extra,
     )
     report = result.report
-    if as_json:
+    if as_json:  # the warnings are in the JSON ("warnings")
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))
         return
+    for warning in report["warnings"]:
+        click.echo(f"warning: {warning}", err=True)
     tok = report["tokenizer"]
     click.echo(f"tokenizer: {tok['kind']}, vocabulary {tok['vocab_size']:,}, hash {tok['hash'][:16]}")
     for note in tok["notes"]:
         click.echo(f"note: {note}")
+    _echo_read(report["read"])
     click.echo(f"windows: context {report['context_length']}, stride {report['stride']}")
     rows = []
     for name, p in report["partitions"].items():
@@ -101,3 +111,19 @@ def command(corpus, splits, hash_split, train_fraction, out_dir, tokenizer, merg
     total = ["total"] + [sum(r[i] for r in rows) for i in range(1, 6)]
     click.echo(format_table(["partition", "documents", "characters", "tokens", "windows", "tails"], rows + [total]))
     click.echo(f"wrote {result.store_path}, {result.tokenizer_path}, {result.report_path}")
+
+
+def _echo_read(read: dict | None) -> None:
+    """How the corpus was read: notes (made ids) and every count of what was skipped, replaced or dropped."""
+    if read is None:
+        return
+    from engine.cli import cli_spelling
+
+    for note in read["notes"]:
+        click.echo(f"note: {note}")
+    counted = ("skipped_bad_lines", "skipped_invalid_utf8_documents", "replaced_invalid_utf8_sequences",
+               "dropped_invalid_utf8_sequences")
+    if any(read[key] for key in counted):
+        click.echo(read["summary"])
+        for problem in read["first_problems"]:
+            click.echo(f"  {cli_spelling(problem)}")
