@@ -2,6 +2,7 @@
 
 from engine.audit import AuditReport, audit_epoch
 from engine.batches import BatchOrder, MiniBatch, MiniBatchConfig, MiniBatchEpoch, Provenance
+from engine.buffers import TokenBuffers
 from engine.corpus import Corpus, CorpusPartitions, Document, Partition, ReadReport, SplitManifest, hash_partition
 from engine.errors import (
     BatchError,
@@ -81,6 +82,7 @@ __all__ = [
     "SampledBatch",
     "SplitManifest",
     "StoreError",
+    "TokenBuffers",
     "TokenMeanAccumulator",
     "TokenStore",
     "TokenStoreWriter",
