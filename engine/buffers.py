@@ -65,7 +65,7 @@ def _checked_ids(ids: Any, error: type[EngineError]) -> tuple[str, ...]:
     if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
         raise error(f"ids: expected a sequence of document ids (str), got {type(ids).__name__}")
     ids = tuple(ids)
-    unique = set(ids) if all(type(i) is str for i in ids) else None
+    unique = set(ids) if not ids or set(map(type, ids)) == {str} else None
     if unique is None or "" in unique:
         index = next(i for i, doc_id in enumerate(ids) if not isinstance(doc_id, str) or not doc_id)
         raise error(f"ids[{index}] is {type(ids[index]).__name__} {ids[index]!r}; expected a non-empty string")
@@ -165,11 +165,11 @@ class TokenBuffers:
 
 def _document_tokens(document: EncodedDocument, index: int, error: type[EngineError]) -> np.ndarray:
     tokens = np.asarray(document.tokens)
+    if tokens.ndim == 1 and tokens.dtype == np.uint32:
+        return tokens
     where = f"document {document.id!r} (documents[{index}])"
     if tokens.ndim != 1:
         raise error(f"{where}: tokens must be 1-D, got shape {tokens.shape}")
-    if tokens.dtype == np.uint32:
-        return tokens
     if tokens.size == 0:
         return np.empty(0, dtype=np.uint32)
     if tokens.dtype.kind not in "iu" or tokens.min() < 0 or tokens.max() > _UINT32_MAX:
