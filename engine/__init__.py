@@ -3,6 +3,7 @@
 from engine.audit import AuditReport, audit_epoch
 from engine.block_masks import BlockMaskTensors, block_mask_tensors
 from engine.batches import BatchOrder, MiniBatch, MiniBatchConfig, MiniBatchEpoch, Provenance
+from engine.buffers import TokenBuffers
 from engine.corpus import Corpus, CorpusPartitions, Document, Partition, ReadReport, SplitManifest, hash_partition
 from engine.errors import (
     BatchError,
@@ -90,6 +91,7 @@ __all__ = [
     "SampledBatch",
     "SplitManifest",
     "StoreError",
+    "TokenBuffers",
     "TokenMeanAccumulator",
     "TokenStore",
     "TokenStoreWriter",
