@@ -29,7 +29,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from engine.batches import MiniBatchConfig, _list_buffers, _store_buffers
+from engine.batches import MiniBatchConfig
+from engine.buffers import as_token_buffers
 from engine.corpus import Partition
 from engine.errors import BatchError, ConfigurationError, PackingError
 from engine.kernels import packed_epoch as kernels
@@ -124,14 +125,8 @@ class PackedEpoch:
             partition = Partition(partition)
         except ValueError:
             raise ConfigurationError(f"unknown partition {partition!r}; expected one of: train, validation, test") from None
-        if hasattr(documents, "arrays") and hasattr(documents, "ids"):
-            values, offsets, document_ids = _store_buffers(documents, partition)
-        else:
-            if isinstance(documents, (str, bytes)) or not hasattr(documents, "__iter__"):
-                raise ConfigurationError(f"documents must be a TokenStore or a list of EncodedDocument, "
-                                         f"got {type(documents).__name__}")
-            documents = list(documents)
-            values, offsets, document_ids = _list_buffers(documents, partition)
+        buffers = as_token_buffers(documents, partition, error=BatchError, kind_error=ConfigurationError)
+        values, offsets, document_ids = buffers.values, buffers.offsets, buffers.ids
         document_ids = tuple(document_ids)
         flags = None if roles is None else _flat_roles(roles, offsets, document_ids)
         if strategy == "bfd":
