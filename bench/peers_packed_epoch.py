@@ -25,7 +25,7 @@ import numpy as np
 
 from engine import BatchOrder, MiniBatchConfig
 from engine.packed import PackedEpoch
-from timing import best_of  # noqa: E402
+from timing import best_of, row  # noqa: E402
 
 ROW_LENGTH = 4096
 BATCH = 8
@@ -107,11 +107,8 @@ def block_mask_rows(quick: bool) -> list[dict]:
         if not torch.equal(getattr(mine, name), getattr(reference, name)):
             raise RuntimeError(f"block_mask and create_block_mask disagree on {name}")
     engine_s = best_of(lambda: block_mask(padded), 5, warmup=True)
-    return [{
-        "benchmark": f"FlexAttention BlockMask [{rows}, {length}] CPU, block 128 (equal field by field)",
-        "engine_s": engine_s, "peer": "torch create_block_mask", "peer_s": peer_s, "ratio": peer_s / engine_s,
-        "target": ">= 100",
-    }]
+    return [row(f"FlexAttention BlockMask [{rows}, {length}] CPU, block 128 (equal field by field)",
+                engine_s, "torch create_block_mask", peer_s, at_least=100)]
 
 
 def rows(quick: bool) -> list[dict]:
@@ -127,11 +124,8 @@ def rows(quick: bool) -> list[dict]:
     out = tuple(np.empty((BATCH, ROW_LENGTH), a.dtype) for a in reference)
     engine_s = best_of(lambda: epoch.batch(k, out=out), rounds, warmup=True)
     peer_s = best_of(lambda: flattening_collator(epoch, k), 3 if quick else 5)
-    results.append({
-        "benchmark": f"packed batch(k), B={BATCH}, L={ROW_LENGTH}, shuffled bfd epoch",
-        "engine_s": engine_s, "peer": "DataCollatorWithFlattening-style Python loop", "peer_s": peer_s,
-        "ratio": peer_s / engine_s, "target": ">= 20",
-    })
+    results.append(row(f"packed batch(k), B={BATCH}, L={ROW_LENGTH}, shuffled bfd epoch", engine_s,
+                       "DataCollatorWithFlattening-style Python loop", peer_s, at_least=20))
 
     wide = packed_epoch(batch_size=64)
     buffers = tuple(np.empty((64, ROW_LENGTH), a.dtype) for a in reference)
@@ -139,14 +133,12 @@ def rows(quick: bool) -> list[dict]:
     source, target = np.ones(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
     fill_s = best_of(lambda: wide.batch(1, out=buffers), rounds, warmup=True)
     copy_s = best_of(lambda: np.copyto(target, source), rounds, warmup=True)
-    results.append({
-        "benchmark": f"packed rows materialised, 64 x {ROW_LENGTH} ({nbytes / fill_s / 1e9:.1f} GB/s)",
-        "engine_s": fill_s, "peer": f"np.copyto same bytes ({nbytes / copy_s / 1e9:.1f} GB/s)", "peer_s": copy_s,
-        "ratio": copy_s / fill_s, "target": ">= 0.5 of memcpy bandwidth",
-    })
+    results.append(row(f"packed rows materialised, 64 x {ROW_LENGTH} ({nbytes / fill_s / 1e9:.1f} GB/s)", fill_s,
+                       f"np.copyto same bytes ({nbytes / copy_s / 1e9:.1f} GB/s)", copy_s, at_least=0.5,
+                       note="of memcpy bandwidth"))
     return results
 
 
 if __name__ == "__main__":
-    for row in rows(quick="--full" not in sys.argv):
-        print(row)
+    for result in rows(quick="--full" not in sys.argv):
+        print(result)
