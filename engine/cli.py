@@ -20,7 +20,8 @@ def _describe_os_error(exc: OSError) -> str:
 
 class EngineGroup(click.Group):
     """User errors (EngineError, and OSError such as a missing or unwritable path) become one line on
-    stderr and exit 2; any other exception is internal: exit 1, traceback with ``--debug``."""
+    stderr and exit 2; an interrupt (SIGINT) is one line and exit 130; any other exception is
+    internal: exit 1, traceback with ``--debug``."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -30,7 +31,12 @@ class EngineGroup(click.Group):
                 traceback.print_exc()
             click.echo(f"error: {exc}", err=True)
             ctx.exit(2)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
+        except KeyboardInterrupt:  # SIGINT: the writers have already cleaned up (they catch BaseException)
+            if ctx.obj and ctx.obj.get("debug"):
+                traceback.print_exc()
+            click.echo("error: interrupted", err=True)
+            ctx.exit(130)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except OSError as exc:  # the file system said no (permissions, disk full, a directory where a file goes)
             if ctx.obj and ctx.obj.get("debug"):
@@ -84,4 +90,4 @@ _register_commands()
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(main(prog_name="engine"))
