@@ -84,6 +84,14 @@ def test_edited_manifest_is_exit_2_with_a_message(epoch, field, value, fragment)
     assert len(lines) == 1 and lines[0].startswith(f"error: {out / 'manifest.json'}: ") and fragment in lines[0]
 
 
+def test_missing_seed_is_exit_2(epoch):
+    _, out = epoch
+    edit_manifest(out, lambda m: m.pop("seed"))
+    result = run("batches", "show", out, "--batch", 0)
+    assert result.exit_code == 2
+    assert result.output == f'error: {out / "manifest.json"}: "seed" is missing (expected an integer, or null for a sequential epoch)\n'
+
+
 def test_missing_index_entry_is_exit_2(epoch):
     _, out = epoch
     edit_manifest(out, lambda m: m.pop("index"))
@@ -121,3 +129,15 @@ def test_document_ids_with_control_characters_are_escaped(tmp_path):
     as_json = json.loads(run("batches", "show", out, "--batch", 0, "--json").output)
     assert [r["document_id"] for r in as_json["rows"]] == ["line\nbreak"] * 2 + ["tab\there\x1b"] * 2
     np.testing.assert_array_equal([r["start"] for r in as_json["rows"]], [0, 1, 0, 1])
+
+
+def test_error_lines_escape_control_characters_from_the_manifest(epoch):
+    _, out = epoch
+    edit_manifest(out, lambda m: m.__setitem__("store", "/no/such\nstore"))
+    result = run("batches", "show", out, "--batch", 0)
+    assert result.exit_code == 2
+    assert result.output.splitlines() == ["error: /no/such\\nstore: no token store here (directory not found)"]
+    edit_manifest(out, lambda m: m.__setitem__("store_manifest_sha256", "0" * 63 + "\x0c"))
+    result = run("batches", "show", out, "--batch", 0)
+    assert result.exit_code == 2 and len(result.output.splitlines()) == 1
+    assert '"store_manifest_sha256" is str \'' in result.output and "expected a sha256 hex string" in result.output

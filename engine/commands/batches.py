@@ -216,7 +216,7 @@ def check_manifest(manifest: dict, path: Path) -> None:
         if not isinstance(value, str) or not value:
             raise StoreError(f'{path}: "{key}" is {type(value).__name__} {value!r:.40}, expected {expected}')
     digest = manifest.get("store_manifest_sha256")
-    if not (isinstance(digest, str) and len(digest) == 64):
+    if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
         raise StoreError(f'{path}: "store_manifest_sha256" is {type(digest).__name__} {digest!r:.70}, '
                          "expected a sha256 hex string")
     names = [p.value for p in PARTITIONS]
@@ -225,7 +225,9 @@ def check_manifest(manifest: dict, path: Path) -> None:
     for key, low in (("context_length", 1), ("stride", 1), ("batch_size", 1), ("window_count", 0),
                      ("batch_count", 0), ("document_count", 0)):
         _count(manifest, key, path, low)
-    seed = manifest.get("seed")
+    if "seed" not in manifest:
+        raise StoreError(f'{path}: "seed" is missing (expected an integer, or null for a sequential epoch)')
+    seed = manifest["seed"]
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise StoreError(f'{path}: "seed" is {type(seed).__name__} {seed!r:.40}, expected an integer or null')
     windows, size = manifest["window_count"], manifest["batch_size"]

@@ -180,7 +180,7 @@ def tokenizer_from_json(obj: Any, source: str = "<memory>") -> Tokenizer:
             f"{source}: tokenizer file format version {version} is not supported (expected {FORMAT_VERSION})"
         )
     kind = obj.get("kind")
-    cls = _REGISTRY.get(kind)
+    cls = _REGISTRY.get(kind) if isinstance(kind, str) else None
     if cls is None:
         known = ", ".join(sorted(_REGISTRY)) or "none"
         raise TokenizerError(f"{source}: unknown tokenizer kind {kind!r} (expected one of: {known})")
