@@ -255,9 +255,11 @@ def read_manifest(directory: Path) -> dict:
         raise StoreError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise StoreError(f'{path}: not a batches manifest (expected "format": "{MANIFEST_FORMAT}")')
-    if manifest.get("version") != MANIFEST_VERSION:
-        raise StoreError(f"{path}: manifest version {manifest.get('version')!r:.40}, expected {MANIFEST_VERSION} "
-                         "(it does not name the exact store; rebuild it with `engine batches STORE ... --out`)")
+    version = manifest.get("version")
+    if version != MANIFEST_VERSION:
+        earlier = version == 1
+        hint = " (it does not name the exact store; rebuild it with `engine batches STORE ... --out`)" if earlier else ""
+        raise StoreError(f"{path}: manifest version {version!r:.40}, expected {MANIFEST_VERSION}{hint}")
     check_manifest(manifest, path)
     return manifest
 
