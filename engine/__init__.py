@@ -1,128 +1,98 @@
-"""engine: corpus -> tokenizer -> token store -> windows, batches, packed rows and masks."""
+"""engine: corpus -> tokenizer -> token store -> windows, batches, packed rows and masks.
 
-from engine.audit import AuditReport, audit_epoch
-from engine.block_masks import BlockMaskTensors, block_mask_tensors
-from engine.batches import BatchOrder, MiniBatch, MiniBatchConfig, MiniBatchEpoch, Provenance
-from engine.buffers import TokenBuffers
-from engine.corpus import Corpus, CorpusPartitions, Document, Partition, ReadReport, SplitManifest, hash_partition
-from engine.errors import (
-    BatchError,
-    ConfigurationError,
-    CorpusError,
-    DeviceError,
-    EngineError,
-    PackingError,
-    StoreError,
-    TokenizerError,
-)
-from engine.loss import TokenMeanAccumulator
-from engine.masks import attention_mask, cu_seqlens, loss_mask, mask_buffer, max_seqlen, position_ids, varlen_boundaries
-from engine.mixing import Mixture, MixtureBatch
-from engine.packed import PackedAudit, PackedEpoch, PackedEpochBatch, epoch_seed
-from engine.packing import PackedBatch, PackingPlan, pack_documents, plan_packing
-from engine.pipeline import PrepareResult, prepare
-from engine.store import EncodedDocument, TokenStore, TokenStoreWriter
-from engine.tokenizers import (
-    BpeTokenizer,
-    BpeTrainer,
-    ByteBpeTokenizer,
-    ByteBpeTrainer,
-    CharTokenizer,
-    Tokenizer,
-    WordTokenizer,
-    fit_tokenizer,
-    load_hf_tokenizer_json,
-    load_tiktoken,
-    load_tokenizer,
-    pretokenize,
-    save_hf_tokenizer_json,
-    save_tiktoken,
-)
-from engine.windows import (
-    CausalWindowConfig,
-    IncompleteTail,
-    SampledBatch,
-    Window,
-    document_window_counts,
-    enumerate_windows,
-    gather_windows,
-    sample_windows,
-    window_prefix_sums,
-)
+Names are imported on first use (PEP 562), so ``import engine`` and the CLI's start-up stay cheap
+and an interrupt while the heavy modules (Numba, pyarrow) load is handled by the CLI.
+"""
+
+import importlib
+
+_EXPORTS = {
+    "AuditReport": "engine.audit",
+    "BlockMaskTensors": "engine.block_masks",
+    "block_mask_tensors": "engine.block_masks",
+    "TokenBuffers": "engine.buffers",
+    "Mixture": "engine.mixing",
+    "MixtureBatch": "engine.mixing",
+    "PackedAudit": "engine.packed",
+    "PackedEpoch": "engine.packed",
+    "PackedEpochBatch": "engine.packed",
+    "epoch_seed": "engine.packed",
+    "audit_epoch": "engine.audit",
+    "BatchOrder": "engine.batches",
+    "MiniBatch": "engine.batches",
+    "MiniBatchConfig": "engine.batches",
+    "MiniBatchEpoch": "engine.batches",
+    "Provenance": "engine.batches",
+    "Corpus": "engine.corpus",
+    "CorpusPartitions": "engine.corpus",
+    "Document": "engine.corpus",
+    "Partition": "engine.corpus",
+    "ReadReport": "engine.corpus",
+    "SplitManifest": "engine.corpus",
+    "hash_partition": "engine.corpus",
+    "BatchError": "engine.errors",
+    "ConfigurationError": "engine.errors",
+    "CorpusError": "engine.errors",
+    "DeviceError": "engine.errors",
+    "EngineError": "engine.errors",
+    "PackingError": "engine.errors",
+    "StoreError": "engine.errors",
+    "TokenizerError": "engine.errors",
+    "TokenMeanAccumulator": "engine.loss",
+    "attention_mask": "engine.masks",
+    "cu_seqlens": "engine.masks",
+    "loss_mask": "engine.masks",
+    "mask_buffer": "engine.masks",
+    "max_seqlen": "engine.masks",
+    "position_ids": "engine.masks",
+    "varlen_boundaries": "engine.masks",
+    "PackedBatch": "engine.packing",
+    "PackingPlan": "engine.packing",
+    "pack_documents": "engine.packing",
+    "plan_packing": "engine.packing",
+    "PrepareResult": "engine.pipeline",
+    "prepare": "engine.pipeline",
+    "EncodedDocument": "engine.store",
+    "TokenStore": "engine.store",
+    "TokenStoreWriter": "engine.store",
+    "BpeTokenizer": "engine.tokenizers",
+    "BpeTrainer": "engine.tokenizers",
+    "ByteBpeTokenizer": "engine.tokenizers",
+    "ByteBpeTrainer": "engine.tokenizers",
+    "CharTokenizer": "engine.tokenizers",
+    "Tokenizer": "engine.tokenizers",
+    "WordTokenizer": "engine.tokenizers",
+    "fit_tokenizer": "engine.tokenizers",
+    "load_hf_tokenizer_json": "engine.tokenizers",
+    "load_tiktoken": "engine.tokenizers",
+    "load_tokenizer": "engine.tokenizers",
+    "pretokenize": "engine.tokenizers",
+    "save_hf_tokenizer_json": "engine.tokenizers",
+    "save_tiktoken": "engine.tokenizers",
+    "CausalWindowConfig": "engine.windows",
+    "IncompleteTail": "engine.windows",
+    "SampledBatch": "engine.windows",
+    "Window": "engine.windows",
+    "document_window_counts": "engine.windows",
+    "enumerate_windows": "engine.windows",
+    "gather_windows": "engine.windows",
+    "sample_windows": "engine.windows",
+    "window_prefix_sums": "engine.windows",
+}
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "__version__",
-    "AuditReport",
-    "BatchError",
-    "BatchOrder",
-    "BlockMaskTensors",
-    "BpeTokenizer",
-    "BpeTrainer",
-    "ByteBpeTokenizer",
-    "ByteBpeTrainer",
-    "CausalWindowConfig",
-    "CharTokenizer",
-    "ConfigurationError",
-    "Corpus",
-    "CorpusError",
-    "CorpusPartitions",
-    "DeviceError",
-    "Document",
-    "EncodedDocument",
-    "EngineError",
-    "IncompleteTail",
-    "MiniBatch",
-    "MiniBatchConfig",
-    "MiniBatchEpoch",
-    "Mixture",
-    "MixtureBatch",
-    "PackedAudit",
-    "PackedBatch",
-    "PackedEpoch",
-    "PackedEpochBatch",
-    "PackingError",
-    "PackingPlan",
-    "Partition",
-    "PrepareResult",
-    "Provenance",
-    "ReadReport",
-    "SampledBatch",
-    "SplitManifest",
-    "StoreError",
-    "TokenBuffers",
-    "TokenMeanAccumulator",
-    "TokenStore",
-    "TokenStoreWriter",
-    "Tokenizer",
-    "TokenizerError",
-    "Window",
-    "WordTokenizer",
-    "attention_mask",
-    "audit_epoch",
-    "block_mask_tensors",
-    "cu_seqlens",
-    "document_window_counts",
-    "enumerate_windows",
-    "epoch_seed",
-    "fit_tokenizer",
-    "gather_windows",
-    "hash_partition",
-    "load_hf_tokenizer_json",
-    "load_tiktoken",
-    "load_tokenizer",
-    "loss_mask",
-    "mask_buffer",
-    "max_seqlen",
-    "pack_documents",
-    "plan_packing",
-    "position_ids",
-    "prepare",
-    "pretokenize",
-    "sample_windows",
-    "save_hf_tokenizer_json",
-    "save_tiktoken",
-    "varlen_boundaries",
-    "window_prefix_sums",
-]
+__all__ = ["__version__", *sorted(_EXPORTS, key=str.lower)]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

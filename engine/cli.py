@@ -34,10 +34,18 @@ def _describe_os_error(exc: OSError) -> str:
     return f"{where}: {reason}" if where else reason
 
 
+def one_line(text: str) -> str:
+    """``text`` with every non-printable character (newline, tab, ESC, ...) escaped as ``repr`` does,
+    so an error message quoting a file name or an id from a file is always one line."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 class EngineGroup(click.Group):
     """User errors (EngineError, and OSError such as a missing or unwritable path) become one line on
-    stderr and exit 2; Ctrl-C exits 130 with one line; any other exception is internal: exit 1,
-    traceback with ``--debug``."""
+    stderr and exit 2; an interrupt (SIGINT) is one line and exit 130; any other exception is
+    internal: exit 1, traceback with ``--debug``."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -45,25 +53,27 @@ class EngineGroup(click.Group):
         except EngineError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 traceback.print_exc()
-            click.echo(f"error: {cli_spelling(str(exc))}", err=True)
+            click.echo(f"error: {one_line(cli_spelling(str(exc)))}", err=True)
             ctx.exit(2)
+        except KeyboardInterrupt:  # SIGINT: the writers have already cleaned up (they catch BaseException)
+            if ctx.obj and ctx.obj.get("debug"):
+                traceback.print_exc()
+            hint = ": rerun with --resume to continue" if ctx.invoked_subcommand == "prepare" else ""
+            click.echo(f"interrupted{hint}", err=True)
+            ctx.exit(130)
         except (click.exceptions.Exit, click.ClickException, click.Abort, BrokenPipeError):
             raise  # click exits quietly on a closed stdout pipe (`engine batches show ... | head`)
-        except KeyboardInterrupt:
-            hint = ": rerun with --resume to continue" if ctx.invoked_subcommand == "prepare" else ""
-            click.echo(f"\ninterrupted{hint}", err=True)
-            ctx.exit(130)
         except OSError as exc:  # the file system said no (permissions, disk full, a directory where a file goes)
             if ctx.obj and ctx.obj.get("debug"):
                 traceback.print_exc()
-            click.echo(f"error: {_describe_os_error(exc)}", err=True)
+            click.echo(f"error: {one_line(_describe_os_error(exc))}", err=True)
             ctx.exit(2)
         except Exception as exc:  # internal error: say so, point at --debug
             if ctx.obj and ctx.obj.get("debug"):
                 traceback.print_exc()
             else:
                 click.echo(
-                    f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+                    f"internal error: {type(exc).__name__}: {one_line(str(exc))} (run with --debug for the traceback)",
                     err=True,
                 )
             ctx.exit(1)
@@ -105,4 +115,4 @@ _register_commands()
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(main(prog_name="engine"))

@@ -7,6 +7,13 @@ a position belongs to, ``-1`` marks padding. The rule every output follows:
     a padding query attends only itself (a harmless fallback key, so softmax never sees an
     all-masked row); zero its output and ignore its loss.
 
+A segment id names ONE contiguous run of its row (SPEC §8: ids are unique inside a row, so packed
+rows always are): a real id that reappears after another run (``[0, 0, 1, 1, 0, 0]``, or
+``[0, -1, 0]``) is malformed, and every function here refuses such a row with a PackingError
+naming the row, position and id, on both devices. So the dense/additive masks, ``position_ids``
+(restart per run) and ``varlen_boundaries`` (one sequence per run) always describe the same
+segments. Padding (``-1``) may appear anywhere, any number of times.
+
 Outputs: ``attention_mask(kind="dense")`` bool ``[B, L, L]`` (True = may attend),
 ``kind="additive"`` float32 ``[B, L, L]`` (0 / -inf, add to the scores before softmax),
 ``position_ids`` (restart at 0 in every run of equal ids, 0 on padding) and
@@ -106,7 +113,32 @@ def _host_segment_ids(segment_ids: Any) -> np.ndarray:
         if high > _INT32_MAX:
             row, col = np.argwhere(array > _INT32_MAX)[0]
             raise PackingError(f"segment_ids[{row}, {col}] = {array[row, col]}: expected an id < 2**31")
-    return np.ascontiguousarray(array, dtype=np.int32)
+    array = np.ascontiguousarray(array, dtype=np.int32)
+    _check_segment_runs(array)
+    return array
+
+
+def _check_segment_runs(array: np.ndarray) -> None:
+    """PackingError at the first real id that starts a run after an earlier run of the same id in its row."""
+    rows, length = array.shape
+    if rows == 0 or length < 2:
+        return
+    starts = np.empty(array.shape, dtype=bool)
+    starts[:, 0] = True
+    np.not_equal(array[:, 1:], array[:, :-1], out=starts[:, 1:])
+    starts &= array >= 0
+    run_rows, run_cols = np.nonzero(starts)  # row-major: earlier positions first
+    keys = (run_rows.astype(np.int64) << 32) | array[run_rows, run_cols].astype(np.int64)
+    order = np.argsort(keys, kind="stable")
+    repeats = np.flatnonzero(keys[order[1:]] == keys[order[:-1]]) + 1
+    if repeats.size:
+        k = int(np.argmin(order[repeats]))  # the reappearance earliest in row-major order
+        later, earlier = int(order[repeats[k]]), int(order[repeats[k] - 1])
+        row, col, first = int(run_rows[later]), int(run_cols[later]), int(run_cols[earlier])
+        raise PackingError(
+            f"segment_ids[{row}, {col}] = {array[row, col]}: segment {array[row, col]} of row {row} already ran from "
+            f"position {first} and ended; a segment id names one contiguous run of its row (ids are unique per row)"
+        )
 
 
 def _device_segment_ids(segment_ids: Any):
@@ -119,6 +151,7 @@ def _device_segment_ids(segment_ids: Any):
                 f"segment_ids on the device: expected a C-contiguous int32 [rows, length] array, "
                 f"got {array.dtype} with shape {array.shape}"
             )
+        _host_segment_ids(array.copy_to_host())  # the same checks as host input (B*L ids: small next to a mask)
         return array
     return cuda.to_device(_host_segment_ids(segment_ids))
 

@@ -1,26 +1,37 @@
-"""Bounded-time fuzzing of the corpus readers (JSONL, Parquet) and the tokenizer file loader.
+"""Bounded-time fuzzing of engine's readers: corpus files (JSONL, Parquet), tokenizer files (engine,
+tiktoken, tokenizer.json) and the saved epoch index (``engine batches show``).
 
 Each target takes bytes, writes them to a file, and reads it back the way engine does. The only
 exception a target may raise is its EngineError subclass (CorpusError for readers, TokenizerError
-for the loader); a tokenizer file that loads must be one of the seed tokenizers (the content hash
-makes any other outcome a bug). Anything else is a crash: the input is written to
+for tokenizer files; the epoch target runs ``engine batches show`` and accepts exit 0 or exit 2 with
+one ``error:`` line); an engine tokenizer file that loads unedited must be one of the seed tokenizers
+(the content hash makes any other outcome a bug), an edited one must save and load as itself, and
+an imported tokenizer must round-trip a text. Anything else is a crash: the input is written to
 ``--crash-dir`` and its path printed, and the script exits 1.
+
+Reaching the parsers behind the checks: the tokenizer targets also parse their input as JSON and
+apply one structured edit chosen from the input's own hash (a value replaced by -1, 2^32, a
+string, null, ...); the engine-tokenizer target then recomputes the file's content hash, so the
+edit reaches the payload parser instead of failing the hash check. Targets stay pure functions
+of their bytes, so a saved crash replays.
 
 Engines: ``atheris`` (coverage-guided libFuzzer, if ``pip install atheris`` worked) or ``random``
 (seeded mutations of valid seed files: bit flips, byte edits, truncation, splices, insertion of
-JSON/UTF-8 trouble makers). ``auto`` picks atheris when it imports. Cost: one file write and one
-read per input; a few thousand inputs per second with the random engine.
+JSON/UTF-8 trouble makers). ``auto`` picks atheris when it imports. The random engine gives every
+target the same share of ``--seconds`` (it always runs the target with the least time so far).
 
     $ python scripts/fuzz.py --seconds 60 --target all
-    fuzz: random engine, targets jsonl, parquet, tokenizer, 60 s, seed 0
-    fuzz: 153,402 inputs, no crash (jsonl 51,120, parquet 50,871, tokenizer 51,411)
+    fuzz: random engine, targets jsonl, parquet, tokenizer, tiktoken, tokenizer.json, epoch, 60 s, seed 0
+    fuzz: 98,402 inputs, no crash (jsonl 31,120 in 10.0 s, parquet 20,871 in 10.0 s, ...)
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import io
+import json
 import os
 import random
 import shutil
@@ -31,7 +42,10 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-TARGETS = ("jsonl", "parquet", "tokenizer")
+TARGETS = ("jsonl", "parquet", "tokenizer", "tiktoken", "tokenizer.json", "epoch")
+# Values a structured edit puts in place of a JSON value (ids out of range, wrong types, ...).
+EDIT_VALUES = [-1, 0, 1, 255, 256, 257, 2**31, 2**32, 1_500_000_000, 10**11, "7", "", "Ġ", None, True, 2.5, [], {},
+               [0, 1], {"type": "NFC"}]
 TROUBLE = [b"\x00", b"\xff", b"\xc3", b"\xed\xa0\x80", b'"', b"\\", b"\\u0000", b"\\ud800", b"{", b"}", b"[" * 64,
            b"1e999", b"-0", b"null", b'"id"', b'"text"', b"\n", b"\r\n", b" ", b"PAR1", b"\x7f" * 8]
 
@@ -67,11 +81,13 @@ def parquet_seeds() -> list[bytes]:
 
 def tokenizer_seeds() -> tuple[list[bytes], set[str]]:
     from engine.tokenizers.bpe import BpeTrainer
+    from engine.tokenizers.byte_bpe import ByteBpeTrainer
     from engine.tokenizers.char import CharTokenizer
     from engine.tokenizers.word import WordTokenizer
 
     text = " ".join(_seed_texts())
-    toks = [CharTokenizer.fit(text), WordTokenizer.fit(text, unknown="<unk>"), BpeTrainer(30).train(text)]
+    toks = [CharTokenizer.fit(text), WordTokenizer.fit(text, unknown="<unk>"), BpeTrainer(30).train(text),
+            ByteBpeTrainer(20).train(text)]
     seeds = []
     with tempfile.TemporaryDirectory() as tmp:
         for tok in toks:
@@ -79,12 +95,122 @@ def tokenizer_seeds() -> tuple[list[bytes], set[str]]:
     return seeds, {tok.hash for tok in toks}
 
 
+def _byte_level_vocab() -> dict[str, int]:
+    from engine.tokenizers.byte_bpe import bytes_to_unicode
+
+    table = bytes_to_unicode()
+    vocab = {table[b]: b for b in range(256)}
+    vocab.update({table[ord("t")] + table[ord("h")]: 256, table[ord("t")] + table[ord("h")] + table[ord("e")]: 257})
+    return vocab
+
+
+def tiktoken_seeds() -> list[bytes]:
+    """Rank files: the 256 bytes then two merged tokens, one with a blank line and CRLF."""
+    lines = [f"{base64.b64encode(bytes([b])).decode()} {b}" for b in range(256)]
+    lines += [f"{base64.b64encode(b'th').decode()} 256", f"{base64.b64encode(b'the').decode()} 257"]
+    return ["\n".join(lines).encode() + b"\n", ("\r\n".join(lines[:200]) + "\r\n\r\n" + "\r\n".join(lines[200:])).encode()]
+
+
+def hf_json_seeds() -> list[bytes]:
+    """tokenizer.json files: ByteLevel with string merges, and Split(cl100k)+ByteLevel with pair merges."""
+    from engine.tokenizers.byte_bpe import bytes_to_unicode
+    from engine.tokenizers.pretokenize import PATTERNS
+
+    table = bytes_to_unicode()
+    t, h, e = table[ord("t")], table[ord("h")], table[ord("e")]
+    first = {
+        "version": "1.0", "normalizer": None,
+        "added_tokens": [{"id": 258, "content": "<|endoftext|>", "special": True}],
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+        "model": {"type": "BPE", "vocab": _byte_level_vocab(), "merges": [f"{t} {h}", f"{t}{h} {e}"]},
+    }
+    second = json.loads(json.dumps(first))
+    second["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": PATTERNS["cl100k"]}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]}
+    second["model"]["merges"] = [[t, h], [t + h, e]]
+    second["added_tokens"].append({"id": 259, "content": "<pad>", "special": True})
+    return [json.dumps(first).encode(), json.dumps(second, ensure_ascii=False, indent=1).encode()]
+
+
+def edit_json(data: bytes, obj):
+    """One structured edit of parsed JSON, chosen by the hash of ``data`` (so a crash replays):
+    a value (or a key's value) replaced by one of EDIT_VALUES, or an entry deleted or duplicated."""
+    rng = random.Random(hashlib.sha256(data).digest())
+    paths = []
+
+    def walk(node, path, depth):
+        if depth > 6:
+            return
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in items:
+            paths.append(path + (key,))
+            if isinstance(value, (dict, list)) and rng.random() < 0.5:
+                walk(value, path + (key,), depth + 1)
+
+    walk(obj, (), 0)
+    if not paths:
+        return obj
+    path = rng.choice(paths)
+    parent = obj
+    for key in path[:-1]:
+        parent = parent[key]
+    action = rng.randrange(4)
+    if action == 0:
+        del parent[path[-1]]
+    elif action == 1 and isinstance(parent, list):
+        parent.append(parent[path[-1]])
+    else:
+        parent[path[-1]] = json.loads(json.dumps(rng.choice(EDIT_VALUES)))
+    return obj
+
+
+def with_content_hash(obj):
+    """An engine tokenizer file object with its "hash" recomputed from its kind and payload."""
+    from engine.tokenizers.base import canonical_json
+
+    try:
+        obj["hash"] = hashlib.sha256(canonical_json({"kind": obj.get("kind"), "payload": obj.get("payload")})).hexdigest()
+    except (UnicodeEncodeError, TypeError, ValueError):
+        pass
+    return obj
+
+
+def _parse_json(data: bytes):
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+
+
+def make_epoch(scratch: Path) -> tuple[Path, bytes]:
+    """A small store and a saved epoch index over it; returns the epoch directory and its manifest bytes."""
+    from click.testing import CliRunner
+
+    from engine.cli import main
+    from engine.store import EncodedDocument, TokenStore
+    from engine.tokenizers.char import CharTokenizer
+
+    texts = [t for t in _seed_texts() if t]
+    tok = CharTokenizer.fit(" ".join(texts))
+    docs = [EncodedDocument(f"d{i}\n{t[:3]}", "train", tok.encode_document(t)) for i, t in enumerate(texts)]
+    store = scratch / "epoch-store"
+    TokenStore.write(store, {"train": docs, "validation": [], "test": []}, tok)
+    epoch = scratch / "epoch"
+    result = CliRunner().invoke(main, ["batches", str(store), "--context", "4", "--batch-size", "5", "--seed", "3",
+                                       "--out", str(epoch)])
+    if result.exit_code != 0:
+        raise RuntimeError(f"cannot build the epoch seed: {result.output}")
+    return epoch, (epoch / "manifest.json").read_bytes()
+
+
 class Targets:
-    """The three targets; each writes its input to a scratch file and reads it with engine."""
+    """The targets; each writes its input to a scratch file and reads it with engine."""
 
     def __init__(self, scratch: Path):
         self.scratch = scratch
         _, self.known_hashes = tokenizer_seeds()
+        self.epoch_dir, self.epoch_manifest = make_epoch(scratch)
 
     def jsonl(self, data: bytes) -> None:
         from engine.corpus import iter_jsonl
@@ -116,16 +242,84 @@ class Targets:
 
     def tokenizer(self, data: bytes) -> None:
         from engine.errors import TokenizerError
-        from engine.tokenizers.base import load_tokenizer
+        from engine.tokenizers.base import load_tokenizer, tokenizer_from_json
 
         path = self.scratch / "input.json"
         path.write_bytes(data)
         try:
             tok = load_tokenizer(path)
         except TokenizerError:
+            pass
+        else:
+            if tok.hash not in self.known_hashes:
+                raise Crash(f"a mutated file loaded as a tokenizer no seed was: {tok!r}")
+        obj = _parse_json(data)
+        if not isinstance(obj, dict):
             return
-        if tok.hash not in self.known_hashes:
-            raise Crash(f"a mutated file loaded as a tokenizer no seed was: {tok!r}")
+        # The same file, edited and with its content hash recomputed: the payload parser runs.
+        for edited in (with_content_hash(obj), with_content_hash(edit_json(data, obj))):
+            path.write_text(json.dumps(edited), encoding="utf-8", errors="surrogatepass")
+            try:
+                tok = load_tokenizer(path)
+            except TokenizerError:
+                continue
+            # An optional key may default (another hash); what loads must then save and load as itself.
+            again = tokenizer_from_json(json.loads(json.dumps(tok.to_json())))
+            if again.hash != tok.hash:
+                raise Crash(f"a loaded tokenizer {tok!r} does not survive save and load (got {again!r})")
+
+    def tiktoken(self, data: bytes) -> None:
+        from engine.errors import TokenizerError
+        from engine.tokenizers.interop import load_tiktoken
+
+        path = self.scratch / "input.tiktoken"
+        path.write_bytes(data)
+        specials = (None, {"<|endoftext|>": 300}, {"<a>": 300, "<b>": 301})[len(data) % 3]
+        try:
+            tok = load_tiktoken(path, special_tokens=specials, bos="<a>" if specials and "<a>" in specials else None)
+        except TokenizerError:
+            return
+        if tok.decode_bytes(tok.encode_batch(["the theme"])[0]) != b"the theme":
+            raise Crash(f"an imported tiktoken file does not round-trip: {tok!r}")
+
+    def tokenizer_json(self, data: bytes) -> None:
+        from engine.errors import TokenizerError
+        from engine.tokenizers.interop import load_hf_tokenizer_json
+
+        path = self.scratch / "tokenizer.json"
+        inputs = [data]
+        obj = _parse_json(data)
+        if obj is not None:
+            inputs.append(json.dumps(edit_json(data, obj)).encode("utf-8", "surrogatepass"))
+        for content in inputs:
+            path.write_bytes(content)
+            try:
+                tok = load_hf_tokenizer_json(path)
+            except TokenizerError:
+                continue
+            if tok.decode_bytes(tok.encode_batch(["the theme"])[0]) != b"the theme":
+                raise Crash(f"an imported tokenizer.json does not round-trip: {tok!r}")
+
+    def epoch(self, data: bytes) -> None:
+        from click.testing import CliRunner
+
+        from engine.cli import main
+
+        inputs = [data]
+        obj = _parse_json(data)
+        if obj is not None:
+            inputs.append(json.dumps(edit_json(data, obj)).encode("utf-8", "surrogatepass"))
+        try:
+            for content in inputs:
+                (self.epoch_dir / "manifest.json").write_bytes(content)
+                result = CliRunner().invoke(main, ["batches", "show", str(self.epoch_dir), "--batch", str(len(data) % 3)])
+                if result.exit_code == 0:
+                    continue
+                lines = result.output.strip().splitlines()
+                if result.exit_code != 2 or len(lines) != 1 or not lines[0].startswith("error: "):
+                    raise Crash(f"batches show exited {result.exit_code}: {result.output[-500:]!r}")
+        finally:
+            (self.epoch_dir / "manifest.json").write_bytes(self.epoch_manifest)
 
 
 def mutate(rng: random.Random, data: bytes, seeds: list[bytes]) -> bytes:
@@ -168,13 +362,14 @@ def run_random(targets: dict[str, Callable[[bytes], None]], seeds: dict[str, lis
     """Mutation loop until ``seconds`` pass; returns the exit status (0: no crash, 1: crash)."""
     rng = random.Random(seed)
     counts = dict.fromkeys(targets, 0)
+    spent = dict.fromkeys(targets, 0.0)
     deadline = time.monotonic() + seconds
-    names = list(targets)
     while time.monotonic() < deadline:
-        name = names[sum(counts.values()) % len(names)]
+        name = min(spent, key=spent.get)  # every target gets the same share of the time
         pool = seeds[name]
         data = rng.choice(pool) if counts[name] < len(pool) else mutate(rng, rng.choice(pool), pool)
         counts[name] += 1
+        started = time.monotonic()
         try:
             targets[name](data)
         except Exception:  # noqa: BLE001 - every unexpected exception is the finding
@@ -182,8 +377,9 @@ def run_random(targets: dict[str, Callable[[bytes], None]], seeds: dict[str, lis
             path = save_crash(crash_dir, name, data)
             print(f"fuzz: {name} crashed on input #{counts[name]}; crashing input written to {path}", file=sys.stderr)
             return 1
+        spent[name] += time.monotonic() - started
     total = sum(counts.values())
-    detail = ", ".join(f"{name} {n:,}" for name, n in counts.items())
+    detail = ", ".join(f"{name} {n:,} in {spent[name]:.1f} s" for name, n in counts.items())
     print(f"fuzz: {total:,} inputs, no crash ({detail})")
     return 0
 
@@ -250,15 +446,19 @@ def main(argv: list[str] | None = None) -> int:
         package = Path(__file__).resolve().parent.parent / "engine"
         kernels = [f"engine.{sub}.{f.stem}" for sub in ("kernels", "cuda") for f in (package / sub).glob("*.py")]
         with atheris.instrument_imports(include=["engine"], exclude=kernels):
+            import engine.commands.batches  # noqa: F401
             import engine.corpus  # noqa: F401
             import engine.tokenizers  # noqa: F401
             import engine.tokenizers.base  # noqa: F401
+            import engine.tokenizers.interop  # noqa: F401
 
     names = TARGETS if args.target == "all" else (args.target,)
     scratch = Path(tempfile.mkdtemp(prefix="engine-fuzz-"))
     all_targets = Targets(scratch)
-    targets = {name: getattr(all_targets, name) for name in names}
-    seeds = {"jsonl": jsonl_seeds(), "parquet": parquet_seeds(), "tokenizer": tokenizer_seeds()[0]}
+    targets = {name: getattr(all_targets, name.replace(".", "_")) for name in names}
+    all_seeds = {"jsonl": jsonl_seeds, "parquet": parquet_seeds, "tokenizer": lambda: tokenizer_seeds()[0],
+                 "tiktoken": tiktoken_seeds, "tokenizer.json": hf_json_seeds, "epoch": lambda: [all_targets.epoch_manifest]}
+    seeds = {name: all_seeds[name]() for name in names}
     print(f"fuzz: {engine_name} engine, targets {', '.join(names)}, {args.seconds:g} s, seed {args.seed}", flush=True)
     if engine_name == "atheris":  # libFuzzer ends the process itself; its scratch stays in the temp directory
         return run_atheris(targets, seeds, args.seconds, args.seed, args.crash_dir.absolute())

@@ -26,11 +26,59 @@ def cases() -> list[np.ndarray]:
         np.array([[0, 0, 1, 1]], np.int32),
         np.array([[0, 0, 0, -1, -1], [0, 1, 1, 2, -1]], np.int32),
         np.array([[-1, -1, -1]], np.int32),
-        np.array([[3, 3, 5, 3, -1, 5]], np.int32),  # a row whose ids are not contiguous
+        np.array([[3, 3, 5, -1, 4, 4]], np.int32),  # ids in any order, padding between segments
         np.array([[0]], np.int32),
     ]
-    random = [rng.integers(-1, 3, size=(2, int(rng.integers(1, 9)))).astype(np.int32) for _ in range(3)]
+    random = [one_id_per_run(rng.integers(-1, 3, size=(2, int(rng.integers(1, 9)))).astype(np.int32)) for _ in range(3)]
     return fixed + random
+
+
+def one_id_per_run(seg: np.ndarray) -> np.ndarray:
+    """Each run of equal real ids gets its own id: a well-formed row (ids unique per row) from a random one."""
+    out = seg.copy()
+    for b in range(seg.shape[0]):
+        run = -1
+        for i in range(seg.shape[1]):
+            if i == 0 or seg[b, i] != seg[b, i - 1]:
+                run += 1
+            out[b, i] = run if seg[b, i] >= 0 else -1
+    return out
+
+
+# Rows whose segment ids are not contiguous: refused on both devices with the same message.
+MALFORMED = [np.array([[3, 3, 5, 3, -1, 5]], np.int32), np.array([[0, 1, 2], [4, -1, 4]], np.int32),
+             np.array([[0, 0, 1, 1, 0, 0]], np.int32)]
+
+
+def refusal_mismatches() -> int:
+    from numba import cuda
+
+    from engine.errors import PackingError
+
+    failures = 0
+    for seg in MALFORMED:
+        messages = {}
+        calls = {
+            "cpu dense": lambda: masks.attention_mask(seg, "dense", device="cpu"),
+            "cpu varlen": lambda: masks.varlen_boundaries(seg, device="cpu"),
+            "cuda dense": lambda: masks.attention_mask(seg, "dense", device="cuda"),
+            "cuda additive": lambda: masks.attention_mask(seg, "additive", device="cuda"),
+            "cuda varlen": lambda: masks.varlen_boundaries(seg, device="cuda"),
+            "cuda position_ids": lambda: masks.position_ids(seg, device="cuda"),
+            "cuda device input": lambda: masks.attention_mask(cuda.to_device(seg), "dense", device="cuda"),
+            "cuda device varlen": lambda: masks.varlen_boundaries(cuda.to_device(seg), device="cuda"),
+        }
+        for name, call in calls.items():
+            try:
+                call()
+            except PackingError as exc:
+                messages[name] = str(exc)
+            else:
+                messages[name] = "no error"
+        if len(set(messages.values())) != 1 or "one contiguous run" not in messages["cpu dense"]:
+            failures += 1
+            print(f"REFUSAL MISMATCH for segment_ids {seg.tolist()}: {messages}")
+    return failures
 
 
 def main() -> int:
@@ -71,7 +119,8 @@ def main() -> int:
             if not (np.array_equal(on_cuda, on_cpu) and np.array_equal(on_cpu, reference)):
                 failures += 1
                 print(f"MISMATCH {name} for segment_ids {seg.tolist()}:\ncuda={on_cuda}\ncpu={on_cpu}\nnaive={reference}")
-    print(f"cuda simulator: {len(cases())} cases, {failures} mismatches")
+    failures += refusal_mismatches()
+    print(f"cuda simulator: {len(cases())} cases, {len(MALFORMED)} malformed rows, {failures} mismatches")
     return 1 if failures else 0
 
 

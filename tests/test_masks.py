@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from engine import masks
 from engine.errors import ConfigurationError, DeviceError, PackingError
+from engine.kernels import masks as cpu_kernels
 from tests.naive_packing import (
     naive_additive_mask,
     naive_dense_mask,
@@ -65,10 +66,49 @@ def test_additive_is_zero_or_minus_inf_from_the_same_rule():
     assert np.isneginf(additive[~dense]).all()
 
 
-def test_non_contiguous_ids_follow_the_rule():
-    seg = np.array([[3, 3, 5, 3, -1, 5]], np.int32)
+NOT_CONTIGUOUS = [
+    ([[0, 0, 1, 1, 0, 0]], "segment_ids[0, 4] = 0: segment 0 of row 0 already ran from position 0 and ended"),
+    ([[3, 3, 5, 3, -1, 5]], "segment_ids[0, 3] = 3: segment 3 of row 0 already ran from position 0 and ended"),
+    ([[0, 1, 2], [4, -1, 4]], "segment_ids[1, 2] = 4: segment 4 of row 1 already ran from position 0 and ended"),
+    ([[7, 8, 7, 8, 7]], "segment_ids[0, 2] = 7: segment 7 of row 0 already ran from position 0 and ended"),
+]
+
+
+@pytest.mark.parametrize("rows, message", NOT_CONTIGUOUS)
+def test_non_contiguous_ids_are_refused_by_every_output(rows, message):
+    seg = np.array(rows, np.int32)
+    calls = {
+        "dense": lambda: masks.attention_mask(seg, device="cpu"),
+        "additive": lambda: masks.attention_mask(seg, "additive", device="cpu"),
+        "varlen": lambda: masks.varlen_boundaries(seg, device="cpu"),
+        "cu_seqlens": lambda: masks.cu_seqlens(seg, device="cpu"),
+        "position_ids": lambda: masks.position_ids(seg, device="cpu"),
+        "loss_mask": lambda: masks.loss_mask(seg),
+    }
+    for name, call in calls.items():
+        with pytest.raises(PackingError) as caught:
+            call()
+        assert str(caught.value).startswith(message), name
+        assert "a segment id names one contiguous run of its row" in str(caught.value)
+
+
+def test_padding_may_repeat_and_sit_anywhere():
+    seg = np.array([[-1, 0, 0, -1, 1, -1, -1, 2]], np.int32)
     np.testing.assert_array_equal(masks.attention_mask(seg, device="cpu"), naive_dense_mask(seg))
-    assert masks.attention_mask(seg, device="cpu")[0, 3].tolist() == [1, 1, 0, 1, 0, 0]
+    assert masks.varlen_boundaries(seg, device="cpu")[0].tolist() == [0, 1, 3, 4, 5, 7, 8]
+    assert masks.position_ids(seg, device="cpu").tolist() == [[0, 0, 1, 0, 0, 0, 0, 0]]
+
+
+def test_kernels_alone_still_apply_the_rule_to_any_row():
+    """The CPU kernels keep their general path; engine.masks refuses such rows before calling them."""
+    seg = np.array([[3, 3, 5, 3, -1, 5]], np.int32)
+    out = np.empty((1, 6, 6), bool)
+    run_start, contiguous = np.empty_like(seg), np.empty(1, np.uint8)
+    cpu_kernels.segment_runs(seg, run_start, contiguous)
+    assert contiguous.tolist() == [0]
+    cpu_kernels.dense_mask(seg, run_start, contiguous, out)
+    np.testing.assert_array_equal(out, naive_dense_mask(seg))
+    assert out[0, 3].tolist() == [1, 1, 0, 1, 0, 0]
 
 
 def test_out_is_reused_and_validated():
@@ -117,6 +157,18 @@ def test_position_ids_and_varlen_boundaries():
     np.testing.assert_array_equal(masks.loss_mask(seg), seg >= 0)
 
 
+def one_id_per_run(seg: np.ndarray) -> np.ndarray:
+    """Each run of equal real ids gets its own id (its run number): well-formed rows from random ones."""
+    out = seg.copy()
+    for b in range(seg.shape[0]):
+        run = -1
+        for i in range(seg.shape[1]):
+            if i == 0 or seg[b, i] != seg[b, i - 1]:
+                run += 1
+            out[b, i] = run if seg[b, i] >= 0 else -1
+    return out
+
+
 segment_rows = st.integers(1, 3).flatmap(
     lambda rows: st.integers(1, 12).flatmap(
         lambda length: st.lists(
@@ -129,7 +181,7 @@ segment_rows = st.integers(1, 3).flatmap(
 @settings(max_examples=60, deadline=None)
 @given(segment_rows, st.booleans())
 def test_kernels_match_naive_twins(rows, sort_rows):
-    seg = np.array(rows, np.int32)
+    seg = one_id_per_run(np.array(rows, np.int32))
     if sort_rows:  # packed layout: contiguous ids, padding last
         seg = np.sort(np.where(seg < 0, 99, seg), axis=1)
         seg[seg == 99] = -1
@@ -158,15 +210,49 @@ def _random_rows(rng, rows, length, reuse_ids):
     return seg[:, :length]
 
 
+def reuses_an_id(seg: np.ndarray) -> bool:
+    for row in seg.tolist():
+        seen = set()
+        for i, value in enumerate(row):
+            if value >= 0 and (i == 0 or row[i - 1] != value):
+                if value in seen:
+                    return True
+                seen.add(value)
+    return False
+
+
+def kernel_mask(seg: np.ndarray, kind: str, out: np.ndarray) -> np.ndarray:
+    """engine.masks' CPU branch without its input checks, to reach the kernels' general path."""
+    run_start, contiguous = np.empty_like(seg), np.empty(seg.shape[0], np.uint8)
+    cpu_kernels.segment_runs(seg, run_start, contiguous)
+    itemsize, step = out.dtype.itemsize, cpu_kernels.STREAM_BYTES
+    if out.ctypes.data % step == 0 and (seg.shape[1] * itemsize) % step == 0:
+        allowed, blocked = (True, False) if kind == "dense" else (0.0, -np.inf)
+        patterns = [np.full(step // itemsize, v, dtype=out.dtype).view(np.uint8) for v in (allowed, blocked)]
+        cpu_kernels.streamed_mask(seg, run_start, contiguous, out.reshape(-1).view(np.uint8), itemsize, *patterns)
+    else:
+        (cpu_kernels.dense_mask if kind == "dense" else cpu_kernels.additive_mask)(seg, run_start, contiguous, out)
+    return out
+
+
+def mask_of(seg: np.ndarray, kind: str, out: np.ndarray | None = None) -> np.ndarray:
+    """engine.masks for well-formed rows; a row reusing an id is refused there, so the kernels run directly."""
+    if not reuses_an_id(seg):
+        return masks.attention_mask(seg, kind, device="cpu", out=out)
+    with pytest.raises(PackingError, match="a segment id names one contiguous run of its row"):
+        masks.attention_mask(seg, kind, device="cpu", out=out)
+    return kernel_mask(seg, kind, masks.mask_buffer(seg.shape[0], seg.shape[1], kind) if out is None else out)
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from([32, 64, 96]), st.booleans())
 def test_streamed_masks_equal_the_naive_twin(seed, length, reuse_ids):
     rng = np.random.default_rng(seed)
     seg = _random_rows(rng, 3, length, reuse_ids)
-    dense = masks.attention_mask(seg, "dense", device="cpu")
+    dense = mask_of(seg, "dense")
     assert dense.ctypes.data % 32 == 0  # engine allocates aligned outputs, so this is the streamed path
     np.testing.assert_array_equal(dense, naive_dense_mask(seg.tolist()))
-    additive = masks.attention_mask(seg, "additive", device="cpu")
+    additive = mask_of(seg, "additive")
     np.testing.assert_array_equal(additive, naive_additive_mask(seg.tolist()))
 
 
@@ -177,13 +263,18 @@ def test_unaligned_out_takes_the_plain_kernel_with_the_same_result():
     unaligned = raw[1:].reshape(2, 64, 64) if raw[1:].ctypes.data % 32 else raw[:-1].reshape(2, 64, 64)
     assert unaligned.ctypes.data % 32 != 0
     unaligned[...] = True  # stale values must all be overwritten
-    result = masks.attention_mask(seg, "dense", device="cpu", out=unaligned)
+    assert reuses_an_id(seg)
+    result = mask_of(seg, "dense", out=unaligned)
     assert result is unaligned
     np.testing.assert_array_equal(result, naive_dense_mask(seg.tolist()))
+    unaligned[...] = True
+    seg = _random_rows(rng, 2, 64, False)
+    assert masks.attention_mask(seg, "dense", device="cpu", out=unaligned) is unaligned
+    np.testing.assert_array_equal(unaligned, naive_dense_mask(seg.tolist()))
 
 
 def test_mask_buffer_is_aligned_and_reusable():
-    seg = np.array([[0, 0, 1, 1, 1, -1, -1, -1] * 4], dtype=np.int32)
+    seg = np.array([[0 + k, 0 + k, 1 + k, 1 + k, 1 + k, -1, -1, -1] for k in (0, 2, 4, 6)], dtype=np.int32).reshape(1, 32)
     buf = masks.mask_buffer(1, 32)
     assert buf.shape == (1, 32, 32) and buf.dtype == np.bool_ and buf.ctypes.data % 64 == 0
     assert masks.attention_mask(seg, out=buf, device="cpu") is buf

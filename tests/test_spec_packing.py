@@ -31,6 +31,9 @@ def test_cut_document_scores_every_transition_once_with_shifted_roles():
 def test_mask_matches_the_rule_on_odd_shapes(kind, length):
     rng = np.random.default_rng(length)
     seg = rng.integers(-1, 3, size=(3, length)).astype(np.int32)
+    runs = np.ones(seg.shape, bool)
+    runs[:, 1:] = seg[:, 1:] != seg[:, :-1]
+    seg = np.where(seg >= 0, np.cumsum(runs, axis=1), -1).astype(np.int32)  # one id per run: unique per row
     seg[0] = -1  # a row of all padding
     i, j = np.arange(length)[:, None], np.arange(length)[None, :]
     own, key = seg[:, :, None], seg[:, None, :]

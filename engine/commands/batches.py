@@ -5,9 +5,12 @@ builds the epoch (``MiniBatchEpoch``), prints its window and batch counts and th
 first and last batch, optionally audits it (``--audit``) and writes its descriptor index
 (``--out DIR``): ``DIR/index.parquet`` with int64 columns ``document_index`` and ``start`` in epoch
 order, then ``DIR/manifest.json`` (seed, T, S, B, counts, store path, tokenizer hash, sha256 of
-the index). Each file is written under a temporary name and renamed, manifest last.
-``engine batches show DIR --batch K`` rebuilds batch K from that index: it re-opens the store
-named in the manifest, checks its tokenizer hash and the index's sha256, and prints the rows.
+the index, and the sha256 of the store's own manifest ``_engine.json``, which lists every store
+file's sha256, so it names the exact store). Each file is written under a temporary name and
+renamed, manifest last. ``engine batches show DIR --batch K`` rebuilds batch K from that index: it
+checks every manifest field, re-opens the store named in the manifest, refuses any store but the
+one the index was built from (tokenizer hash, then the store manifest's sha256), checks the
+index's sha256 and prints the rows (document ids with control characters escaped as in ``repr``).
 
 ``batches`` is a group whose default subcommand is ``build``: a first argument that is not a
 subcommand name is taken as the store (``engine batches build show`` reaches a store named "show").
@@ -24,9 +27,10 @@ import click
 
 from engine.commands._options import store_argument
 from engine.errors import BatchError, ConfigurationError, StoreError
+from engine.store import MANIFEST_NAME as STORE_MANIFEST_NAME
 
 MANIFEST_FORMAT = "engine.batches"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2  # 2: records store_manifest_sha256
 INDEX_NAME = "index.parquet"
 MANIFEST_NAME = "manifest.json"
 
@@ -85,6 +89,7 @@ def build_command(store_path, split, context_length, stride, batch_size, seed, s
     order = BatchOrder.sequential() if sequential else BatchOrder.shuffled(0 if seed is None else seed)
     windows = CausalWindowConfig(context_length, stride)
     batches = MiniBatchConfig(batch_size, order)
+    store_digest = store_manifest_digest(Path(store_path))
     store = TokenStore.open(store_path)
     epoch = MiniBatchEpoch.build(store, split, windows=windows, batches=batches)
     values, _ = store.arrays(split)
@@ -92,6 +97,7 @@ def build_command(store_path, split, context_length, stride, batch_size, seed, s
     report = {
         "store": str(Path(store.path).resolve()),
         "tokenizer_hash": store.tokenizer_hash,
+        "store_manifest_sha256": store_digest,
         "split": split,
         "documents": len(epoch.document_ids),
         "tokens": int(values.shape[0]),
@@ -112,6 +118,8 @@ def build_command(store_path, split, context_length, stride, batch_size, seed, s
     if audit_report is not None:
         report["audit"] = audit_report.to_dict()
     if out_dir is not None:
+        if store_manifest_digest(Path(store_path)) != store_digest:
+            raise StoreError(f"{store_path}: the store was rewritten while the epoch was built; build it again")
         report["out"] = write_index(epoch, store, out_dir, report)
     if as_json:
         click.echo(json.dumps(report, indent=2))
@@ -164,7 +172,7 @@ def write_index(epoch, store, out_dir: Path, report: dict) -> dict:
     manifest = {
         "format": MANIFEST_FORMAT,
         "version": MANIFEST_VERSION,
-        **{key: report[key] for key in ("store", "tokenizer_hash", "split", "context_length", "stride",
+        **{key: report[key] for key in ("store", "tokenizer_hash", "store_manifest_sha256", "split", "context_length", "stride",
                                         "batch_size", "order", "seed", "window_count", "batch_count",
                                         "shuffle_state_after")},
         "document_count": report["documents"],
@@ -173,6 +181,69 @@ def write_index(epoch, store, out_dir: Path, report: dict) -> dict:
     manifest_path = out_dir / MANIFEST_NAME
     _replace_atomically(manifest_path, lambda p: p.write_text(json.dumps(manifest, indent=2) + "\n"))
     return {"index": str(index_path), "manifest": str(manifest_path), "index_sha256": digest}
+
+
+def store_manifest_digest(store_path: Path) -> str:
+    """sha256 of a store's manifest (``_engine.json``): it lists every store file's sha256, so equal
+    digests mean the same store content."""
+    path = store_path / STORE_MANIFEST_NAME
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    except FileNotFoundError:
+        raise StoreError(f"{path}: not found; {store_path} is not a complete token store") from None
+
+
+def _printable(text: str) -> str:
+    """``text`` itself when it is printable, else its ``repr`` (newlines and control characters escaped)."""
+    return text if text.isprintable() else repr(text)
+
+
+def _count(manifest: dict, key: str, path: Path, low: int) -> int:
+    value = manifest.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise StoreError(f'{path}: "{key}" is {type(value).__name__} {value!r:.40}, expected an integer >= {low}')
+    if value < low:
+        raise StoreError(f'{path}: "{key}" is {value}, expected an integer >= {low}')
+    return value
+
+
+def check_manifest(manifest: dict, path: Path) -> None:
+    """StoreError naming the first field of an epoch manifest that is missing, mistyped or inconsistent."""
+    from engine.corpus import PARTITIONS
+
+    for key, expected in (("store", "a path string"), ("tokenizer_hash", "a hash string")):
+        value = manifest.get(key)
+        if not isinstance(value, str) or not value:
+            raise StoreError(f'{path}: "{key}" is {type(value).__name__} {value!r:.40}, expected {expected}')
+    digest = manifest.get("store_manifest_sha256")
+    if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
+        raise StoreError(f'{path}: "store_manifest_sha256" is {type(digest).__name__} {digest!r:.70}, '
+                         "expected a sha256 hex string")
+    names = [p.value for p in PARTITIONS]
+    if manifest.get("split") not in names:
+        raise StoreError(f'{path}: "split" is {manifest.get("split")!r:.40}, expected one of {", ".join(names)}')
+    for key, low in (("context_length", 1), ("stride", 1), ("batch_size", 1), ("window_count", 0),
+                     ("batch_count", 0), ("document_count", 0)):
+        _count(manifest, key, path, low)
+    if "seed" not in manifest:
+        raise StoreError(f'{path}: "seed" is missing (expected an integer, or null for a sequential epoch)')
+    seed = manifest["seed"]
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise StoreError(f'{path}: "seed" is {type(seed).__name__} {seed!r:.40}, expected an integer or null')
+    windows, size = manifest["window_count"], manifest["batch_size"]
+    expected = -(-windows // size)
+    if manifest["batch_count"] != expected:
+        raise StoreError(f'{path}: "batch_count" is {manifest["batch_count"]}, but {windows} windows in batches '
+                         f"of {size} make {expected}")
+    index = manifest.get("index")
+    if not isinstance(index, dict):
+        raise StoreError(f'{path}: "index" is missing or not an object {{"file", "sha256"}}')
+    file = index.get("file")
+    if not isinstance(file, str) or not file or Path(file).name != file or file in (".", ".."):
+        raise StoreError(f'{path}: "index.file" is {file!r:.60}, expected a file name in the epoch directory')
+    if not isinstance(index.get("sha256"), str):
+        raise StoreError(f'{path}: "index.sha256" is {index.get("sha256")!r:.70}, expected a sha256 hex string')
 
 
 def read_manifest(directory: Path) -> dict:
@@ -185,8 +256,12 @@ def read_manifest(directory: Path) -> dict:
         raise StoreError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise StoreError(f'{path}: not a batches manifest (expected "format": "{MANIFEST_FORMAT}")')
-    if manifest.get("version") != MANIFEST_VERSION:
-        raise StoreError(f"{path}: manifest version {manifest.get('version')!r}, expected {MANIFEST_VERSION}")
+    version = manifest.get("version")
+    if version != MANIFEST_VERSION:
+        earlier = version == 1
+        hint = " (it does not name the exact store; rebuild it with `engine batches STORE ... --out`)" if earlier else ""
+        raise StoreError(f"{path}: manifest version {version!r:.40}, expected {MANIFEST_VERSION}{hint}")
+    check_manifest(manifest, path)
     return manifest
 
 
@@ -224,13 +299,24 @@ def show_command(directory: Path, k: int, as_json: bool) -> None:
     if store.tokenizer_hash != manifest["tokenizer_hash"]:
         raise StoreError(f"{manifest['store']}: tokenizer hash {store.tokenizer_hash} differs from "
                          f"{manifest['tokenizer_hash']} recorded in {directory / MANIFEST_NAME}; the store was rewritten")
+    found = store_manifest_digest(Path(manifest["store"]))
+    if found != manifest["store_manifest_sha256"]:
+        raise StoreError(f"{manifest['store']}: the store's manifest hashes to {found}, but the epoch index "
+                         f"{directory / MANIFEST_NAME} was built from the store whose manifest hashes to "
+                         f"{manifest['store_manifest_sha256']}; the store was rewritten: build the epoch again")
     split = manifest["split"]
     values, offsets = store.arrays(split)
     ids = store.ids(split)
     if len(ids) != manifest["document_count"]:
         raise StoreError(f"{manifest['store']} split={split}: {len(ids)} documents, but the manifest recorded "
                          f"{manifest['document_count']}")
-    table = pq.read_table(index_path, columns=["document_index", "start"])
+    try:
+        table = pq.read_table(index_path, columns=["document_index", "start"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise StoreError(f"{index_path}: cannot read the descriptor index ({exc})") from None
+    if table.num_rows != manifest["window_count"]:
+        raise StoreError(f"{index_path}: holds {table.num_rows} descriptors, the manifest records "
+                         f"{manifest['window_count']} windows")
     lo, hi = k * size, min((k + 1) * size, table.num_rows)
     document_index = table.column("document_index").to_numpy()[lo:hi]
     start = table.column("start").to_numpy()[lo:hi]
@@ -247,8 +333,8 @@ def show_command(directory: Path, k: int, as_json: bool) -> None:
         click.echo(json.dumps(result, indent=2))
         return
     click.echo(f"batch {k} of {count}: shape [{hi - lo}, {T}], {(hi - lo) * T} target tokens, "
-               f"{split} split of {manifest['store']}")
+               f"{split} split of {_printable(manifest['store'])}")
     for row in rows:
-        click.echo(f"row {row['row']}: {row['document_id']} (document {row['document_index']}) @ {row['start']}")
+        click.echo(f"row {row['row']}: {_printable(row['document_id'])} (document {row['document_index']}) @ {row['start']}")
         click.echo(f"  input  {row['input']}")
         click.echo(f"  target {row['target']}")

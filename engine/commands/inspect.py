@@ -1,7 +1,9 @@
 """``engine inspect STORE``: what a token store holds, per split, without reading its tokens.
 
 Reads only the manifest and each file's Parquet footer (``TokenStore.open``); ``--verify`` also
-hashes every file against the manifest's sha256.
+hashes every file against the manifest's sha256, counts each split's documents and tokens against
+the manifest, checks the saved tokenizer's content hash, and refuses files in the split folders
+that the manifest does not list (``TokenStore.verify``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ def format_summary(summary: dict) -> str:
 @click.command(name="inspect")
 @store_argument
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
-@click.option("--verify", is_flag=True, help="Also check every file's sha256 against the manifest.")
+@click.option("--verify", is_flag=True,
+              help="Also check every file's sha256, the document and token counts, the saved tokenizer's hash, "
+                   "and that split folders hold no unlisted file.")
 def command(store_path: str, as_json: bool, verify: bool) -> None:
     """Show a token store: documents and tokens per split, tokenizer hash, BOS/EOS, format version.
 

@@ -9,6 +9,7 @@ when a split spans several row groups or files; ``buffers(p)`` wraps them, with 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -168,14 +169,54 @@ class TokenStore:
             raise StoreError(f"{file}: records tokenizer hash {found!r}, the manifest expects {self.tokenizer_hash}")
 
     def verify(self) -> None:
-        """Hash every file and compare with the manifest's sha256 (reads every byte)."""
-        for split in self._manifest["splits"].values():
+        """Check everything the manifest claims (reads every byte): each file's sha256, each split's
+        document and token counts against its files, the content hash of the saved tokenizer, and
+        that the split folders hold no file the manifest does not list."""
+        import pyarrow.compute as pc
+
+        from engine.tokenizers.base import canonical_json
+
+        listed: set[Path] = set()
+        for name, split in self._manifest["splits"].items():
+            documents = tokens = 0
             for entry in split["files"]:
                 file = self.path / entry["name"]
+                listed.add(Path(entry["name"]))
                 self._check_file(entry)
                 found = sha256_file(file)
                 if found != entry["sha256"]:
                     raise StoreError(f"{file}: sha256 is {found}, the manifest expects {entry['sha256']}; the file is corrupt")
+                try:
+                    parquet = pq.ParquetFile(file)
+                    for group in range(parquet.num_row_groups):  # one row group in memory at a time
+                        column = parquet.read_row_group(group, columns=["tokens"]).column("tokens")
+                        documents += len(column)
+                        tokens += int(pc.sum(pc.list_value_length(column)).as_py() or 0)
+                except (OSError, pa.ArrowException, ValueError, KeyError) as exc:
+                    raise StoreError(f"{file}: cannot read its tokens ({exc}); the file is corrupt") from None
+            for what, claimed, found_count in (("documents", split["documents"], documents), ("tokens", split["tokens"], tokens)):
+                if claimed != found_count:
+                    raise StoreError(f"{self.path}: split {name}: the manifest records {claimed} {what}, "
+                                     f"its files hold {found_count}")
+        name = self._manifest["tokenizer"].get("file")
+        tokenizer_file = self.path / (name if isinstance(name, str) and name and Path(name).name == name else TOKENIZER_NAME)
+        try:
+            saved = json.loads(tokenizer_file.read_text(encoding="utf-8"))
+            content_hash = hashlib.sha256(canonical_json({"kind": saved["kind"], "payload": saved["payload"]})).hexdigest()
+        except FileNotFoundError:
+            raise StoreError(f"{tokenizer_file}: missing (the store keeps the tokenizer that encoded it)") from None
+        except (OSError, ValueError, TypeError, KeyError, UnicodeError, RecursionError) as exc:
+            raise StoreError(f"{tokenizer_file}: not a readable tokenizer file ({type(exc).__name__}: {exc})") from None
+        if content_hash != self.tokenizer_hash:
+            raise StoreError(f"{tokenizer_file}: holds a tokenizer with hash {content_hash}, the manifest expects "
+                             f"{self.tokenizer_hash}")
+        for folder in sorted(self.path.glob("split=*")):
+            entries = sorted(folder.iterdir()) if folder.is_dir() else [folder]
+            for entry in entries:
+                relative = entry.relative_to(self.path)
+                if relative not in listed:
+                    raise StoreError(f"{entry}: not listed in the manifest; a split folder holds only the "
+                                     "store's own files (readers of the folder would see it)")
 
     def check_tokenizer(self, tokenizer) -> None:
         """StoreError unless ``tokenizer`` is the one this store was encoded with (same hash)."""

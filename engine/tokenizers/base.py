@@ -25,7 +25,7 @@ import numpy as np
 
 from engine.errors import TokenizerError
 
-__all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer", "FORMAT", "FORMAT_VERSION", "MAX_VOCAB_SIZE"]
 
 FORMAT = "engine.tokenizer"
 FORMAT_VERSION = 1
@@ -33,6 +33,10 @@ BOS_ID = 0
 EOS_ID = 1
 BOS_TOKEN = "<bos>"
 EOS_TOKEN = "<eos>"
+# Every id read from a tokenizer file (engine, tiktoken, tokenizer.json) lies in [0, MAX_VOCAB_SIZE):
+# ids are uint32, and tables sized by the largest id stay small (2^24 ids: tens of MB), so a corrupt
+# id is refused before anything is allocated instead of ending in MemoryError.
+MAX_VOCAB_SIZE = 1 << 24
 
 _REGISTRY: dict[str, type["Tokenizer"]] = {}
 
@@ -179,7 +183,7 @@ def tokenizer_from_json(obj: Any, source: str = "<memory>") -> Tokenizer:
             f"{source}: tokenizer file format version {version} is not supported (expected {FORMAT_VERSION})"
         )
     kind = obj.get("kind")
-    cls = _REGISTRY.get(kind)
+    cls = _REGISTRY.get(kind) if isinstance(kind, str) else None
     if cls is None:
         known = ", ".join(sorted(_REGISTRY)) or "none"
         raise TokenizerError(f"{source}: unknown tokenizer kind {kind!r} (expected one of: {known})")
@@ -318,6 +322,35 @@ def check_ids(ids: Sequence[int] | np.ndarray, vocab_size: int, kind: str) -> np
         i = int(first[0])
         raise _outside(kind, int(arr[i]), i, vocab_size)
     return arr.astype(np.int64, copy=False)
+
+
+def check_file_id(value: Any, what: str) -> int:
+    """``value`` as an int, or a TokenizerError unless it is an integer in ``[0, MAX_VOCAB_SIZE)``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TokenizerError(f"{what}: id {value!r:.40} is {type(value).__name__}, expected an integer")
+    if not 0 <= value < MAX_VOCAB_SIZE:
+        raise TokenizerError(
+            f"{what}: id {value} is outside 0..{MAX_VOCAB_SIZE - 1} "
+            f"(ids are uint32 and a vocabulary holds at most {MAX_VOCAB_SIZE} ids)"
+        )
+    return int(value)
+
+
+def check_special_ids(specials: Any, what: str = "special token") -> dict[str, int]:
+    """``{name: id}`` of special tokens: non-empty names, ids checked by ``check_file_id``, no id twice."""
+    if not isinstance(specials, dict):
+        raise TokenizerError(f"{what}s: expected an object {{name: id}}, got {type(specials).__name__}")
+    out: dict[str, int] = {}
+    owner: dict[int, str] = {}
+    for name, value in specials.items():
+        if not isinstance(name, str) or not name:
+            raise TokenizerError(f"{what} {name!r}: expected a non-empty string name")
+        i = check_file_id(value, f"{what} {name!r}")
+        if i in owner:
+            raise TokenizerError(f"{what}s {owner[i]!r} and {name!r} share id {i} (expected distinct ids)")
+        owner[i] = name
+        out[name] = i
+    return out
 
 
 def _outside(kind: str, value: int, position: int, vocab_size: int) -> TokenizerError:

@@ -27,7 +27,8 @@ from engine.errors import TokenizerError
 from engine.kernels.byte_bpe_encode import EMPTY_KEY, build_pair_table, build_token_map, encode_kernel
 from engine.kernels.byte_bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
 from engine.kernels.pretokenize import pretokenize_ends
-from engine.tokenizers.base import Tokenizer, _iter_texts, check_ids, check_texts, register_tokenizer
+from engine.tokenizers.base import (MAX_VOCAB_SIZE, Tokenizer, _iter_texts, check_ids, check_special_ids,
+                                   check_texts, register_tokenizer)
 from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
 from engine.tokenizers.unicode_tables import code_point_classes
 
@@ -74,7 +75,9 @@ class ByteBpeTokenizer(Tokenizer):
         self.pattern = pattern
         self._pattern_code = pattern_code(pattern)
         self.tokens = [None if t is None else bytes(t) for t in tokens]
-        self.specials = dict(specials if specials is not None else {"<bos>": 0, "<eos>": 1})
+        self.specials = check_special_ids(specials if specials is not None else {"<bos>": 0, "<eos>": 1})
+        if len(self.tokens) > MAX_VOCAB_SIZE:
+            raise TokenizerError(f"{len(self.tokens)} token ids: expected at most {MAX_VOCAB_SIZE}")
         self.merges = None if merges is None else [(int(a), int(b)) for a, b in merges]
         self.whole_piece_first = (self.merges is None) if whole_piece_first is None else bool(whole_piece_first)
         for name, value in (("bos", bos), ("eos", eos)):

@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 from engine.errors import TokenizerError
+from engine.tokenizers.base import MAX_VOCAB_SIZE, check_file_id, check_special_ids
 from engine.tokenizers.byte_bpe import ByteBpeTokenizer, bytes_to_unicode
 from engine.tokenizers.pretokenize import PATTERNS
 
@@ -76,8 +77,11 @@ def load_tiktoken(path: str | os.PathLike, *, pattern: str = "gpt2", special_tok
             rank = int(fields[1])
         except ValueError:
             raise TokenizerError(f"{path}:{number}: rank {fields[1][:20]!r} is not an integer") from None
-        if rank < 0 or not token:
-            raise TokenizerError(f"{path}:{number}: expected a non-empty token and a rank >= 0")
+        if rank < 0 or rank >= MAX_VOCAB_SIZE:
+            raise TokenizerError(f"{path}:{number}: rank {rank} is outside 0..{MAX_VOCAB_SIZE - 1} "
+                                 f"(ids are uint32 and a vocabulary holds at most {MAX_VOCAB_SIZE} ids)")
+        if not token:
+            raise TokenizerError(f"{path}:{number}: expected a non-empty token")
         if rank in ranks:
             raise TokenizerError(f"{path}:{number}: rank {rank} appears twice")
         if token in seen:
@@ -87,7 +91,10 @@ def load_tiktoken(path: str | os.PathLike, *, pattern: str = "gpt2", special_tok
     if not ranks:
         raise TokenizerError(f"{path}: no ranks found (expected lines '<base64 token> <rank>')")
     size = max(ranks) + 1
-    specials = dict(special_tokens) if special_tokens else {ENDOFTEXT: size}
+    try:
+        specials = check_special_ids(dict(special_tokens) if special_tokens else {ENDOFTEXT: size})
+    except TokenizerError as exc:
+        raise TokenizerError(f"{path}: {exc}") from None
     for name, i in specials.items():
         if i in ranks:
             raise TokenizerError(f"{path}: special token {name!r} id {i} is already the rank of {ranks[i]!r}")
@@ -134,11 +141,14 @@ def _pattern_of(pre_tokenizer, source: str) -> str:
         if pre_tokenizer.get("use_regex", True):
             return "gpt2"
     if kind == "Sequence":
-        steps = pre_tokenizer.get("pretokenizers") or []
-        if len(steps) == 2 and steps[0].get("type") == "Split" and steps[1].get("type") == "ByteLevel" \
+        steps = pre_tokenizer.get("pretokenizers")
+        if isinstance(steps, list) and len(steps) == 2 and all(isinstance(step, dict) for step in steps) \
+                and steps[0].get("type") == "Split" and steps[1].get("type") == "ByteLevel" \
                 and not steps[1].get("use_regex", True) and not steps[1].get("add_prefix_space"):
-            regex = (steps[0].get("pattern") or {}).get("Regex")
-            if regex in _PATTERN_NAMES and steps[0].get("behavior") == "Isolated" and not steps[0].get("invert"):
+            pattern = steps[0].get("pattern")
+            regex = pattern.get("Regex") if isinstance(pattern, dict) else None
+            if isinstance(regex, str) and regex in _PATTERN_NAMES and steps[0].get("behavior") == "Isolated" \
+                    and not steps[0].get("invert"):
                 return _PATTERN_NAMES[regex]
     raise TokenizerError(
         f"{source}: unsupported pre_tokenizer {json.dumps(pre_tokenizer)[:200]}; expected ByteLevel(use_regex=true) "
@@ -155,7 +165,9 @@ def load_hf_tokenizer_json(path: str | os.PathLike, *, bos: str | None = None, e
         raise TokenizerError(f"{source}: cannot read tokenizer.json: {exc.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TokenizerError(f"{source}: not valid JSON ({exc})") from None
-    model = data.get("model") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        raise TokenizerError(f"{source}: expected a JSON object with a \"model\", got {type(data).__name__}")
+    model = data.get("model")
     if not isinstance(model, dict) or model.get("type") != "BPE":
         raise TokenizerError(f"{source}: expected a \"model\" of type \"BPE\"")
     for option in ("dropout", "continuing_subword_prefix", "end_of_word_suffix"):
@@ -164,16 +176,20 @@ def load_hf_tokenizer_json(path: str | os.PathLike, *, bos: str | None = None, e
     if model.get("byte_fallback"):
         raise TokenizerError(f"{source}: byte_fallback BPE is not byte-level BPE (expected false)")
     if data.get("normalizer"):
-        raise TokenizerError(f"{source}: normalizer {data['normalizer'].get('type')!r} is not supported (expected null)")
+        raise TokenizerError(f"{source}: normalizer {json.dumps(data['normalizer'])[:200]} is not supported (expected null)")
     pattern = _pattern_of(data.get("pre_tokenizer"), source)
     vocab, merges = model.get("vocab"), model.get("merges")
     if not isinstance(vocab, dict) or not isinstance(merges, list):
         raise TokenizerError(f"{source}: model needs a \"vocab\" object and a \"merges\" list")
-    specials = {}
-    for added in data.get("added_tokens") or []:
-        specials[added["content"]] = int(added["id"])
+    if not vocab:
+        raise TokenizerError(f"{source}: the model's \"vocab\" is empty (expected the 256 byte tokens at least)")
+    try:
+        ids = _vocab_ids(vocab)
+        specials = _added_tokens(data.get("added_tokens"))
+    except TokenizerError as exc:
+        raise TokenizerError(f"{source}: {exc}") from None
     to_byte = {c: b for b, c in bytes_to_unicode().items()}
-    size = max(list(vocab.values()) + list(specials.values())) + 1
+    size = max(max(ids), max(specials.values(), default=-1)) + 1
     tokens: list[bytes | None] = [None] * size
     for text, i in vocab.items():
         if specials.get(text) == i:
@@ -186,7 +202,7 @@ def load_hf_tokenizer_json(path: str | os.PathLike, *, bos: str | None = None, e
     pairs = []
     for k, merge in enumerate(merges):
         parts = merge.split(" ") if isinstance(merge, str) else merge
-        if not isinstance(parts, list) or len(parts) != 2 or parts[0] not in vocab or parts[1] not in vocab:
+        if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(p, str) and p in vocab for p in parts):
             raise TokenizerError(f"{source}: merge {k} {merge!r}: expected two vocabulary tokens")
         pairs.append((vocab[parts[0]], vocab[parts[1]]))
     bos, eos = _choose_wrappers(specials, bos, eos, source)
@@ -195,6 +211,34 @@ def load_hf_tokenizer_json(path: str | os.PathLike, *, bos: str | None = None, e
                                 whole_piece_first=bool(model.get("ignore_merges")))
     except TokenizerError as exc:
         raise TokenizerError(f"{source}: {exc}") from None
+
+
+def _vocab_ids(vocab: dict) -> dict[int, str]:
+    """``{id: token}`` of a tokenizer.json vocabulary: every id checked, no id twice."""
+    owner: dict[int, str] = {}
+    for text, value in vocab.items():
+        i = check_file_id(value, f"vocab token {text!r:.40}")
+        if i in owner:
+            raise TokenizerError(f"vocab tokens {owner[i]!r:.40} and {text!r:.40} share id {i} (expected distinct ids)")
+        owner[i] = text
+    return owner
+
+
+def _added_tokens(added_tokens) -> dict[str, int]:
+    """``{content: id}`` of the ``added_tokens`` list: objects with a string content and a checked id."""
+    if added_tokens is None:
+        return {}
+    if not isinstance(added_tokens, list):
+        raise TokenizerError(f"\"added_tokens\" is {type(added_tokens).__name__}, expected a list of objects")
+    specials: dict[str, int] = {}
+    for k, added in enumerate(added_tokens):
+        if not (isinstance(added, dict) and "id" in added and isinstance(added.get("content"), str) and added["content"]):
+            raise TokenizerError(f"added token {k}: expected an object with a string \"content\" and an integer \"id\", "
+                                 f"got {json.dumps(added)[:80]}")
+        if added["content"] in specials:
+            raise TokenizerError(f"added token {added['content']!r:.40} appears twice (expected distinct contents)")
+        specials[added["content"]] = added["id"]
+    return check_special_ids(specials, "added token")
 
 
 def save_hf_tokenizer_json(tokenizer: ByteBpeTokenizer, path: str | os.PathLike) -> Path:

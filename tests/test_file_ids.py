@@ -1,0 +1,242 @@
+"""Ids read from tokenizer files are checked (range, type, duplicates) before anything is sized by them,
+and every malformed tokenizer.json is a TokenizerError (CLI: exit 2, one line)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from engine.cli import main
+from engine.errors import TokenizerError
+from engine.tokenizers import base
+from engine.tokenizers.base import load_tokenizer
+from engine.tokenizers.byte_bpe import ByteBpeTokenizer, bytes_to_unicode
+from engine.tokenizers.interop import load_hf_tokenizer_json, load_tiktoken
+
+TABLE = bytes_to_unicode()
+
+
+def hf_data() -> dict:
+    """A minimal byte-level tokenizer.json: the 256 bytes (ids 0..255), one merge, <|endoftext|> = 257."""
+    vocab = {TABLE[b]: b for b in range(256)}
+    vocab[TABLE[ord("a")] + TABLE[ord("b")]] = 256
+    return {
+        "version": "1.0",
+        "added_tokens": [{"id": 257, "content": "<|endoftext|>", "special": True}],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+        "model": {"type": "BPE", "vocab": vocab, "merges": ["a b"]},
+    }
+
+
+def write_hf(tmp_path, data) -> str:
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return str(path)
+
+
+def rank_lines(extra: str = "") -> str:
+    return "".join(f"{base64.b64encode(bytes([b])).decode()} {b}\n" for b in range(256)) + extra
+
+
+def test_minimal_hf_file_loads(tmp_path):
+    tok = load_hf_tokenizer_json(write_hf(tmp_path, hf_data()))
+    assert tok.vocab_size == 258 and tok.bos_id == tok.eos_id == 257
+    assert tok.encode("abc").tolist() == [256, ord("c")]
+
+
+def test_bound_is_documented_constant():
+    assert base.MAX_VOCAB_SIZE == 1 << 24
+
+
+@pytest.mark.parametrize("value, fragment", [
+    (-1, "id -1 is outside 0..16777215"),
+    (1_500_000_000, "id 1500000000 is outside 0..16777215"),
+    (2**32, "id 4294967296 is outside 0..16777215"),
+    ("5", "id '5' is str, expected an integer"),
+    (True, "id True is bool, expected an integer"),
+    (2.5, "id 2.5 is float, expected an integer"),
+])
+def test_hf_vocab_ids_are_checked(tmp_path, value, fragment):
+    data = hf_data()
+    data["model"]["vocab"][TABLE[ord("a")] + TABLE[ord("b")]] = value
+    started = time.monotonic()
+    with pytest.raises(TokenizerError, match=f"vocab token 'ab': {fragment}"):
+        load_hf_tokenizer_json(write_hf(tmp_path, data))
+    assert time.monotonic() - started < 5
+
+
+def test_hf_vocab_minus_one_no_longer_overwrites_the_last_token(tmp_path):
+    data = hf_data()
+    data["model"]["vocab"]["ĠX"] = -1
+    with pytest.raises(TokenizerError, match=r"vocab token 'ĠX': id -1 is outside"):
+        load_hf_tokenizer_json(write_hf(tmp_path, data))
+
+
+def test_hf_duplicate_vocab_ids_are_refused(tmp_path):
+    data = hf_data()
+    data["model"]["vocab"]["ĠX"] = 7
+    with pytest.raises(TokenizerError, match="vocab tokens 'ć' and 'ĠX' share id 7"):
+        load_hf_tokenizer_json(write_hf(tmp_path, data))
+
+
+@pytest.mark.parametrize("value", [1_500_000_000, 2**32, -3])
+def test_hf_special_ids_are_checked_quickly(tmp_path, value):
+    data = hf_data()
+    data["added_tokens"][0]["id"] = value
+    started = time.monotonic()
+    with pytest.raises(TokenizerError, match=f"added token '<\\|endoftext\\|>': id {value} is outside 0..16777215"):
+        load_hf_tokenizer_json(write_hf(tmp_path, data))
+    assert time.monotonic() - started < 5
+
+
+def mutate_added(data, how):
+    if how == "no id":
+        del data["added_tokens"][0]["id"]
+    elif how == "dict":
+        data["added_tokens"] = {"<|endoftext|>": 257}
+    elif how == "string id":
+        data["added_tokens"][0]["id"] = "257"
+    elif how == "not an object":
+        data["added_tokens"] = ["<|endoftext|>"]
+    elif how == "no content":
+        del data["added_tokens"][0]["content"]
+    elif how == "duplicate id":
+        data["added_tokens"].append({"id": 257, "content": "<pad>"})
+    elif how == "duplicate content":
+        data["added_tokens"].append({"id": 258, "content": "<|endoftext|>"})
+    elif how == "empty vocab":
+        data["model"]["vocab"] = {}
+        data["model"]["merges"] = []
+    elif how == "string vocab":
+        data["model"]["vocab"] = "abc"
+    elif how == "normalizer":
+        data["normalizer"] = {"type": "NFC"}
+    elif how == "string normalizer":
+        data["normalizer"] = "NFC"
+    elif how == "sequence of strings":
+        data["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": ["Split", "ByteLevel"]}
+    elif how == "sequence not a list":
+        data["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": {"a": 1}}
+    elif how == "split pattern string":
+        data["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": "x", "behavior": "Isolated"},
+            {"type": "ByteLevel", "use_regex": False}]}
+    elif how == "split regex list":
+        data["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": ["x"]}, "behavior": "Isolated"},
+            {"type": "ByteLevel", "use_regex": False}]}
+    elif how == "merge of lists":
+        data["model"]["merges"] = [[["a"], ["b"]]]
+    elif how == "top level list":
+        return [data]
+    return data
+
+
+BAD_HF = {
+    "no id": "added token 0: expected an object with a string \"content\" and an integer \"id\"",
+    "dict": "\"added_tokens\" is dict, expected a list of objects",
+    "string id": "added token '<|endoftext|>': id '257' is str, expected an integer",
+    "not an object": "added token 0: expected an object with a string \"content\" and an integer \"id\"",
+    "no content": "added token 0: expected an object with a string \"content\" and an integer \"id\"",
+    "duplicate id": "added tokens '<|endoftext|>' and '<pad>' share id 257",
+    "duplicate content": "added token '<|endoftext|>' appears twice",
+    "empty vocab": "\"vocab\" is empty",
+    "string vocab": "model needs a \"vocab\" object and a \"merges\" list",
+    "normalizer": "normalizer {\"type\": \"NFC\"} is not supported (expected null)",
+    "string normalizer": "normalizer \"NFC\" is not supported (expected null)",
+    "sequence of strings": "unsupported pre_tokenizer",
+    "sequence not a list": "unsupported pre_tokenizer",
+    "split pattern string": "unsupported pre_tokenizer",
+    "split regex list": "unsupported pre_tokenizer",
+    "merge of lists": "merge 0 [['a'], ['b']]: expected two vocabulary tokens",
+    "top level list": "expected a JSON object with a \"model\"",
+}
+
+
+@pytest.mark.parametrize("how", sorted(BAD_HF))
+def test_bad_tokenizer_json_is_a_tokenizer_error(tmp_path, how):
+    path = write_hf(tmp_path, mutate_added(hf_data(), how))
+    with pytest.raises(TokenizerError) as caught:
+        load_hf_tokenizer_json(path)
+    assert BAD_HF[how] in str(caught.value)
+    assert str(caught.value).startswith(path)
+
+
+@pytest.mark.parametrize("how", ["no id", "dict", "string id", "empty vocab", "string vocab", "normalizer",
+                                 "sequence of strings"])
+def test_cli_import_of_bad_tokenizer_json_exits_2(tmp_path, how):
+    path = write_hf(tmp_path, mutate_added(hf_data(), how))
+    result = CliRunner().invoke(main, ["tokenizers", "import", path, "--out", str(tmp_path / "out.json")])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and BAD_HF[how] in lines[0]
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("rank", [2_000_000_000, 100_000_000_000, 2**32, 1 << 24])
+def test_tiktoken_ranks_are_range_checked_quickly(tmp_path, rank):
+    path = tmp_path / "r.tiktoken"
+    path.write_text(rank_lines(f"{base64.b64encode(b'ab').decode()} {rank}\n"))
+    started = time.monotonic()
+    with pytest.raises(TokenizerError, match=f"r.tiktoken:257: rank {rank} is outside 0..16777215"):
+        load_tiktoken(path)
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("specials, fragment", [
+    ({"<|endoftext|>": 1_500_000_000}, "special token '<|endoftext|>': id 1500000000 is outside 0..16777215"),
+    ({"<|endoftext|>": 2**32}, "special token '<|endoftext|>': id 4294967296 is outside 0..16777215"),
+    ({"<a>": 300, "<b>": 300}, "special tokens '<a>' and '<b>' share id 300"),
+])
+def test_tiktoken_specials_are_checked(tmp_path, specials, fragment):
+    path = tmp_path / "r.tiktoken"
+    path.write_text(rank_lines())
+    with pytest.raises(TokenizerError) as caught:
+        load_tiktoken(path, special_tokens=specials, bos="<a>" if "<a>" in specials else None)
+    assert fragment in str(caught.value)
+
+
+def test_cli_tiktoken_special_beyond_bound_exits_2(tmp_path):
+    path = tmp_path / "r.tiktoken"
+    path.write_text(rank_lines())
+    result = CliRunner().invoke(main, ["tokenizers", "import", str(path), "--special", "<|endoftext|>=4294967296",
+                                       "--out", str(tmp_path / "o.json")])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"error: {path}: special token '<|endoftext|>': id 4294967296 is outside 0..16777215 "
+        "(ids are uint32 and a vocabulary holds at most 16777216 ids)"]
+
+
+def resave_with_specials(tmp_path, specials: dict) -> str:
+    """An engine tokenizer file whose specials were edited, with its hash recomputed (a valid file)."""
+    import hashlib
+
+    from engine.tokenizers.base import canonical_json
+
+    tok = ByteBpeTokenizer([bytes([b]) for b in range(256)], specials={"<e>": 256}, bos="<e>", eos="<e>")
+    obj = tok.to_json()
+    obj["payload"]["specials"] = specials
+    obj["hash"] = hashlib.sha256(canonical_json({"kind": obj["kind"], "payload": obj["payload"]})).hexdigest()
+    path = tmp_path / "engine.json"
+    path.write_text(json.dumps(obj))
+    return str(path)
+
+
+@pytest.mark.parametrize("value", [1_500_000_000, 2**32, -1])
+def test_engine_file_special_ids_are_checked_quickly(tmp_path, value):
+    path = resave_with_specials(tmp_path, {"<e>": value})
+    started = time.monotonic()
+    with pytest.raises(TokenizerError, match=f"special token '<e>': id {value} is outside 0..16777215"):
+        load_tokenizer(path)
+    assert time.monotonic() - started < 5
+
+
+def test_engine_file_duplicate_special_ids_are_refused(tmp_path):
+    path = resave_with_specials(tmp_path, {"<e>": 256, "<f>": 256})
+    with pytest.raises(TokenizerError, match="special tokens '<e>' and '<f>' share id 256"):
+        load_tokenizer(path)
