@@ -27,13 +27,19 @@ providing the same members:
 Workers: with ``N`` workers, worker ``i`` builds the batches ``j ≡ i (mod N)`` of the remaining
 sequence (``j`` counts batches from the resume point, across epochs). DataLoader collects from
 the workers in round-robin order, so the loader yields exactly the global order, for any ``N``.
+Under ``ds.loader(num_workers=N)`` the unit is a group of consecutive batches instead of one
+(about ``CHUNK_IDS`` ids per tensor): a worker hands a whole group over as one shared-memory block
+and the loader splits it into batches again (views, no copy), because handing over one small
+batch costs far more than building it. With ``num_workers=0`` the loader iterates the dataset
+directly (DataLoader's per-item machinery has nothing to convert).
 
 Ranks: ``rank``/``world_size`` default to ``torch.distributed`` when it is initialised (else 0 of
 1). Rank ``r`` of ``w`` gets rows ``[r*width//w, (r+1)*width//w)`` of every global batch, so the
 global sequence does not depend on ``w``. A ``w`` wider than some batch is a ConfigurationError.
 
 State: ``state_dict()`` is ``{"seed", "epoch", "next_batch", "global_batch_size"}``: the next
-global batch to hand out. DataLoader workers hold copies of the dataset, so the state is kept in
+global batch to hand out; every new iteration starts there, so a second ``for`` loop continues
+where the first stopped. DataLoader workers hold copies of the dataset, so the state is kept in
 the main process, from what the main-process iterator hands out: ``ds.loader(**options)`` (a
 ``DataLoader`` whose iterator records the ``epoch``/``batch_index`` tags of every batch it
 yields) keeps it for any ``num_workers``; a plain ``DataLoader`` with ``num_workers=0`` also
@@ -55,6 +61,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+from torch.utils.data._utils.collate import default_convert as _default_convert
 
 from engine.checks import as_int
 from engine.errors import ConfigurationError, DeviceError
@@ -62,8 +69,9 @@ from engine.errors import ConfigurationError, DeviceError
 __all__ = ["TokenDataset", "TokenLoader"]
 
 _DTYPES = {torch.int64: np.int64, torch.int32: np.int32}
-_EXTRA_FIELDS = (("segment_ids", "segment_ids"), ("position_ids", "position_ids"),
-                 ("loss_weights", "loss_weights"))
+EXTRA_FIELDS = ("segment_ids", "position_ids", "loss_weights")
+# Worker chunks under TokenLoader hold about this many ids per tensor (2 MiB of int64).
+CHUNK_IDS = 1 << 18
 STATE_KEYS = ("seed", "epoch", "next_batch", "global_batch_size")
 
 
@@ -114,6 +122,7 @@ class TokenDataset(IterableDataset):
         self._consumed = (0, 0)  # (epoch, next batch) after the last batch handed out
         self._sources = {}  # epoch -> source of that epoch (only the latest is kept)
         self._buffers = None
+        self._chunk = 0  # batches per worker item; set by TokenLoader while its workers start
 
     def _check_width(self, source) -> None:
         count = source.batch_count
@@ -170,17 +179,12 @@ class TokenDataset(IterableDataset):
             self._sources = {epoch: source}
         return source
 
-    def _global_batches(self):
-        """``(epoch, k)`` from the current state to the end of the last epoch."""
+    def _epoch_runs(self):
+        """``(epoch, source of that epoch, first batch)`` from the current state on."""
         epoch, k = self._consumed
-        count = self.source.batch_count
-        while self.epochs is None or epoch < self.epochs:
-            while k < count:
-                yield epoch, k
-                k += 1
+        while self.source.batch_count and (self.epochs is None or epoch < self.epochs):
+            yield epoch, self._epoch_source(epoch), k
             epoch, k = epoch + 1, 0
-            if count == 0:
-                return
 
     def _main_buffers(self):
         if self._buffers is None:
@@ -191,45 +195,86 @@ class TokenDataset(IterableDataset):
             self._buffers = (inputs, labels, (inputs.numpy(), labels.numpy()))
         return self._buffers
 
-    def _make(self, epoch: int, k: int, buffers) -> dict:
-        source = self._epoch_source(epoch)
-        rank = world = None
-        if self.world_size > 1:
-            rank, world = self.rank, self.world_size
-        if buffers is None:  # worker: a fresh tensor per batch, handed over by shared memory
-            rows = source.batch_width(k)
-            if world is not None:
-                rows = (self.rank + 1) * rows // world - self.rank * rows // world
-            shape = (rows, source.context_length)
-            inputs, labels = torch.empty(shape, dtype=self.dtype), torch.empty(shape, dtype=self.dtype)
-            out = (inputs.numpy(), labels.numpy())
-        else:
-            inputs, labels, out = buffers
-        batch = source.batch(k, out=out, rank=rank, world_size=world)
-        rows = batch.inputs.shape[0]
-        if rows != inputs.shape[0]:
-            inputs, labels = inputs[:rows], labels[:rows]
-        item = {"input_ids": inputs, "labels": labels}
-        for name, attribute in _EXTRA_FIELDS:
-            array = getattr(batch, attribute, None)
-            if array is not None:
-                item[name] = torch.from_numpy(np.ascontiguousarray(array))
-        item["epoch"] = epoch
-        item["batch_index"] = k
-        return item
+    def _share(self, source, k: int) -> int:
+        """Rows of this rank's share of batch ``k``."""
+        width = source.batch_width(k)
+        return (self.rank + 1) * width // self.world_size - self.rank * width // self.world_size
 
     def __iter__(self):
         info = get_worker_info()
         if info is None:
-            buffers = self._main_buffers()
-            for epoch, k in self._global_batches():
-                item = self._make(epoch, k, buffers)
-                self._consumed = (epoch, k + 1) if k + 1 < self.source.batch_count else (epoch + 1, 0)
+            return self._iter_main()
+        return self._iter_worker(info.id, info.num_workers)
+
+    def _iter_main(self):
+        inputs, labels, out = self._main_buffers()
+        full = inputs.shape[0]
+        rank, world = (self.rank, self.world_size) if self.world_size > 1 else (None, None)
+        count = self.source.batch_count
+        for epoch, source, first in self._epoch_runs():
+            extras = None
+            for k in range(first, count):
+                batch = source.batch(k, out, rank=rank, world_size=world)
+                rows = batch.inputs.shape[0]
+                if rows == full:
+                    item = {"input_ids": inputs, "labels": labels}
+                else:
+                    item = {"input_ids": inputs[:rows], "labels": labels[:rows]}
+                if extras is None:
+                    extras = [name for name in EXTRA_FIELDS if getattr(batch, name, None) is not None]
+                for name in extras:
+                    item[name] = torch.from_numpy(np.require(getattr(batch, name), requirements=("C", "W")))
+                item["epoch"] = epoch
+                item["batch_index"] = k
+                self._consumed = (epoch, k + 1) if k + 1 < count else (epoch + 1, 0)
                 yield item
-            return
-        for j, (epoch, k) in enumerate(self._global_batches()):  # state copied when the iterator began
-            if j % info.num_workers == info.id:
-                yield self._make(epoch, k, None)
+
+    def _iter_worker(self, worker: int, workers: int):
+        # The state was copied when the loader's iterator began. Plain DataLoader: one batch per
+        # item. TokenLoader sets ``_chunk``: groups of ``_chunk`` consecutive batches travel as one
+        # item (one shared-memory block instead of one per batch) and the loader splits them again.
+        group = self._chunk or 1
+        count = self.source.batch_count
+        j = 0
+        pending = []
+        for epoch, source, first in self._epoch_runs():
+            for k in range(first, count):
+                if (j // group) % workers == worker:
+                    pending.append((epoch, source, k))
+                    if len(pending) == group:
+                        yield self._build(pending)
+                        pending = []
+                j += 1
+        if pending:
+            yield self._build(pending)
+
+    def _build(self, pending) -> dict:
+        """Fresh tensors holding the batches ``pending`` (one ``(epoch, source, k)`` each)."""
+        rank, world = (self.rank, self.world_size) if self.world_size > 1 else (None, None)
+        rows = [self._share(source, k) for _, source, k in pending]
+        shape = (sum(rows), self.source.context_length)
+        inputs, labels = torch.empty(shape, dtype=self.dtype), torch.empty(shape, dtype=self.dtype)
+        in_array, label_array = inputs.numpy(), labels.numpy()
+        extras: dict[str, list] = {}
+        row = 0
+        for (_, source, k), n in zip(pending, rows):
+            batch = source.batch(k, (in_array[row:row + n], label_array[row:row + n]), rank=rank, world_size=world)
+            for name in EXTRA_FIELDS:
+                array = getattr(batch, name, None)
+                if array is not None:
+                    extras.setdefault(name, []).append(array)
+            row += n
+        item = {"input_ids": inputs, "labels": labels}
+        for name, arrays in extras.items():
+            item[name] = torch.from_numpy(np.concatenate(arrays))
+        if not self._chunk:
+            (epoch, _, k), = pending
+            item["epoch"], item["batch_index"] = epoch, k
+            return item
+        item["epoch"] = [epoch for epoch, _, _ in pending]
+        item["batch_index"] = [k for _, _, k in pending]
+        item["rows"] = rows
+        return item
 
     def __len__(self) -> int:
         """Batches an iteration from the current state yields (TypeError when endless)."""
@@ -262,9 +307,28 @@ class TokenLoader(DataLoader):
 
     def __iter__(self):
         dataset = self.dataset
-        for item in super().__iter__():
-            dataset.record(item)
-            yield item
+        if self.num_workers == 0 and self.collate_fn is _default_convert and not self.pin_memory:
+            # Nothing for DataLoader's machinery to do: the dataset already yields tensors.
+            yield from dataset
+            return
+        if self.num_workers:
+            dataset._chunk = max(1, CHUNK_IDS // (dataset.source.batch_size * dataset.source.context_length))
+        try:
+            batches = super().__iter__()  # workers start here, with the chunk size set
+        finally:
+            dataset._chunk = 0
+        for item in batches:
+            if "rows" not in item:
+                dataset.record(item)
+                yield item
+                continue
+            parts = {name: item[name].split(item["rows"]) for name in ("input_ids", "labels", *EXTRA_FIELDS)
+                     if name in item}
+            for i, (epoch, k) in enumerate(zip(item["epoch"], item["batch_index"])):
+                batch = {name: tensors[i] for name, tensors in parts.items()}
+                batch["epoch"], batch["batch_index"] = epoch, k
+                dataset.record(batch)
+                yield batch
 
     def state_dict(self) -> dict:
         return self.dataset.state_dict()

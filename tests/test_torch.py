@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -235,3 +236,52 @@ def test_pickles_carry_a_path_not_the_tokens(tmp_path):
     assert copy.source.batch(17).inputs.tolist() == epoch.batch(17).inputs.tolist()
     reopened = pickle.loads(pickle.dumps(store))
     assert isinstance(reopened, TokenStore) and reopened.path == store.path.absolute()
+
+
+class WeightedSource:
+    """A batch source of the protocol with per-position extras, as packed epochs provide them."""
+
+    def __init__(self, epoch):
+        self.epoch = epoch
+        self.batch_count, self.batch_size = epoch.batch_count, epoch.batch_size
+        self.context_length, self.order = epoch.context_length, epoch.order
+
+    def batch_width(self, k):
+        return self.epoch.batch_width(k)
+
+    def with_epoch(self, e):
+        return WeightedSource(self.epoch.with_epoch(e))
+
+    def batch(self, k, out=None, *, rank=None, world_size=None, dtype=None):
+        batch = self.epoch.batch(k, out, rank=rank, world_size=world_size, dtype=dtype)
+        return SimpleNamespace(inputs=batch.inputs, targets=batch.targets,
+                               loss_weights=(batch.targets % 2).astype(np.uint8),
+                               position_ids=np.broadcast_to(np.arange(self.context_length, dtype=np.int32),
+                                                            batch.inputs.shape))
+
+
+def test_source_extras_travel_with_the_batch(store):
+    epoch = make_epoch(store)
+    wrapper = WeightedSource(epoch)
+    for loader in (TokenDataset(wrapper, epochs=2).loader(),
+                   TokenDataset(wrapper, epochs=2).loader(num_workers=2, multiprocessing_context="fork")):
+        items = [(b["input_ids"].tolist(), b["loss_weights"].tolist(), b["position_ids"].tolist()) for b in loader]
+        assert len(items) == 2 * epoch.batch_count
+        for (inputs, weights, positions), (e, k, expected_inputs, targets) in zip(items, global_sequence(epoch, 2)):
+            assert inputs == expected_inputs
+            assert weights == (np.array(targets) % 2).tolist()
+            assert positions == [list(range(T))] * len(inputs)
+
+
+def test_a_second_loop_continues_where_the_first_stopped(store):
+    epoch = make_epoch(store)
+    ds = TokenDataset(epoch, epochs=2)
+    expected = global_sequence(epoch, 2)
+    got = []
+    for item in ds.loader():
+        got += collect([item])
+        if len(got) == 7:
+            break
+    got += collect(ds.loader(num_workers=2, multiprocessing_context="fork"))
+    assert got == expected
+    assert collect(ds.loader()) == []  # both epochs of the run are used up
