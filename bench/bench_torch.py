@@ -18,7 +18,7 @@ BATCHES = 2000
 @pytest.mark.benchmark(group="torch-loader")
 @pytest.mark.parametrize("workers", [0, 2])
 def test_loader_engine(benchmark, workers):
-    epoch, batches, direct, nanogpt = pairs(32, 64, BATCHES)
+    epoch, batches, direct, nanogpt, _ = pairs(32, 64, BATCHES)
     run = _loader_pass(epoch, batches, workers)
     run()
     benchmark.pedantic(run, rounds=ROUNDS, iterations=1)
@@ -34,5 +34,5 @@ def test_loader_engine(benchmark, workers):
 
 @pytest.mark.benchmark(group="torch-loader")
 def test_direct_batches(benchmark):
-    _, _, direct, _ = pairs(32, 64, BATCHES)
+    _, _, direct, _, _ = pairs(32, 64, BATCHES)
     benchmark.pedantic(direct, rounds=ROUNDS, iterations=1)
