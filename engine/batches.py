@@ -3,8 +3,11 @@
 An epoch is built from ONE partition: documents of another partition, repeated ids and empty ids
 are ``BatchError``. Its windows are listed in document order, then by start, as packed int64
 descriptors (``offsets[document_index] + start``, 8 bytes per window; see
-``engine.kernels.windows``). ``BatchOrder.shuffled(seed)`` permutes the descriptors — never the
-tokens — with Fisher–Yates driven by SplitMix64 seeded with ``seed`` (``engine.kernels.shuffle``).
+``engine.kernels.windows``). ``BatchOrder.shuffled(seed, epoch=e)`` permutes the descriptors — never
+the tokens — with Fisher–Yates driven by SplitMix64 (``engine.kernels.shuffle``) seeded with ``seed``
+in epoch 0 and with ``mix(seed + e * 0x9E3779B97F4A7C15)`` in epoch ``e >= 1`` (SPEC §6): windows
+never change between epochs, only their order. ``epoch.with_epoch(e)`` rebuilds the order of
+another epoch of the same run.
 
 Batch ``k`` is descriptors ``[k*B, min((k+1)*B, W))``: the last batch holds the remainder and is
 never padded or dropped. ``epoch.batch(k)`` gathers only that batch's rows, straight from the
@@ -27,36 +30,73 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from engine.buffers import as_token_buffers
+from engine.checks import as_int
 from engine.corpus import Partition
 from engine.errors import BatchError, ConfigurationError
 from engine.kernels import shuffle as shuffle_kernels
 from engine.kernels import windows as window_kernels
 from engine.store import TokenStore
-from engine.windows import CausalWindowConfig, check_seed, prepare_rows
+from engine.windows import CausalWindowConfig, check_int32_rows, check_seed, prepare_rows
 
 __all__ = ["BatchOrder", "MiniBatchConfig", "MiniBatchEpoch", "MiniBatch", "Provenance"]
 
 
 @dataclass(frozen=True, slots=True)
 class BatchOrder:
-    """Epoch order: ``sequential()`` keeps document order; ``shuffled(seed)`` permutes it."""
+    """Epoch order: ``sequential()`` keeps document order; ``shuffled(seed, epoch=e)`` permutes it.
+
+    ``seed`` is the run's seed and ``epoch`` the 0-based epoch of the run. The shuffle of epoch 0
+    is seeded with ``seed``; epoch ``e >= 1`` with ``mix(seed + e * 0x9E3779B97F4A7C15)`` (SPEC §6),
+    the ``e``-th output of SplitMix64 seeded with ``seed``. A sequential order is the same in
+    every epoch, so its ``epoch`` is always 0.
+    """
 
     seed: int | None = None
+    epoch: int = 0
 
     @classmethod
     def sequential(cls) -> "BatchOrder":
         return cls(None)
 
     @classmethod
-    def shuffled(cls, seed: int) -> "BatchOrder":
-        return cls(check_seed(seed))
+    def shuffled(cls, seed: int, *, epoch: int = 0) -> "BatchOrder":
+        epoch = as_int(epoch, "epoch", expected="an integer >= 0")
+        if epoch < 0:
+            raise ConfigurationError(f"epoch must be >= 0, got {epoch}")
+        return cls(check_seed(seed), epoch)
 
     @property
     def is_shuffled(self) -> bool:
         return self.seed is not None
 
+    @property
+    def epoch_seed(self) -> int | None:
+        """The SplitMix64 seed of this epoch's Fisher–Yates shuffle (None when sequential)."""
+        if self.seed is None or self.epoch == 0:
+            return self.seed
+        return epoch_seed(self.seed, self.epoch)
+
+    def with_epoch(self, epoch: int) -> "BatchOrder":
+        """The same run's order for another epoch (a sequential order stays as it is)."""
+        return self if self.seed is None else BatchOrder.shuffled(self.seed, epoch=epoch)
+
     def __str__(self) -> str:
-        return "sequential" if self.seed is None else f"shuffled(seed={self.seed})"
+        if self.seed is None:
+            return "sequential"
+        return f"shuffled(seed={self.seed})" if self.epoch == 0 else f"shuffled(seed={self.seed}, epoch={self.epoch})"
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """SPEC §6: ``seed`` for epoch 0, else ``mix(seed + epoch * 0x9E3779B97F4A7C15)`` (mod 2^64)."""
+    if epoch == 0:
+        return seed
+    z = (seed + epoch * 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+_MASK64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +236,7 @@ class MiniBatchEpoch:
         window_kernels.enumerate_positions(offsets, prefix, windows.kernel_stride, positions)
         state_after = None
         if batches.order.is_shuffled:
-            state = shuffle_kernels.fisher_yates_shuffle(positions, np.uint64(batches.order.seed))
+            state = shuffle_kernels.fisher_yates_shuffle(positions, np.uint64(batches.order.epoch_seed))
             state_after = int(state)
         positions.flags.writeable = False
         return cls(source=documents, partition=partition, document_ids=document_ids, values=values,
@@ -279,7 +319,8 @@ class MiniBatchEpoch:
 
         ``out=(inputs, targets)``: C-contiguous arrays with at least ``width`` rows of length ``T``;
         the rows are written there and the batch holds views of them. ``dtype``: uint32 (default,
-        or that of ``out``) or int64. ``k`` outside ``0..len(epoch)-1`` is a BatchError.
+        or that of ``out``), int32 or int64 (what ``torch.nn.Embedding`` takes); int32 needs ids
+        below 2^31. ``k`` outside ``0..len(epoch)-1`` is a BatchError.
         """
         if type(k) is int and rank is None and world_size is None and 0 <= k < self._batch_count:
             lo = k * self._batch_size  # the common case, checked inline: a batch takes microseconds
@@ -305,18 +346,37 @@ class MiniBatchEpoch:
                 self._checked_out = (out, out[0].shape)
         positions = self._positions[lo:hi]
         window_kernels.gather_positions(self.values, positions, self._context_length, inputs, targets)
+        if inputs.dtype == np.int32:
+            check_int32_rows(inputs, targets)
         return MiniBatch(k, inputs, targets, self.partition, positions, lo, self)
 
     def __iter__(self) -> Iterator[MiniBatch]:
         for k in range(self.batch_count):
             yield self.batch(k)
 
+    def __reduce__(self):
+        """Pickle as ``(source, partition, window config, batch config)``; the copy rebuilds its
+        descriptors, which is deterministic. A store source pickles as its path (a few hundred
+        bytes in all); a list of documents carries its arrays."""
+        return (_rebuild_epoch, (self.source, self.partition, self.window_config, self.batch_config))
+
     def with_order(self, order: BatchOrder) -> "MiniBatchEpoch":
         """The same documents and window configuration rebuilt in another order."""
         return MiniBatchEpoch.build(self.source, self.partition, windows=self.window_config,
                                     batches=MiniBatchConfig(self.batch_size, order))
 
+    def with_epoch(self, epoch: int) -> "MiniBatchEpoch":
+        """Epoch ``epoch`` (0-based) of the same run: same windows, order per SPEC §6's seed rule.
+
+        A sequential epoch is the same in every epoch and returns itself."""
+        order = self.order.with_epoch(epoch)
+        return self if order == self.order else self.with_order(order)
+
     def __repr__(self) -> str:
         return (f"MiniBatchEpoch(partition={self.partition.value!r}, T={self.context_length}, "
                 f"S={self.window_config.stride}, B={self.batch_size}, order={self.order}, "
                 f"windows={self.window_count}, batches={self.batch_count})")
+
+
+def _rebuild_epoch(source, partition, windows, batches) -> MiniBatchEpoch:
+    return MiniBatchEpoch.build(source, partition, windows=windows, batches=batches)

@@ -9,7 +9,8 @@ Every update is all or nothing: the contribution and the new sums are checked to
 anything is stored; a non-finite value, a wrong gradient width or finishing with no tokens raises
 ``BatchError`` naming the token and coordinate. ``add_batch`` sums with numpy (pairwise
 summation), so it may differ from one ``add_token`` per row in the last bits; values that are
-binary fractions sum exactly either way. Cost: O(width) per token, vectorised for a batch.
+binary fractions sum exactly either way. For evaluation, ``TokenMeanAccumulator()`` (gradient
+width 0) takes ``add_loss(loss_sum, token_count)`` per batch and ``mean_loss`` is the answer. Cost: O(width) per token, vectorised for a batch.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class TokenMeanAccumulator:
 
     __slots__ = ("gradient_width", "loss_sum", "gradient_sum", "token_count")
 
-    def __init__(self, gradient_width: int) -> None:
+    def __init__(self, gradient_width: int = 0) -> None:
         width = as_int(gradient_width, "gradient width", expected="an integer >= 0")
         if width < 0:
             raise ConfigurationError(f"gradient width must be >= 0, got {width}")
@@ -77,6 +78,36 @@ class TokenMeanAccumulator:
             loss_sum = self.loss_sum + float(losses.sum())
             gradient_sum = self.gradient_sum + gradients.sum(axis=0)
         self._commit(loss_sum, gradient_sum, losses.shape[0])
+
+    def add_loss(self, loss_sum, token_count) -> None:
+        """Evaluation: add a batch's summed loss over ``token_count`` scored targets, no gradients.
+
+        ``loss_sum`` is a number or a 0-d tensor (e.g. ``F.cross_entropy(..., reduction="sum")``,
+        or the ``loss_weights``-weighted sum); ``token_count`` the targets it sums over. Only an
+        accumulator of gradient width 0 takes losses without gradients.
+        """
+        if self.gradient_width:
+            raise BatchError(f"this accumulator sums gradients of width {self.gradient_width}; add_loss "
+                             f"adds none (use TokenMeanAccumulator() for evaluation, or add_batch)")
+        try:
+            loss = float(loss_sum)
+        except (TypeError, ValueError, RuntimeError):
+            raise BatchError(f"loss sum must be a number, got {loss_sum!r} (nothing was added)") from None
+        count = as_int(token_count, "token count", expected="an integer >= 0")
+        if count < 0:
+            raise BatchError(f"token count must be >= 0, got {count} (nothing was added)")
+        if not np.isfinite(loss):
+            raise BatchError(f"loss sum is {loss}; it must be finite (nothing was added)")
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = self.loss_sum + loss
+        self._commit(total, self.gradient_sum, count)
+
+    @property
+    def mean_loss(self) -> float:
+        """The loss sum divided by the actual token count (BatchError with no tokens)."""
+        if self.token_count == 0:
+            raise BatchError("no target tokens were added; a mean over zero tokens is undefined")
+        return self.loss_sum / self.token_count
 
     def merge(self, other: "TokenMeanAccumulator") -> None:
         """Add another accumulator's raw sums and count (not its mean)."""

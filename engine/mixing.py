@@ -27,12 +27,12 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from engine.batches import BatchOrder, MiniBatchEpoch
+from engine.batches import MiniBatchEpoch
 from engine.errors import BatchError, ConfigurationError
 from engine.kernels import mixing as kernels
 from engine.kernels import packed_epoch as packed_kernels
 from engine.kernels import windows as window_kernels
-from engine.packed import PackedEpoch, _row_buffers, epoch_seed
+from engine.packed import PackedEpoch, _row_buffers
 
 __all__ = ["Mixture", "MixtureBatch"]
 
@@ -156,12 +156,7 @@ class Mixture:
             built.move_to_end(e)
             return built[e]
         base = self._sources[i]
-        if isinstance(base, PackedEpoch):
-            epoch = base.with_epoch(e)
-        elif base.order.is_shuffled:
-            epoch = base.with_order(BatchOrder.shuffled(epoch_seed(base.order.seed, e)))
-        else:
-            epoch = base
+        epoch = base.with_epoch(e)  # packed or windowed: SPEC §6's seed rule; sequential stays as it is
         built[e] = epoch
         while len(built) > _EPOCHS_KEPT + 1:
             oldest = next(k for k in built if k != 0)

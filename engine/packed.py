@@ -29,7 +29,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from engine.batches import MiniBatchConfig
+from engine.batches import MiniBatchConfig, epoch_seed
 from engine.buffers import as_token_buffers
 from engine.corpus import Partition
 from engine.errors import BatchError, ConfigurationError, PackingError
@@ -41,11 +41,6 @@ __all__ = ["PackedEpoch", "PackedEpochBatch", "PackedAudit", "PACKED_STRATEGIES"
 
 PACKED_STRATEGIES = ("bfd", "bos_crop")
 ROW_DTYPES = (np.dtype(np.uint32), np.dtype(np.int64))
-
-
-def epoch_seed(seed: int, epoch: int) -> int:
-    """The seed of epoch ``epoch`` of a run seeded with ``seed`` (SPEC §6)."""
-    return int(shuffle_kernels.epoch_seed(np.uint64(seed), np.uint64(epoch)))
 
 
 @dataclass(frozen=True)
@@ -142,12 +137,7 @@ class PackedEpoch:
             epoch = getattr(order, "epoch", 0) or 0
         if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
             raise ConfigurationError(f"epoch={epoch!r}: expected an integer >= 0")
-        row_order = np.arange(plan.rows, dtype=np.int64)
-        seed = None
-        if order.is_shuffled:
-            seed = epoch_seed(order.seed, int(epoch))
-            shuffle_kernels.fisher_yates_shuffle(row_order, np.uint64(seed))
-        row_order.flags.writeable = False
+        row_order, seed = _row_order(plan.rows, order, int(epoch))
         return cls(source=documents, partition=partition, document_ids=document_ids, values=values, offsets=offsets,
                    roles=flags, row_length=row_length, batches=batches, strategy=strategy, plan=plan,
                    row_first=row_first, row_pieces=row_pieces, row_order=row_order, cropped=int(cropped), seed=seed)
@@ -157,13 +147,7 @@ class PackedEpoch:
         of the order's seed (SPEC §6); a sequential order is the same every epoch."""
         if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
             raise ConfigurationError(f"epoch={epoch!r}: expected an integer >= 0")
-        order = self.batch_config.order
-        row_order = np.arange(self.rows, dtype=np.int64)
-        seed = None
-        if order.is_shuffled:
-            seed = epoch_seed(order.seed, int(epoch))
-            shuffle_kernels.fisher_yates_shuffle(row_order, np.uint64(seed))
-        row_order.flags.writeable = False
+        row_order, seed = _row_order(self.rows, self.batch_config.order, int(epoch))
         return PackedEpoch(source=self.source, partition=self.partition, document_ids=self.document_ids,
                            values=self.values, offsets=self.offsets, roles=self._roles, row_length=self.row_length,
                            batches=self.batch_config, strategy=self.strategy, plan=self.plan,
@@ -386,3 +370,15 @@ def _row_buffers(rows: int, length: int, out: Any, dtype: Any) -> tuple[np.ndarr
     if ids not in ROW_DTYPES:
         raise ConfigurationError(f"out inputs: dtype {ids}, expected uint32 or int64 token ids")
     return tuple(array[:rows] for array in out)
+
+
+def _row_order(rows: int, order, epoch: int) -> tuple[np.ndarray, int | None]:
+    """Plan row indices in epoch ``epoch``'s order (read-only) and the Fisher–Yates seed used (None
+    for a sequential order): SplitMix64 seeded with ``epoch_seed(order.seed, epoch)`` (SPEC §6, §8)."""
+    row_order = np.arange(rows, dtype=np.int64)
+    seed = None
+    if order.is_shuffled:
+        seed = epoch_seed(order.seed, epoch)
+        shuffle_kernels.fisher_yates_shuffle(row_order, np.uint64(seed))
+    row_order.flags.writeable = False
+    return row_order, seed

@@ -15,7 +15,7 @@ Strategies (both deterministic):
   new row; rows never go back, so rows read in document order. ``O(P)``.
 Inside a row, segment ids are 0, 1, 2, ... in placement order, which is also left-to-right.
 
-Row arrays ``[rows, L]``: ``inputs``/``targets`` uint32 (0 on padding), ``segment_ids`` int32
+Row arrays ``[rows, L]``: ``inputs``/``targets`` uint32 (or the ``dtype=`` asked: int32, int64; 0 on padding), ``segment_ids`` int32
 (-1 on padding), ``position_ids`` int32 (restart at 0 per segment, 0 on padding),
 ``loss_weights`` uint8 (1 = scored, 0 = not: padding, or a target whose role flag is 0).
 Role flags (0/1 per source token) are shifted with the targets: the weight at input position
@@ -34,6 +34,7 @@ import numpy as np
 from engine.buffers import as_token_buffers
 from engine.errors import ConfigurationError, PackingError
 from engine.kernels import packing as kernels
+from engine.windows import check_int32_rows, row_dtype
 
 __all__ = ["PackedBatch", "PackingPlan", "pack_documents", "plan_packing", "STRATEGIES"]
 
@@ -151,8 +152,8 @@ class PackedBatch:
 
     row_length: int
     strategy: str
-    inputs: np.ndarray  # uint32 [rows, L]
-    targets: np.ndarray  # uint32 [rows, L]
+    inputs: np.ndarray  # uint32 [rows, L] (or the dtype asked)
+    targets: np.ndarray  # uint32 [rows, L] (or the dtype asked)
     segment_ids: np.ndarray  # int32 [rows, L], -1 = padding
     position_ids: np.ndarray  # int32 [rows, L], 0 on padding
     loss_weights: np.ndarray  # uint8 [rows, L], 1 = scored
@@ -255,15 +256,18 @@ def pack_documents(
     roles: Any = None,
     *,
     split: Any = None,
+    dtype: Any = None,
 ) -> PackedBatch:
     """Pack ``documents`` into rows of ``row_length`` positions.
 
     ``documents``: a list of ``EncodedDocument`` (one partition), a ``(values uint32, offsets
     int64, ids)`` triple, ``TokenBuffers``, or a ``TokenStore`` with ``split=``. ``roles``: None (every real target
     scored) or 0/1 flags per source token, one array per document or one flat array aligned
-    with ``values``.
+    with ``values``. ``dtype``: the dtype of ``inputs`` and ``targets``, uint32 (default), int32
+    or int64 (what ``torch.nn.Embedding`` takes).
     """
     row_length = _check_row_length(row_length)
+    dtype = row_dtype(dtype, None)
     values, offsets, ids = _flat_documents(documents, split)
     flags = np.zeros(1, np.uint8) if roles is None else _flat_roles(roles, offsets, ids)
     plan = _plan_from_offsets(offsets, row_length, strategy)
@@ -274,8 +278,8 @@ def pack_documents(
             f"{plan.rows} rows of {row_length} positions need {needed:,} bytes, more than this machine's memory; "
             "expected a smaller row_length"
         )
-    inputs = np.zeros(shape, np.uint32)
-    targets = np.zeros(shape, np.uint32)
+    inputs = np.zeros(shape, dtype)
+    targets = np.zeros(shape, dtype)
     segment_ids = np.full(shape, -1, np.int32)
     position_ids = np.zeros(shape, np.int32)
     loss_weights = np.zeros(shape, np.uint8)
@@ -284,6 +288,8 @@ def pack_documents(
         plan.piece_length, plan.piece_row, plan.piece_column, plan.piece_segment,
         inputs, targets, segment_ids, position_ids, loss_weights,
     )
+    if dtype == np.int32:
+        check_int32_rows(inputs, targets)
     order = np.empty(plan.piece_length.shape[0], np.int64)
     kernels.row_major_order(plan.piece_row, plan.piece_segment, plan.rows, order)
     return PackedBatch(

@@ -39,7 +39,7 @@ __all__ = [
 
 INT64_MAX = (1 << 63) - 1
 UINT64_MAX = (1 << 64) - 1
-ROW_DTYPES = (np.dtype(np.uint32), np.dtype(np.int64))
+ROW_DTYPES = (np.dtype(np.uint32), np.dtype(np.int32), np.dtype(np.int64))
 
 
 def _positive_int(value, name: str, *, limit: int = INT64_MAX, why: str = "") -> int:
@@ -227,13 +227,20 @@ def enumerate_windows(offsets: np.ndarray, config: CausalWindowConfig) -> tuple[
     return document_index, start
 
 
-def _row_dtype(dtype, out) -> np.dtype:
+def row_dtype(dtype, out) -> np.dtype:
     if dtype is None:
         dtype = out[0].dtype if out is not None and isinstance(out[0], np.ndarray) else np.uint32
     dtype = np.dtype(dtype)
     if dtype not in ROW_DTYPES:
-        raise ConfigurationError(f"row dtype must be uint32 or int64, got {dtype}")
+        raise ConfigurationError(f"row dtype must be uint32, int32 or int64, got {dtype}")
     return dtype
+
+
+def check_int32_rows(inputs: np.ndarray, targets: np.ndarray) -> None:
+    """int32 rows hold ids below 2^31 only: a larger id would read back negative, so refuse it."""
+    if inputs.size and (int(inputs.min()) < 0 or int(targets.min()) < 0):
+        raise ConfigurationError("a token id is 2^31 or larger and does not fit int32 rows; "
+                                 "expected dtype=np.int64 or np.uint32")
 
 
 def prepare_rows(rows: int, context_length: int, out, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -250,7 +257,7 @@ def prepare_rows(rows: int, context_length: int, out, dtype) -> tuple[np.ndarray
                     and out_flags.c_contiguous and out_flags.writeable
                     and not np.may_share_memory(inputs, targets)):
                 return (inputs, targets) if shape[0] == rows else (inputs[:rows], targets[:rows])
-    dtype = _row_dtype(dtype, out)
+    dtype = row_dtype(dtype, out)
     if out is None:
         try:
             return np.empty((rows, context_length), dtype=dtype), np.empty((rows, context_length), dtype=dtype)
@@ -293,7 +300,7 @@ def gather_windows(
 
     Rows are copied straight from ``values``/``offsets`` into the result (or into ``out``, a pair of
     C-contiguous arrays with at least ``rows`` rows; the first ``rows`` rows are written and returned
-    as views). ``dtype`` is uint32 (default, or that of ``out``) or int64. Every descriptor is checked
+    as views). ``dtype`` is uint32 (default, or that of ``out``), int32 or int64. Every descriptor is checked
     to name a complete window (``start + T < document length``) before anything is written.
     """
     T = CausalWindowConfig(context_length).kernel_context_length  # same windows, int64-safe
@@ -323,6 +330,8 @@ def gather_windows(
         )
     inputs, targets = prepare_rows(start.shape[0], T, out, dtype)
     kernels.gather_descriptors(values, offsets, document_index, start, T, inputs, targets)
+    if inputs.dtype == np.int32:
+        check_int32_rows(inputs, targets)
     return inputs, targets
 
 
@@ -339,6 +348,7 @@ def sample_windows(tokens, batch_size: int, context_length: int, seed: int, *, d
 
     Each of ``batch_size`` starts is ``sample_below(N - T)`` from SplitMix64 seeded with ``seed``
     (uniform over all ``N - T`` valid starts), drawn in row order; same seed, same batch.
+    ``dtype``: uint32 (default), int32 or int64 rows.
     """
     config = CausalWindowConfig(context_length)
     T = config.kernel_context_length  # same windows, int64-safe
@@ -358,4 +368,6 @@ def sample_windows(tokens, batch_size: int, context_length: int, seed: int, *, d
     starts = np.empty(rows, dtype=np.int64)
     shuffle_kernels.sample_below_fill(np.uint64(state), np.uint64(valid_starts), starts)
     kernels.gather_positions(stream, starts, T, inputs, targets)
+    if inputs.dtype == np.int32:
+        check_int32_rows(inputs, targets)
     return SampledBatch(inputs, targets, starts)

@@ -275,3 +275,77 @@ def test_descriptors_are_read_only_and_8_bytes_per_window():
     assert epoch.positions.dtype == np.int64 and epoch.positions.nbytes == 8 * epoch.window_count
     with pytest.raises(ValueError):
         epoch.positions[0] = 0
+
+
+# -- epochs of a run (SPEC §6 seed rule) --------------------------------------------------------
+
+
+def test_epoch_seed_rule_matches_splitmix64_outputs():
+    # Epoch 0 uses the seed; epoch e >= 1 uses the e-th SplitMix64 output seeded with it.
+    rng = naive.SplitMix64(7)
+    outputs = [rng.next() for _ in range(3)]
+    assert outputs == [7191089600892374487, 309689372594955804, 16616101746815609346]
+    assert [BatchOrder.shuffled(7, epoch=e).epoch_seed for e in range(4)] == [7] + outputs
+    assert BatchOrder.shuffled(2**64 - 1, epoch=1).epoch_seed == 16490336266968443936  # wraps mod 2^64
+    assert str(BatchOrder.shuffled(7, epoch=2)) == "shuffled(seed=7, epoch=2)"
+    assert str(BatchOrder.shuffled(7)) == "shuffled(seed=7)"
+    assert BatchOrder.sequential().with_epoch(5) == BatchOrder.sequential()
+
+
+def test_epochs_permute_the_same_windows_with_the_twin():
+    documents = [doc(f"d{i}", list(range(10 * i, 10 * i + 7))) for i in range(5)]
+    first = build(documents, seed=7, T=2, B=4)
+    for e in range(4):
+        epoch = first.with_epoch(e)
+        assert epoch.order == BatchOrder.shuffled(7, epoch=e)
+        expected, state = naive.fisher_yates(build(documents, seed=None, T=2, B=4).positions.tolist(),
+                                             [7, 7191089600892374487, 309689372594955804,
+                                              16616101746815609346][e])
+        assert epoch.positions.tolist() == expected and epoch.shuffle_state_after == state
+        assert sorted(epoch.positions.tolist()) == sorted(first.positions.tolist())
+    assert first.with_epoch(1).positions.tolist() != first.positions.tolist()
+    sequential = build(documents, seed=None, T=2, B=4)
+    assert sequential.with_epoch(3) is sequential
+
+
+def test_epoch_must_be_a_non_negative_integer():
+    with pytest.raises(ConfigurationError, match="epoch must be >= 0"):
+        BatchOrder.shuffled(7, epoch=-1)
+    with pytest.raises(ConfigurationError, match="epoch must be an integer"):
+        BatchOrder.shuffled(7, epoch=1.5)
+
+
+# -- row dtypes -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.int64])
+def test_batch_dtypes_hold_the_same_ids(dtype):
+    epoch = build()
+    batch = epoch.batch(0, dtype=dtype)
+    assert batch.inputs.dtype == dtype and batch.targets.dtype == dtype
+    assert batch.inputs.tolist() == [[20, 21], [10, 11], [0, 20]]
+    assert batch.targets.tolist() == [[21, 1], [11, 12], [20, 21]]
+    out = (np.zeros((3, 2), dtype), np.zeros((3, 2), dtype))
+    assert epoch.batch(1, out=out).inputs.tolist() == [[0, 10], [11, 12]]
+
+
+def test_int32_rows_refuse_ids_past_2_31():
+    epoch = build([doc("big", [1, 2**31, 3])], seed=None, T=1, B=2)
+    assert epoch.batch(0, dtype=np.int64).inputs.tolist() == [[1], [2**31]]
+    with pytest.raises(ConfigurationError, match="does not fit int32"):
+        epoch.batch(0, dtype=np.int32)
+    with pytest.raises(ConfigurationError, match="uint32, int32 or int64"):
+        epoch.batch(0, dtype=np.int16)
+
+
+# -- pickling -----------------------------------------------------------------------------------
+
+
+def test_epoch_pickles_as_its_recipe_and_rebuilds_the_same_batches():
+    import pickle
+
+    epoch = build(seed=7).with_epoch(2)
+    copy = pickle.loads(pickle.dumps(epoch))
+    assert copy.order == BatchOrder.shuffled(7, epoch=2)
+    assert copy.positions.tolist() == epoch.positions.tolist()
+    assert [b.inputs.tolist() for b in copy] == [b.inputs.tolist() for b in epoch]

@@ -40,8 +40,10 @@ def random_cases(seed=3, count=30):
     cases = []
     for k in range(count):
         rows, length, block = int(rng.integers(1, 4)), int(rng.integers(1, 40)), int(rng.choice([1, 2, 3, 4, 8, 128]))
-        if k % 3 == 0:
-            seg = rng.integers(-1, 3, size=(rows, length)).astype(np.int32)  # ids in any order
+        if k % 3 == 0:  # contiguous runs whose ids are in any order (not rising)
+            seg = packed_rows(rng, rows, length, padded=False)
+            relabel = rng.permutation(length + 1).astype(np.int32)
+            seg = np.where(seg >= 0, relabel[np.maximum(seg, 0)], -1).astype(np.int32)
         else:
             seg = packed_rows(rng, rows, length, padded=k % 3 == 2)
         cases.append((seg, block))

@@ -147,3 +147,33 @@ def test_loss_only_accumulator():
     acc = TokenMeanAccumulator(0)
     acc.add_batch([1.0, 2.0, 6.0], np.zeros((3, 0)))
     assert acc.finish()[0] == 3.0 and acc.finish()[1].shape == (0,)
+
+
+def test_evaluation_path_adds_loss_sums_without_gradients():
+    acc = TokenMeanAccumulator()
+    acc.add_loss(6.0, 4)  # a batch of 4 targets summing to 6
+    acc.add_loss(np.float32(1.5), np.int64(2))
+    assert acc.token_count == 6 and acc.loss_sum == 7.5 and acc.mean_loss == 1.25
+    assert acc.finish()[0] == 1.25
+    acc.add_loss(0.0, 0)  # an empty batch changes nothing
+    assert acc.token_count == 6
+    with pytest.raises(BatchError, match="must be finite"):
+        acc.add_loss(float("inf"), 1)
+    with pytest.raises(BatchError, match="token count must be >= 0"):
+        acc.add_loss(1.0, -1)
+    with pytest.raises(BatchError, match="loss sum must be a number"):
+        acc.add_loss("x", 1)
+    assert acc.token_count == 6 and acc.loss_sum == 7.5
+    with pytest.raises(BatchError, match="add_loss adds none"):
+        TokenMeanAccumulator(2).add_loss(1.0, 1)
+    with pytest.raises(BatchError, match="zero tokens"):
+        TokenMeanAccumulator().mean_loss
+
+
+def test_evaluation_path_takes_torch_sums():
+    import torch
+
+    losses = torch.tensor([[0.5, 1.5], [2.0, 4.0]])
+    acc = TokenMeanAccumulator()
+    acc.add_loss(losses.sum(), losses.numel())
+    assert acc.mean_loss == 2.0

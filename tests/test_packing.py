@@ -35,6 +35,22 @@ def test_abcab_inputs_and_targets():
     assert packed.fill_efficiency == 1.0
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_pack_rows_in_model_dtypes(dtype):
+    packed = pack_documents(docs([0, 1, 2, 0, 1], [7, 8]), 4, strategy="sequential", dtype=dtype)
+    assert packed.inputs.dtype == dtype and packed.targets.dtype == dtype
+    assert packed.inputs.tolist() == [[0, 1, 2, 0], [7, 0, 0, 0]]
+    assert packed.targets.tolist() == [[1, 2, 0, 1], [8, 0, 0, 0]]
+    assert packed.segment_ids.dtype == np.int32 and packed.segment_ids.tolist() == [[0, 0, 0, 0], [0, -1, -1, -1]]
+
+
+def test_pack_dtype_is_checked():
+    with pytest.raises(ConfigurationError, match="uint32, int32 or int64"):
+        pack_documents(docs([0, 1, 2]), 4, dtype=np.float64)
+    with pytest.raises(ConfigurationError, match="does not fit int32"):
+        pack_documents(docs([0, 2**31 + 5, 2]), 4, dtype=np.int32)
+
+
 def test_bfd_exact_rows_padding_and_provenance():
     # transitions: 3, 1, 5, 2 -> pieces sorted 5 (d2), 3 (d0), 2 (d3), 1 (d1) into rows of 6.
     packed = pack_documents(docs([10, 11, 12, 13], [20, 21], [30, 31, 32, 33, 34, 35], [40, 41, 42]), 6)

@@ -271,7 +271,7 @@ def test_gather_writes_into_caller_arrays():
         gather_windows(values, offsets, [0], [0], 2, out=(out[0][:, :2], out[1][:, :2]))
     with pytest.raises(ConfigurationError, match="share memory"):
         gather_windows(values, offsets, [0], [0], 3, out=(out[0], out[0]))
-    with pytest.raises(ConfigurationError, match="uint32 or int64"):
+    with pytest.raises(ConfigurationError, match="uint32, int32 or int64"):
         gather_windows(values, offsets, [0], [0], 3, dtype=np.float32)
 
 
@@ -317,6 +317,19 @@ def test_sample_windows_is_seeded_and_uniform_over_valid_starts():
     assert sorted(set(many.starts.tolist())) == list(range(7))  # every valid start, never start 7
     assert np.bincount(many.starts).min() > 600  # ~714 each
     assert sample_windows(tokens, 2, 9, seed=0).starts.tolist() == [0, 0]  # N - T = 1 start
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_sample_windows_in_model_dtypes(dtype):
+    tokens = np.arange(10, dtype=np.uint32) + 100
+    plain = sample_windows(tokens, 4, 3, seed=7)
+    batch = sample_windows(tokens, 4, 3, seed=7, dtype=dtype)
+    assert batch.inputs.dtype == dtype and batch.targets.dtype == dtype
+    assert batch.inputs.tolist() == plain.inputs.tolist() and batch.targets.tolist() == plain.targets.tolist()
+    with pytest.raises(ConfigurationError, match="does not fit int32"):
+        sample_windows(np.array([2**31, 5, 6], np.uint32), 4, 2, seed=0, dtype=np.int32)
+    with pytest.raises(ConfigurationError, match="uint32, int32 or int64"):
+        sample_windows(tokens, 4, 3, seed=7, dtype=np.float32)
 
 
 def test_sample_windows_errors():

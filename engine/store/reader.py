@@ -341,6 +341,12 @@ class TokenStore:
         values, offsets = self.arrays(part)
         return EncodedDocuments(part, self.ids(part), values, offsets)
 
+    # -- pickling ---------------------------------------------------------------------------
+    def __reduce__(self):
+        """Pickle as the store's absolute path: the copy reopens and re-checks the store from disk,
+        so a process started by spawn (a DataLoader worker) receives bytes, not token buffers."""
+        return (TokenStore.open, (os.fspath(Path(self.path).absolute()),))
+
     def __repr__(self) -> str:
         counts = ", ".join(f"{p.value}={self.num_documents(p)}" for p in self.partitions)
         return f"TokenStore({str(self.path)!r}, {counts}, tokenizer={self.tokenizer_hash[:12]})"

@@ -1,0 +1,287 @@
+"""engine.torch: exact batches through DataLoader (fork and spawn), elastic resume, epochs, pickling."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from engine.batches import BatchOrder, MiniBatchConfig, MiniBatchEpoch
+from engine.corpus import Partition
+from engine.errors import ConfigurationError
+from engine.store import EncodedDocument, TokenStore
+from engine.torch import TokenDataset, TokenLoader
+from engine.windows import CausalWindowConfig
+from tests.conftest import ROOT
+from tests.fakes import ByteIdsTokenizer
+
+T, B = 8, 6
+
+
+def framed(rng, length: int, high: int = 50_000) -> np.ndarray:
+    """BOS (0), ``length - 2`` random ids, EOS (1): a store document."""
+    return np.concatenate([[0], rng.integers(2, high, length - 2), [1]]).astype(np.uint32)
+
+
+def random_documents(count: int, seed: int, low: int = 5, high: int = 80):
+    rng = np.random.default_rng(seed)
+    return [EncodedDocument(f"d{i}", Partition.TRAIN, framed(rng, int(rng.integers(low, high))))
+            for i in range(count)]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("torch") / "store"
+    return TokenStore.write(path, {"train": random_documents(60, 1), "validation": [], "test": []},
+                            ByteIdsTokenizer())
+
+
+def make_epoch(source, seed=7, batch_size=B, epoch=0):
+    return MiniBatchEpoch.build(source, "train", windows=CausalWindowConfig(T, 3),
+                                batches=MiniBatchConfig(batch_size, BatchOrder.shuffled(seed, epoch=epoch)))
+
+
+def global_sequence(epoch, epochs=1):
+    """(epoch, k, inputs, targets) of every global batch, straight from the source."""
+    out = []
+    for e in range(epochs):
+        source = epoch.with_epoch(e)
+        for k in range(source.batch_count):
+            batch = source.batch(k, dtype=np.int64)
+            out.append((e, k, batch.inputs.tolist(), batch.targets.tolist()))
+    return out
+
+
+def collect(items):
+    """Copies of what a loader yields (main-process tensors are reused buffers)."""
+    return [(int(b["epoch"]), int(b["batch_index"]), b["input_ids"].tolist(), b["labels"].tolist()) for b in items]
+
+
+def test_import_engine_does_not_import_torch():
+    code = "import sys, engine; assert 'torch' not in sys.modules, 'torch imported'; print('ok')"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_main_process_batches_equal_the_source(store):
+    epoch = make_epoch(store)
+    assert epoch.batch_count > 20
+    expected = global_sequence(epoch)
+    ds = TokenDataset(epoch)
+    got = []
+    for item in DataLoader(ds, batch_size=None, num_workers=0):
+        assert item["input_ids"].dtype == torch.int64 and item["labels"].dtype == torch.int64
+        got.append(collect([item])[0])
+    assert got == expected
+    assert ds.state_dict() == {"seed": 7, "epoch": 1, "next_batch": 0, "global_batch_size": B}
+    assert len(ds) == 0  # the run's one epoch is used up
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_workers_yield_the_global_order(store, context):
+    epoch = make_epoch(store)
+    ds = TokenDataset(epoch, dtype=torch.int32)
+    loader = ds.loader(num_workers=2, multiprocessing_context=context)
+    got = []
+    for item in loader:
+        assert item["input_ids"].dtype == torch.int32
+        got.append(collect([item])[0])
+        if len(got) == 5:
+            assert ds.state_dict()["next_batch"] == 5  # kept in the main process
+    assert got == global_sequence(epoch)
+    assert ds.state_dict() == {"seed": 7, "epoch": 1, "next_batch": 0, "global_batch_size": B}
+
+
+def test_plain_dataloader_with_workers_yields_the_global_order(store):
+    epoch = make_epoch(store, batch_size=4)
+    got = collect(DataLoader(TokenDataset(epoch), batch_size=None, num_workers=2, multiprocessing_context="fork"))
+    assert got == global_sequence(epoch)
+
+
+def rank_slices(epoch, world_size, state=None, num_workers=0, stop_after=None):
+    """Per global batch, the rank shares concatenated; and each rank's dataset state at the stop."""
+    per_rank, states = [], []
+    for rank in range(world_size):
+        ds = TokenDataset(epoch, rank=rank, world_size=world_size, epochs=2)
+        if state is not None:
+            ds.load_state_dict(state)
+        items = []
+        loader = ds.loader(num_workers=num_workers, multiprocessing_context="fork" if num_workers else None)
+        for item in loader:
+            items.append(collect([item])[0])
+            if stop_after is not None and len(items) == stop_after:
+                break
+        per_rank.append(items)
+        states.append(ds.state_dict())
+    joined = []
+    for shares in zip(*per_rank):
+        assert len({(e, k) for e, k, _, _ in shares}) == 1
+        joined.append((shares[0][0], shares[0][1], sum((s[2] for s in shares), []), sum((s[3] for s in shares), [])))
+    return joined, states
+
+
+def test_elastic_resume_from_4_ranks_to_2_and_3(store):
+    epoch = make_epoch(store, batch_size=12)
+    assert epoch.batch_width(epoch.batch_count - 1) == 7  # every batch has rows for 4 ranks
+    uninterrupted = global_sequence(epoch, epochs=2)
+    four, _ = rank_slices(epoch, 4)
+    assert four == uninterrupted
+    stop = epoch.batch_count - 3  # resume crosses into the second epoch
+    before, states = rank_slices(epoch, 4, stop_after=stop)
+    assert before == uninterrupted[:stop]
+    state = states[0]
+    assert all(s == state for s in states)
+    assert state == {"seed": 7, "epoch": 0, "next_batch": stop, "global_batch_size": 12}
+    saved = pickle.loads(pickle.dumps(state))
+    for world_size, workers in ((2, 0), (3, 2)):
+        after, _ = rank_slices(epoch, world_size, state=saved, num_workers=workers)
+        assert before + after == uninterrupted
+
+
+def test_multi_epoch_state_and_resume_mid_epoch(store):
+    epoch = make_epoch(store, batch_size=5)
+    count = epoch.batch_count
+    expected = global_sequence(epoch, epochs=3)
+    ds = TokenDataset(epoch, epochs=3)
+    assert len(ds) == 3 * count
+    first = []
+    for item in ds:
+        first.append(collect([item])[0])
+        if len(first) == count + 2:
+            break
+    assert ds.state_dict() == {"seed": 7, "epoch": 1, "next_batch": 2, "global_batch_size": 5}
+    resumed = TokenDataset(make_epoch(store, batch_size=5), epochs=3)
+    resumed.load_state_dict(ds.state_dict())
+    assert len(resumed) == 2 * count - 2
+    assert first + collect(resumed.loader(num_workers=2, multiprocessing_context="fork")) == expected
+    # epochs differ in order only, and the forever dataset keeps going
+    assert expected[0] != expected[count]
+    forever = iter(TokenDataset(epoch, epochs=None))
+    assert [next(forever)["epoch"] for _ in range(3 * count + 1)][-1] == 3
+
+
+def test_state_at_the_end_of_an_epoch_rolls_over(store):
+    epoch = make_epoch(store)
+    ds = TokenDataset(epoch, epochs=2)
+    ds.load_state_dict({"seed": 7, "epoch": 0, "next_batch": epoch.batch_count, "global_batch_size": B})
+    assert ds.state_dict()["epoch"] == 1 and ds.state_dict()["next_batch"] == 0
+    assert collect(ds) == global_sequence(epoch, epochs=2)[epoch.batch_count:]
+
+
+def test_state_errors(store):
+    ds = TokenDataset(make_epoch(store))
+    with pytest.raises(ConfigurationError, match="seed 8"):
+        ds.load_state_dict({"seed": 8, "epoch": 0, "next_batch": 0, "global_batch_size": B})
+    with pytest.raises(ConfigurationError, match="global batch size must not change"):
+        ds.load_state_dict({"seed": 7, "epoch": 0, "next_batch": 0, "global_batch_size": B + 1})
+    with pytest.raises(ConfigurationError, match="outside this source"):
+        ds.load_state_dict({"seed": 7, "epoch": 0, "next_batch": 10**6, "global_batch_size": B})
+    with pytest.raises(ConfigurationError, match="keys"):
+        ds.load_state_dict({"seed": 7})
+    with pytest.raises(ConfigurationError, match="batch_size=None"):
+        TokenLoader(ds, batch_size=4)
+
+
+def test_world_size_wider_than_a_batch_is_an_error():
+    documents = random_documents(6, 3, low=20, high=21)  # 20 tokens, T=8, S=3: 4 windows each
+    epoch = MiniBatchEpoch.build(documents, "train", windows=CausalWindowConfig(T, 3),
+                                 batches=MiniBatchConfig(5, BatchOrder.shuffled(1)))
+    assert epoch.window_count == 24 and epoch.batch_width(4) == 4
+    TokenDataset(epoch, rank=3, world_size=4)
+    with pytest.raises(ConfigurationError, match=r"world_size 5 is wider than the last batch \(4\), which holds "
+                                                 r"the remaining 4 rows"):
+        TokenDataset(epoch, rank=0, world_size=5)
+    with pytest.raises(ConfigurationError, match="world_size 6 is wider than a batch of 5 rows"):
+        TokenDataset(epoch, rank=0, world_size=6)
+    with pytest.raises(ConfigurationError, match="pass both rank and world_size"):
+        TokenDataset(epoch, rank=0)
+    with pytest.raises(ConfigurationError, match="0 <= rank < world_size"):
+        TokenDataset(epoch, rank=2, world_size=2)
+    with pytest.raises(ConfigurationError, match="dtype must be"):
+        TokenDataset(epoch, dtype=torch.float32)
+    with pytest.raises(ConfigurationError, match="without 'batch'"):
+        TokenDataset([1, 2, 3])
+
+
+def test_in_memory_source_pickles_with_its_arrays():
+    documents = random_documents(10, 4)
+    epoch = make_epoch(documents)
+    copy = pickle.loads(pickle.dumps(TokenDataset(epoch)))
+    assert collect(copy) == global_sequence(epoch)
+
+
+def test_pickles_carry_a_path_not_the_tokens(tmp_path):
+    # 8M tokens (32 MB of ids): the store, the epoch and the dataset pickle to well under 1 MB.
+    rng = np.random.default_rng(5)
+    documents = [EncodedDocument(f"doc-{i}", Partition.TRAIN, framed(rng, 40_000, 2**16))
+                 for i in range(200)]
+    store = TokenStore.write(tmp_path / "big", {"train": documents}, ByteIdsTokenizer())
+    values, _ = store.arrays("train")
+    assert values.nbytes == 32_000_000
+    epoch = MiniBatchEpoch.build(store, "train", windows=CausalWindowConfig(64, 64),
+                                 batches=MiniBatchConfig(16, BatchOrder.shuffled(3, epoch=1)))
+    dataset = TokenDataset(epoch, epochs=2)
+    sizes = [len(pickle.dumps(x)) for x in (store, epoch, dataset)]
+    assert max(sizes) < 1_000, sizes
+    copy = pickle.loads(pickle.dumps(dataset))
+    assert copy.source.order == BatchOrder.shuffled(3, epoch=1)
+    assert np.array_equal(copy.source.positions, epoch.positions)
+    assert copy.source.batch(17).inputs.tolist() == epoch.batch(17).inputs.tolist()
+    reopened = pickle.loads(pickle.dumps(store))
+    assert isinstance(reopened, TokenStore) and reopened.path == store.path.absolute()
+
+
+class WeightedSource:
+    """A batch source of the protocol with per-position extras, as packed epochs provide them."""
+
+    def __init__(self, epoch):
+        self.epoch = epoch
+        self.batch_count, self.batch_size = epoch.batch_count, epoch.batch_size
+        self.context_length, self.order = epoch.context_length, epoch.order
+
+    def batch_width(self, k):
+        return self.epoch.batch_width(k)
+
+    def with_epoch(self, e):
+        return WeightedSource(self.epoch.with_epoch(e))
+
+    def batch(self, k, out=None, *, rank=None, world_size=None, dtype=None):
+        batch = self.epoch.batch(k, out, rank=rank, world_size=world_size, dtype=dtype)
+        return SimpleNamespace(inputs=batch.inputs, targets=batch.targets,
+                               loss_weights=(batch.targets % 2).astype(np.uint8),
+                               position_ids=np.broadcast_to(np.arange(self.context_length, dtype=np.int32),
+                                                            batch.inputs.shape))
+
+
+def test_source_extras_travel_with_the_batch(store):
+    epoch = make_epoch(store)
+    wrapper = WeightedSource(epoch)
+    for loader in (TokenDataset(wrapper, epochs=2).loader(),
+                   TokenDataset(wrapper, epochs=2).loader(num_workers=2, multiprocessing_context="fork")):
+        items = [(b["input_ids"].tolist(), b["loss_weights"].tolist(), b["position_ids"].tolist()) for b in loader]
+        assert len(items) == 2 * epoch.batch_count
+        for (inputs, weights, positions), (e, k, expected_inputs, targets) in zip(items, global_sequence(epoch, 2)):
+            assert inputs == expected_inputs
+            assert weights == (np.array(targets) % 2).tolist()
+            assert positions == [list(range(T))] * len(inputs)
+
+
+def test_a_second_loop_continues_where_the_first_stopped(store):
+    epoch = make_epoch(store)
+    ds = TokenDataset(epoch, epochs=2)
+    expected = global_sequence(epoch, 2)
+    got = []
+    for item in ds.loader():
+        got += collect([item])
+        if len(got) == 7:
+            break
+    got += collect(ds.loader(num_workers=2, multiprocessing_context="fork"))
+    assert got == expected
+    assert collect(ds.loader()) == []  # both epochs of the run are used up
