@@ -27,14 +27,24 @@ def cases() -> list[tuple[np.ndarray, int]]:
         (np.array([[0, 0, 1, 1]], np.int32), 2),
         (np.array([[0, 0, 0, -1, -1], [0, 1, 1, 2, -1]], np.int32), 2),
         (np.array([[-1, -1, -1]], np.int32), 1),
-        (np.array([[3, 3, 5, 3, -1, 5, 3]], np.int32), 2),  # ids that are not monotone
+        (np.array([[5, 5, 3, 3, -1, 7, 4]], np.int32), 2),  # ids that are not monotone
         (np.array([[0, 0, 0, 0, 0, 0, 1]], np.int32), 3),
         (np.array([[0]], np.int32), 4),
         (np.zeros((2, 0), np.int32), 2),
     ]
-    random = [(rng.integers(-1, 3, size=(2, int(rng.integers(1, 12)))).astype(np.int32), int(rng.integers(1, 4)))
-              for _ in range(4)]
+    random = [(runs(rng, 2, int(rng.integers(1, 12))), int(rng.integers(1, 4))) for _ in range(4)]
     return fixed + random
+
+
+def runs(rng, rows: int, length: int) -> np.ndarray:
+    """Rows of contiguous runs with ids in random order, some runs padding (-1)."""
+    seg = np.empty((rows, length), np.int32)
+    for b in range(rows):
+        ids = rng.permutation(length + 1)
+        cuts = np.sort(rng.choice(np.arange(1, length), size=min(3, length - 1), replace=False)) if length > 1 else []
+        for k, run in enumerate(np.split(np.arange(length), cuts)):
+            seg[b, run] = -1 if rng.random() < 0.2 else ids[k]
+    return seg
 
 
 def main() -> int:
