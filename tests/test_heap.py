@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.kernels.heap import heap_pop, heap_push, heap_reserve, new_heap
+from engine.kernels.heap import heap_grow, heap_pop, heap_push, new_heap
 from tests.naive_tokenizers import naive_heap_pops
 
 
@@ -12,7 +12,8 @@ def run_heap(operations):
     heap, size, popped = new_heap(1), 0, []
     for op in operations:
         if op[0] == "push":
-            heap = heap_reserve(heap, size)
+            if size == heap.shape[0]:
+                heap = heap_grow(heap)
             size = heap_push(heap, size, op[1], op[2], op[3])
         else:
             popped.append(tuple(int(v) for v in heap[0]))

@@ -109,17 +109,16 @@ def build_pair_table(lefts, rights):
 def _entry(a, b, floor, keys, heads, nexts, priorities):
     """First entry of pair (a, b) with priority >= ``floor``, or -1."""
     _, slot = key_slot(keys, a, b)
-    e = heads[slot] if keys[slot] != EMPTY_KEY else -1
+    e = heads[slot]  # -1 in an empty slot
     while e >= 0 and priorities[e] < floor:
         e = nexts[e]
     return e
 
 
-@njit(cache=True, nogil=True)
-def _merge_short(parts, m, ordered, keys, heads, nexts, made, priorities, part_entry, part_priority):
+@njit(cache=True, nogil=True, inline="always")
+def _merge_short(parts, m, ordered, keys, heads, nexts, made, priorities, part_priority):
     for i in range(m - 1):
         e = _entry(parts[i], parts[i + 1], 0, keys, heads, nexts, priorities)
-        part_entry[i] = e
         part_priority[i] = priorities[e] if e >= 0 else NO_PRIORITY
     while m > 1:
         best = 0
@@ -130,16 +129,15 @@ def _merge_short(parts, m, ordered, keys, heads, nexts, made, priorities, part_e
                 best = i
         if best_priority == NO_PRIORITY:
             break
-        parts[best] = made[part_entry[best]]
+        # The pair's entry of this priority (the first one at or above it, under either rule).
+        parts[best] = made[_entry(parts[best], parts[best + 1], best_priority, keys, heads, nexts, priorities)]
         for i in range(best + 1, m - 1):
             parts[i] = parts[i + 1]
-            part_entry[i] = part_entry[i + 1]
             part_priority[i] = part_priority[i + 1]
         m -= 1
         floor = best_priority + 1 if ordered else 0
         for i in range(max(best - 1, 0), min(best + 1, m - 1)):
             e = _entry(parts[i], parts[i + 1], floor, keys, heads, nexts, priorities)
-            part_entry[i] = e
             part_priority[i] = priorities[e] if e >= 0 else NO_PRIORITY
     return m
 
@@ -171,15 +169,12 @@ def _merge_long(parts, m, ordered, keys, heads, nexts, lefts, rights, made, prio
         if after >= 0:
             preceding[after] = pos
         floor = priority + 1 if ordered else 0
-        before = preceding[pos]
-        if before >= 0:
-            e = _entry(parts[before], parts[pos], floor, keys, heads, nexts, priorities)
+        for i, j in ((preceding[pos], pos), (pos, after)):  # the two pairs the merge made
+            if i < 0 or j < 0:
+                continue
+            e = _entry(parts[i], parts[j], floor, keys, heads, nexts, priorities)
             if e >= 0:
-                size = heap_push(heap, size, priorities[e], before, e)
-        if after >= 0:
-            e = _entry(parts[pos], parts[after], floor, keys, heads, nexts, priorities)
-            if e >= 0:
-                size = heap_push(heap, size, priorities[e], pos, e)
+                size = heap_push(heap, size, priorities[e], i, e)
     kept = 0
     i = 0
     while i >= 0:
@@ -189,16 +184,15 @@ def _merge_long(parts, m, ordered, keys, heads, nexts, lefts, rights, made, prio
     return kept
 
 
-@njit(cache=True, nogil=True)
-def merge_word(parts, m, long_word, ordered, keys, heads, nexts, lefts, rights, made, priorities, part_entry,
-               part_priority):
+@njit(cache=True, nogil=True, inline="always")
+def merge_word(parts, m, long_word, ordered, keys, heads, nexts, lefts, rights, made, priorities, part_priority):
     """Merge the symbols ``parts[:m]`` in place; returns how many remain.
 
-    ``part_entry`` and ``part_priority`` are scratch of at least ``m`` entries when ``m <= long_word``.
+    ``part_priority`` is scratch of at least ``m`` entries when ``m <= long_word``.
     """
     if m > long_word and m > 1:
         return _merge_long(parts, m, ordered, keys, heads, nexts, lefts, rights, made, priorities)
-    return _merge_short(parts, m, ordered, keys, heads, nexts, made, priorities, part_entry, part_priority)
+    return _merge_short(parts, m, ordered, keys, heads, nexts, made, priorities, part_priority)
 
 
 @njit(cache=True, nogil=True)
@@ -227,14 +221,13 @@ def encode_words(word_syms, word_offsets, keys, heads, nexts, lefts, rights, mad
     for w in range(n_words):
         longest = max(longest, word_offsets[w + 1] - word_offsets[w])
     work = np.empty(longest, dtype=np.int64)
-    part_entry = np.empty(min(longest, long_word) + 1, dtype=np.int64)
     part_priority = np.empty(min(longest, long_word) + 1, dtype=np.int64)
     used = 0
     for w in range(n_words):
         n = word_offsets[w + 1] - word_offsets[w]
         for i in range(n):
             work[i] = word_syms[word_offsets[w] + i]
-        n = merge_word(work, n, long_word, True, keys, heads, nexts, lefts, rights, made, priorities, part_entry,
+        n = merge_word(work, n, long_word, True, keys, heads, nexts, lefts, rights, made, priorities,
                        part_priority)
         for i in range(n):
             out[used + i] = work[i]
@@ -304,6 +297,18 @@ def find_span(buf, start, end, h, pool, offsets, slots):
     return -1, slot
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _merge_piece(buf, pos, length, byte_ids, keys, heads, nexts, lefts, rights, made, priorities, parts, part_priority,
+                 out, out_pos):
+    """Merge the bytes ``buf[pos:pos + length]`` (byte-level rule) in ``parts``; write the ids at ``out[out_pos:]``."""
+    for i in range(length):
+        parts[i] = byte_ids[buf[pos + i]]
+    m = merge_word(parts, length, LONG_WORD, False, keys, heads, nexts, lefts, rights, made, priorities, part_priority)
+    for i in range(m):
+        out[out_pos + i] = parts[i]
+    return out_pos + m
+
+
 @njit(cache=True, nogil=True)
 def encode_bytes(
     buf, document_offsets, classes, pattern, byte_ids, keys, heads, nexts, lefts, rights, made, priorities,
@@ -329,7 +334,6 @@ def encode_bytes(
     cache_value_count = np.zeros(cache_size, dtype=np.int64)
     cache_used = 0
     short_parts = np.empty(LONG_WORD, dtype=np.int64)
-    part_entry = np.empty(LONG_WORD, dtype=np.int64)
     part_priority = np.empty(LONG_WORD, dtype=np.int64)
     out_pos = 0
     for d in range(document_offsets.shape[0] - 1):
@@ -375,15 +379,12 @@ def encode_bytes(
             if token >= 0:
                 out[out_pos] = token
                 out_pos += 1
+            elif length <= LONG_WORD:
+                out_pos = _merge_piece(buf, pos, length, byte_ids, keys, heads, nexts, lefts, rights, made, priorities,
+                                       short_parts, part_priority, out, out_pos)
             else:
-                parts = short_parts if length <= LONG_WORD else np.empty(length, dtype=np.int64)
-                for i in range(length):
-                    parts[i] = byte_ids[buf[pos + i]]
-                m = merge_word(parts, length, LONG_WORD, False, keys, heads, nexts, lefts, rights, made, priorities,
-                               part_entry, part_priority)
-                for i in range(m):
-                    out[out_pos + i] = parts[i]
-                out_pos += m
+                out_pos = _merge_piece(buf, pos, length, byte_ids, keys, heads, nexts, lefts, rights, made, priorities,
+                                       np.empty(length, dtype=np.int64), part_priority, out, out_pos)
             if cacheable and cache_used < cache_limit:
                 cache_start[slot] = pos
                 cache_length[slot] = length

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from engine.kernels.bpe_encode import EMPTY_KEY, find_span, hash_span, key_slot, same_span
-from engine.kernels.heap import heap_pop, heap_push, heap_reserve, new_heap
+from engine.kernels.heap import heap_grow, heap_pop, heap_push, new_heap
 
 __all__ = ["TIE_FIRST", "TIE_HF", "count_pieces", "rehash_words", "train_merges"]
 
@@ -253,9 +253,10 @@ def train_merges(word_syms, word_starts, word_counts, alphabet, tie_rule, max_me
     heap_size = 0
     # step 0 counts the pairs of every word; step k >= 1 is merge k - 1
     for w in range(word_total):
-        pairs, table_keys, table_values, touched, occurrences = _reserve(
-            2 * word_lengths[w] + 2, pairs, table_keys, table_values, touched, occurrences, pair_total,
-            occurrence_total)
+        need = 2 * word_lengths[w] + 2
+        if pair_total + need > pairs.shape[0] or occurrence_total + need > occurrences.shape[0]:
+            pairs, table_keys, table_values, touched, occurrences = _reserve(
+                need, pairs, table_keys, table_values, touched, occurrences, pair_total, occurrence_total)
         s = word_starts[w]
         for j in range(word_lengths[w] - 1):
             pair_total, occurrence_total, touched_total = _apply_delta(
@@ -263,7 +264,8 @@ def train_merges(word_syms, word_starts, word_counts, alphabet, tie_rule, max_me
                 pairs, pair_total, occurrences, occurrence_total, touched, 0)
     for p in range(pair_total):
         if pairs[p, COUNT] > 0:
-            heap = heap_reserve(heap, heap_size)
+            if heap_size == heap.shape[0]:
+                heap = heap_grow(heap)
             heap_size = heap_push(heap, heap_size, -pairs[p, COUNT], _tie_key(p, pairs, tie_rule), p)
     step = 1
     merge_total = 0
@@ -273,7 +275,8 @@ def train_merges(word_syms, word_starts, word_counts, alphabet, tie_rule, max_me
         heap_size = heap_pop(heap, heap_size)
         if count != pairs[p, COUNT]:
             if pairs[p, COUNT] > 0:
-                heap = heap_reserve(heap, heap_size)
+                if heap_size == heap.shape[0]:
+                    heap = heap_grow(heap)
                 heap_size = heap_push(heap, heap_size, -pairs[p, COUNT], _tie_key(p, pairs, tie_rule), p)
             continue
         if tie_rule == TIE_FIRST and pairs[p, DIRTY] != 0:
@@ -281,7 +284,8 @@ def train_merges(word_syms, word_starts, word_counts, alphabet, tie_rule, max_me
             pairs[p, FIRST_WORD], pairs[p, FIRST_OFFSET], pairs[p, DIRTY] = fw, fo, 0
             fresh = _tie_key(p, pairs, tie_rule)
             if fresh != tie:
-                heap = heap_reserve(heap, heap_size)
+                if heap_size == heap.shape[0]:
+                    heap = heap_grow(heap)
                 heap_size = heap_push(heap, heap_size, -count, fresh, p)
                 continue
         if count < 1:
@@ -312,9 +316,10 @@ def train_merges(word_syms, word_starts, word_counts, alphabet, tie_rule, max_me
             if word_seen[w] == step:
                 continue
             word_seen[w] = step
-            pairs, table_keys, table_values, touched, occurrences = _reserve(
-                2 * word_lengths[w] + 2, pairs, table_keys, table_values, touched, occurrences, pair_total,
-                occurrence_total)
+            need = 2 * word_lengths[w] + 2
+            if pair_total + need > pairs.shape[0] or occurrence_total + need > occurrences.shape[0]:
+                pairs, table_keys, table_values, touched, occurrences = _reserve(
+                    need, pairs, table_keys, table_values, touched, occurrences, pair_total, occurrence_total)
             s = word_starts[w]
             length = word_lengths[w]
             weight = word_counts[w]
@@ -355,7 +360,8 @@ def train_merges(word_syms, word_starts, word_counts, alphabet, tie_rule, max_me
         for i in range(touched_total):
             q = touched[i]
             if pairs[q, GAIN] == step and pairs[q, COUNT] > 0:
-                heap = heap_reserve(heap, heap_size)
+                if heap_size == heap.shape[0]:
+                    heap = heap_grow(heap)
                 heap_size = heap_push(heap, heap_size, -pairs[q, COUNT], _tie_key(q, pairs, tie_rule), q)
         merge_total += 1
         out_history[merge_total] = total_tokens

@@ -2,7 +2,7 @@
 
 A heap is an int64 array of rows ``(key0, key1, payload)`` ordered by ``(key0, key1)``,
 smallest first; ``size`` rows are in use. Training keeps ``(-count, tie key, pair)`` (most
-frequent pair first, then the smaller tie key), encoding keeps ``(priority, position, entry)``
+frequent pair first, then the smaller tie key); encoding keeps ``(priority, position, entry)``
 (lowest merge priority first, then leftmost). Push and pop cost O(log size).
 """
 
@@ -11,21 +11,20 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["new_heap", "heap_reserve", "heap_push", "heap_pop"]
+__all__ = ["new_heap", "heap_grow", "heap_push", "heap_pop"]
 
 
 @njit(cache=True, nogil=True)
 def new_heap(capacity):
+    """An empty heap with room for ``capacity`` rows."""
     return np.empty((max(capacity, 16), 3), dtype=np.int64)
 
 
 @njit(cache=True, nogil=True)
-def heap_reserve(heap, size):
-    """``heap``, or a copy twice as large when it has no room for one more row."""
-    if size < heap.shape[0]:
-        return heap
+def heap_grow(heap):
+    """A copy of a full ``heap`` with twice the room (call when ``size == heap.shape[0]``)."""
     grown = np.empty((2 * heap.shape[0], 3), dtype=np.int64)
-    grown[:size] = heap[:size]
+    grown[: heap.shape[0]] = heap
     return grown
 
 
@@ -44,7 +43,7 @@ def _swap(heap, a, b):
 
 @njit(cache=True, nogil=True)
 def heap_push(heap, size, key0, key1, payload):
-    """Add a row (``heap`` must have room: see ``heap_reserve``); returns the new size."""
+    """Add a row (``heap`` must have room: see ``heap_grow``); returns the new size."""
     i = size
     heap[i, 0] = key0
     heap[i, 1] = key1
