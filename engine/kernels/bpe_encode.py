@@ -156,6 +156,8 @@ def _merge_long(parts, m, ordered, keys, heads, nexts, lefts, rights, made, prio
         e = _entry(parts[i], parts[i + 1], 0, keys, heads, nexts, priorities)
         if e >= 0:
             size = heap_push(heap, size, priorities[e], i, e)
+    if size == 0:
+        return m  # no pair merges: the parts stay as they are
     while size > 0:
         priority, pos, e = heap[0, 0], heap[0, 1], heap[0, 2]
         size = heap_pop(heap, size)
