@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Iterator
 
 import numpy as np
@@ -210,16 +209,7 @@ def train_from_word_counts(words: list, counts: np.ndarray, *, merges: int, leve
         return train_bpe_from_word_counts(words, counts, merges)
     from engine.tokenizers.byte_bpe import ByteBpeTrainer
 
-    lengths = np.fromiter((len(w) for w in words), dtype=np.int64, count=len(words))
-    starts = np.zeros(len(words) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=starts[1:])
-    table = SimpleNamespace(pool=np.frombuffer(b"".join(words) or b"\0", dtype=np.uint8).copy(), starts=starts,
-                            counts=np.ascontiguousarray(counts, dtype=np.int64), total=len(words),
-                            total_bytes=int((lengths * counts).sum()))
-    trainer = ByteBpeTrainer(merges=merges, pattern=pattern)
-    # The trainer's own merge step, fed with the reduced table instead of counting texts itself.
-    trainer.count_words = lambda texts: table
-    return trainer.train(())
+    return ByteBpeTrainer(merges=merges, pattern=pattern).train_from_counts(words, counts)
 
 
 def _distinct_chars(batch: pa.Table) -> pa.Table:
