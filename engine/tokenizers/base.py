@@ -8,24 +8,36 @@ A tokenizer file is one JSON object::
 so two tokenizers with the same behaviour have the same hash, and a file edited by hand or cut
 short is detected on load. Subclasses implement ``_encode``, ``decode``, ``tokenize``,
 ``_payload`` and ``_from_payload``; everything else lives here.
+
+The registry of kinds: every kind is one module (listed in ``KIND_MODULES``) whose class is
+decorated with ``@register_tokenizer``. The class declares what loading and ``prepare`` need to
+know: ``kind`` (its file kind), ``fit_name`` (the ``prepare --tokenizer NAME`` that fits it, or
+None), ``fit_options`` (which ``FitOptions`` its fit reads), ``thread_safe_encode`` and
+``trainer(options)``, a ``Trainer`` that fits it from type counts folded batch by batch. The
+pipeline asks the registry (``fittable_kinds``, ``trainer_for``) and never lists kinds.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import re
 import tempfile
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Iterator, Sequence
+from typing import Any, ClassVar, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
-from engine.errors import TokenizerError
+from engine.errors import ConfigurationError, TokenizerError
 
-__all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer", "FORMAT", "FORMAT_VERSION"]
+__all__ = [
+    "Tokenizer", "load_tokenizer", "register_tokenizer", "FORMAT", "FORMAT_VERSION", "KIND_MODULES", "FitOptions",
+    "Trainer", "fittable_kinds", "trainer_for", "UnknownInputError", "TIE_BREAKS",
+]
 
 FORMAT = "engine.tokenizer"
 FORMAT_VERSION = 1
@@ -34,13 +46,30 @@ EOS_ID = 1
 BOS_TOKEN = "<bos>"
 EOS_TOKEN = "<eos>"
 
-_REGISTRY: dict[str, type["Tokenizer"]] = {}
+#: The modules that define tokenizer kinds, in the order ``prepare --help`` lists them. A new kind
+#: is a new module with a ``@register_tokenizer`` class, plus its line here.
+KIND_MODULES = (
+    "engine.tokenizers.char",
+    "engine.tokenizers.word",
+    "engine.tokenizers.bpe",
+    "engine.tokenizers.byte_bpe",
+)
+
+_REGISTRY: dict[str, type["Tokenizer"]] = {}  # file kind -> class
+_FITTABLE: dict[str, type["Tokenizer"]] = {}  # prepare --tokenizer NAME -> class
 
 
 def register_tokenizer(cls: type["Tokenizer"]) -> type["Tokenizer"]:
-    """Class decorator: make ``load_tokenizer`` able to rebuild files of ``cls.kind``."""
+    """Class decorator: ``load_tokenizer`` rebuilds files of ``cls.kind``; ``prepare`` fits ``cls.fit_name``."""
     _REGISTRY[cls.kind] = cls
+    if cls.fit_name is not None:
+        _FITTABLE[cls.fit_name] = cls
     return cls
+
+
+def _import_kinds() -> None:
+    for module in KIND_MODULES:
+        importlib.import_module(module)
 
 
 def canonical_json(obj: Any) -> bytes:
@@ -51,6 +80,13 @@ class Tokenizer(ABC):
     """A frozen tokenizer. Ids are uint32; ``bos_id``/``eos_id`` wrap every encoded document."""
 
     kind: ClassVar[str] = ""
+    #: The name ``prepare --tokenizer NAME`` fits this kind under; None: it is only loaded from files.
+    fit_name: ClassVar[str | None] = None
+    #: The ``FitOptions`` fields its fit reads (giving another one is an error, except ``merges``
+    #: and ``unknown``, which kinds without merges or an unknown token ignore).
+    fit_options: ClassVar[frozenset[str]] = frozenset()
+    #: Several threads may call ``encode_documents`` at once (it only reads frozen tables).
+    thread_safe_encode: ClassVar[bool] = False
 
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
@@ -83,6 +119,11 @@ class Tokenizer(ABC):
     @abstractmethod
     def _from_payload(cls, payload: dict) -> "Tokenizer":
         """Inverse of ``_payload``; raise ``TokenizerError`` on a malformed payload."""
+
+    @classmethod
+    def trainer(cls, options: "FitOptions") -> "Trainer":
+        """The ``Trainer`` that fits this kind with ``options``; raises for a kind that is only loaded."""
+        raise ConfigurationError(f"tokenizer kind {cls.kind!r} is loaded from files only; it cannot be fitted")
 
     # -- shared behaviour -------------------------------------------------------------------
     def encode(self, text: str) -> np.ndarray:
@@ -162,8 +203,138 @@ class Tokenizer(ABC):
         return hash(self.hash)
 
 
+# -- fitting -----------------------------------------------------------------------------------
+
+TIE_BREAKS = ("first", "hf")
+DEFAULT_MERGES = 200  # merges a BPE fit trains when given neither merges nor a vocabulary size
+_IGNORABLE = frozenset({"merges", "unknown"})
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """What a fit may read, checked on construction (messages use the CLI's spellings).
+
+    ``merges``: merges to train; ``vocab_size``: ids to stop at (specials included); ``pattern``:
+    the byte-level pre-tokenizer (``gpt2``, ``cl100k``); ``tie_break``: ``first`` or ``hf``;
+    ``unknown``: the token unseen pieces map to, for kinds that have one. None: the kind's default.
+    """
+
+    merges: int | None = None
+    vocab_size: int | None = None
+    pattern: str | None = None
+    tie_break: str | None = None
+    unknown: str | None = None
+
+    def __post_init__(self) -> None:
+        from engine.checks import as_int
+        from engine.tokenizers.pretokenize import PATTERNS
+
+        for name, flag in (("merges", "--merges"), ("vocab_size", "--vocab-size")):
+            value = getattr(self, name)
+            if value is not None:
+                value = as_int(value, flag, expected="a whole number")
+                if value < 0:
+                    raise ConfigurationError(f"{flag} must be >= 0, got {value}")
+                object.__setattr__(self, name, value)
+        if self.pattern is not None and self.pattern not in PATTERNS:
+            raise ConfigurationError(f"--pattern {self.pattern!r} is unknown (expected one of: {', '.join(PATTERNS)})")
+        if self.tie_break is not None and self.tie_break not in TIE_BREAKS:
+            raise ConfigurationError(f"--tie-break {self.tie_break!r} is unknown (expected one of: {', '.join(TIE_BREAKS)})")
+
+    def merges_or_default(self) -> int | None:
+        """``merges``; else None when ``vocab_size`` bounds the training; else ``DEFAULT_MERGES``."""
+        if self.merges is not None or self.vocab_size is not None:
+            return self.merges
+        return DEFAULT_MERGES
+
+    def given(self) -> list[str]:
+        """Names of the options that are set (not None)."""
+        return [name for name in ("merges", "vocab_size", "pattern", "tie_break", "unknown")
+                if getattr(self, name) is not None]
+
+
+class Trainer(Protocol):
+    """How ``prepare`` fits a kind from training text on any number of threads or machines.
+
+    ``count_types(texts)``: the distinct units of one batch of training texts (``str`` or
+    ``bytes``, numbered by first appearance) and their int64 counts; a pure function of the batch,
+    safe on any thread, and the trainer pickles (Ray ships it to its workers). Folding the batches
+    in stream order (``engine.parallel.TypeCounts``) gives the types of the whole stream, numbered
+    by first appearance, with their counts. ``train_from_counts(types, counts)``: the tokenizer
+    the same trainer fits on the whole stream at once (same hash).
+    """
+
+    def count_types(self, texts: Sequence[str]) -> tuple[list, np.ndarray]: ...
+
+    def train_from_counts(self, types: Sequence, counts: np.ndarray) -> "Tokenizer": ...
+
+
+def fittable_kinds() -> tuple[str, ...]:
+    """The names ``prepare --tokenizer`` fits, in ``KIND_MODULES`` order."""
+    _import_kinds()
+    order = {module: i for i, module in enumerate(KIND_MODULES)}
+    return tuple(sorted(_FITTABLE, key=lambda name: order.get(_FITTABLE[name].__module__, len(order))))
+
+
+def fittable_class(name: str) -> type[Tokenizer]:
+    """The class ``prepare --tokenizer name`` fits; ConfigurationError naming the known names."""
+    _import_kinds()
+    cls = _FITTABLE.get(name)
+    if cls is None:
+        raise ConfigurationError(f"tokenizer kind {name!r} is unknown (expected one of: {', '.join(fittable_kinds())})")
+    return cls
+
+
+def trainer_for(name: str, options: FitOptions | None = None) -> Trainer:
+    """The ``Trainer`` of kind ``name`` with ``options``, checked before any text is read."""
+    cls = fittable_class(name)
+    options = options if options is not None else FitOptions()
+    for option in options.given():
+        if option not in cls.fit_options and option not in _IGNORABLE:
+            users = [n for n in fittable_kinds() if option in _FITTABLE[n].fit_options]
+            raise ConfigurationError(
+                f"--{option.replace('_', '-')} applies to --tokenizer {', '.join(users)}, not {name}")
+    return cls.trainer(options)
+
+
+class UnknownInputError(TokenizerError):
+    """Text a tokenizer cannot encode: a character (or piece) its vocabulary lacks.
+
+    ``what`` says what and where (``"character 'd' (U+0064) at offset 2"``), ``document_id`` whose,
+    ``expected`` what the vocabulary holds and ``advice`` how to fix it. ``in_partition(name)`` is
+    the same error as ``prepare`` reports it: the document's partition named and, for held-out
+    text, byte-level BPE suggested instead of refitting (fitting on held-out text would leak it).
+    """
+
+    def __init__(self, message: str, *, what: str = "", document_id: str | None = None, kind: str = "",
+                 expected: str = "", advice: str = ""):
+        super().__init__(message)
+        self.what, self.document_id, self.kind, self.expected, self.advice = what, document_id, kind, expected, advice
+
+    @classmethod
+    def build(cls, what: str, document_id: str | None, kind: str, expected: str, advice: str) -> "UnknownInputError":
+        of = f" of document {document_id!r}" if document_id is not None else ""
+        message = f"{what}{of} is not in the {kind} tokenizer's vocabulary (expected {expected}; {advice})"
+        return cls(message, what=what, document_id=document_id, kind=kind, expected=expected, advice=advice)
+
+    def in_partition(self, partition: str) -> "UnknownInputError":
+        """This error with the document's partition named, and advice that never refits on held-out text."""
+        if not self.what:
+            return self
+        of = f" of document {self.document_id!r}" if self.document_id is not None else ""
+        where = f"{self.what}{of} ({partition} partition) is not in the {self.kind} tokenizer's vocabulary"
+        if partition == "train":
+            message = f"{where} (expected {self.expected}; {self.advice}, or use --tokenizer byte-bpe)"
+        else:
+            message = (f"{where} (expected {self.expected}); held-out text must not be fitted on, so instead of "
+                       "refitting use --tokenizer byte-bpe, which encodes any text")
+        return type(self)(message, what=self.what, document_id=self.document_id, kind=self.kind,
+                          expected=self.expected, advice=self.advice)
+
+
 def tokenizer_from_json(obj: Any, source: str = "<memory>") -> Tokenizer:
     """Rebuild a tokenizer from the parsed JSON of its file, checking format, version and hash."""
+    _import_kinds()  # registered before dispatching on "kind"
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise TokenizerError(f"{source}: not an engine tokenizer file (expected \"format\": \"{FORMAT}\")")
     version = obj.get("version")
@@ -219,9 +390,7 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
     does, else it is ``cl100k`` for a file of exactly 100,256 ranks (cl100k_base) and ``gpt2``
     otherwise. Files without special tokens get ``<|endoftext|>`` after the last id
     (``tokenizer.notes`` says so)."""
-    # Import the kinds so their classes are registered before dispatching on "kind".
-    import engine.tokenizers  # noqa: F401
-
+    _import_kinds()  # registered before dispatching on "kind"
     path = Path(path)
     try:
         raw = path.read_bytes()

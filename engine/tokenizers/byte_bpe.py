@@ -27,7 +27,7 @@ from engine.errors import TokenizerError
 from engine.kernels.byte_bpe_encode import EMPTY_KEY, build_pair_table, build_token_map, encode_kernel
 from engine.kernels.byte_bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
 from engine.kernels.pretokenize import pretokenize_ends
-from engine.tokenizers.base import Tokenizer, _iter_texts, check_ids, check_texts, register_tokenizer
+from engine.tokenizers.base import FitOptions, Tokenizer, _iter_texts, check_ids, check_texts, register_tokenizer
 from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
 from engine.tokenizers.unicode_tables import code_point_classes
 
@@ -59,6 +59,9 @@ class ByteBpeTokenizer(Tokenizer):
     """Frozen byte-level BPE. ``tokens[id]`` is the byte string of ``id`` (``None`` for specials)."""
 
     kind = "bpe-byte"
+    fit_name = "byte-bpe"
+    fit_options = frozenset({"merges", "vocab_size", "pattern", "tie_break"})
+    thread_safe_encode = True
 
     def __init__(
         self,
@@ -83,6 +86,11 @@ class ByteBpeTokenizer(Tokenizer):
         self.bos, self.eos = bos, eos
         self.bos_id, self.eos_id = self.specials[bos], self.specials[eos]
         self._build_tables()
+
+    @classmethod
+    def trainer(cls, options: FitOptions) -> "ByteBpeTrainer":
+        return ByteBpeTrainer(options.merges_or_default(), vocab_size=options.vocab_size,
+                              pattern=options.pattern or "gpt2", tie_break=options.tie_break or "first")
 
     # -- tables -------------------------------------------------------------------------------
     def _build_tables(self) -> None:
@@ -262,6 +270,8 @@ class ByteBpeTrainer:
 
     Words are the pre-tokenizer's pieces, counted as types (int64 counts, numbered by first
     appearance); merges then run incrementally in ``engine.kernels.byte_bpe_train``.
+    ``train_from_counts`` trains on a word-type table counted elsewhere (``count_types`` on batches,
+    folded in order on several threads or machines), with the result ``train`` gives.
 
     ``vocab_size`` counts everything: the specials, the 256 bytes and one id per new token, so
     the default specials leave ``vocab_size - 258`` new tokens (fewer only if pairs run out).
@@ -311,8 +321,41 @@ class ByteBpeTrainer:
         counts.add(batch)
         return counts
 
+    def count_types(self, texts: Sequence[str]) -> tuple[list[bytes], np.ndarray]:
+        """Distinct pieces of one batch (``bytes``, first appearance) and their int64 counts."""
+        table = self.count_words(texts)
+        pool, starts = table.pool.tobytes(), table.starts[: table.total + 1].tolist()
+        return [pool[starts[w]:starts[w + 1]] for w in range(table.total)], table.counts[: table.total].copy()
+
+    def train_from_counts(self, words: Sequence[bytes], counts: Sequence[int] | np.ndarray) -> ByteBpeTokenizer:
+        """Train on word types (pre-tokenizer pieces as ``bytes``, numbered by first appearance) and
+        their counts, as ``train`` does on the texts they were counted from: same merges and ids."""
+        words = list(words)
+        counts = np.asarray(counts)
+        if counts.ndim != 1 or (counts.size and counts.dtype.kind not in "iu"):
+            raise TokenizerError(f"train_from_counts: counts must be one integer per word, got {counts.dtype} "
+                                 f"of shape {counts.shape}")
+        counts = counts.astype(np.int64)
+        if len(words) != counts.shape[0]:
+            raise TokenizerError(f"train_from_counts: {len(words)} words but {counts.shape[0]} counts (expected one per word)")
+        for i, word in enumerate(words):
+            if not isinstance(word, (bytes, bytearray)) or not word:
+                raise TokenizerError(f"train_from_counts: word #{i} is {word!r:.40}, expected non-empty bytes")
+        if counts.shape[0] and counts.min() < 1:
+            raise TokenizerError(f"train_from_counts: count {int(counts.min())} is below 1 (expected counts >= 1)")
+        lengths = np.fromiter((len(w) for w in words), dtype=np.int64, count=len(words))
+        starts = np.zeros(len(words) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=starts[1:])
+        pool = np.frombuffer(b"".join(words) or b"\0", dtype=np.uint8).copy()
+        return self._train_table(pool, starts, counts, len(words), int((lengths * counts).sum()))
+
     def train(self, texts: Iterable[str] | str) -> ByteBpeTokenizer:
         words = self.count_words(texts)
+        return self._train_table(words.pool, words.starts, words.counts, words.total, words.total_bytes)
+
+    def _train_table(self, pool: np.ndarray, starts: np.ndarray, counts: np.ndarray, total: int,
+                     total_bytes: int) -> ByteBpeTokenizer:
+        """Merges of word types ``pool[starts[w]:starts[w+1]]`` (w < ``total``) weighted by ``counts``."""
         specials = len(self.special_tokens)
         max_new = (self.vocab_size - specials - 256) if self.vocab_size is not None else self.merges
         max_merges = self.merges if self.merges is not None else 2 * max_new + 1024
@@ -322,7 +365,7 @@ class ByteBpeTrainer:
         byte_order = np.empty(256, dtype=np.int64)
         byte_order[ranked] = np.arange(256)
         total = train_merges(
-            words.starts, words.pool, words.counts, words.total, byte_order,
+            starts, pool, counts, total, byte_order,
             TIE_HF if self.tie_break == "hf" else TIE_FIRST, max_merges, max_new, *out)
         left, right, merged, history = (a[:total].tolist() for a in out)
         tokens: list[bytes | None] = [None] * specials + [bytes([b]) for b in range(256)]
@@ -330,7 +373,7 @@ class ByteBpeTrainer:
             if t + specials == len(tokens):  # a new token (not the bytes of an existing one)
                 tokens.append(tokens[a + specials] + tokens[b + specials])
         self.history = history
-        self.initial_tokens = int(words.total_bytes)
+        self.initial_tokens = int(total_bytes)
         names = self.special_tokens
         return ByteBpeTokenizer(
             tokens,
