@@ -307,9 +307,9 @@ def fit_from_table(options: PrepareOptions, trainer: Trainer, table) -> Tokenize
     if not len(table):
         raise CorpusError(f"{options.corpus}: the train partition holds no text; nothing to fit the tokenizer on "
                           "(every document is in validation or test, or empty)")
-    with Progress(f"fitting {options.tokenizer} on {len(table):,} types", unit="fits", quiet=options.quiet) as bar:
+    with Progress(f"fitting {options.tokenizer}", unit="types", quiet=options.quiet) as bar:
         tok = trainer.train_from_counts(table.types(), table.counts())
-        bar.update(1)
+        bar.update(len(table))
     return tok
 
 

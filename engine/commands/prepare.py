@@ -36,7 +36,7 @@ def _fittable() -> str:
 @click.argument("corpus", required=False, type=click.Path(path_type=str))
 @split_options
 @click.option("--out", "out_dir", default="out", show_default=True, type=click.Path(path_type=str), help="Output directory (store/, tokenizer.json, report.json).")
-@click.option("--tokenizer", default="bpe", show_default=True, help=f"A kind to fit on the train partition ({_fittable()}), or the path of a tokenizer file to encode with (engine, Hugging Face tokenizer.json, tiktoken).")
+@click.option("--tokenizer", default="bpe", show_default=True, metavar="KIND|FILE", help=f"A kind to fit on the train partition ({_fittable()}), or the path of a tokenizer file to encode with (engine, Hugging Face tokenizer.json, tiktoken).")
 @click.option("--merges", default=None, type=int, help="BPE merges to train (bpe, byte-bpe; default 200 unless --vocab-size is given).")
 @click.option("--vocab-size", "vocab_size", default=None, type=int, help="BPE vocabulary size to stop at, specials included (bpe, byte-bpe).")
 @click.option("--pattern", type=click.Choice(list(PATTERNS)), default=None, help="Byte-level pre-tokenizer (byte-bpe; default gpt2), or the one a tiktoken file uses.")
