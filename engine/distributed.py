@@ -222,7 +222,9 @@ class _EncodeBatch:
         try:
             values, kept_offsets = self.tokenizer.encode_documents([texts[i] for i in keep], [ids[i] for i in keep])
         except UnknownInputError as exc:
-            raise exc.in_partition(splits[ids.index(exc.document_id)] if exc.document_id in ids else "") from None
+            if exc.document_id not in ids:
+                raise
+            raise exc.in_partition(splits[ids.index(exc.document_id)]) from None
         lengths = np.zeros(len(ids), dtype=np.int64)
         lengths[keep] = np.diff(kept_offsets)
         offsets = np.zeros(len(ids) + 1, dtype=np.int64)

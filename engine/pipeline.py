@@ -124,7 +124,6 @@ class PrepareOptions:
     def __post_init__(self) -> None:
         from engine.windows import CausalWindowConfig
 
-        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (frozen after this)
         CausalWindowConfig(self.context_length, self.stride)
         if self.threads is not None:
             resolve_threads(self.threads)
@@ -139,7 +138,7 @@ class PrepareOptions:
             raise ConfigurationError("--resume applies to --executor local only")
         fit = FitOptions(self.merges, self.vocab_size, self.pattern, self.tie_break, UNKNOWN_TOKEN)
         if self.tokenizer in fittable_kinds():
-            set_("fit", fit)
+            self._set("fit", fit)
             trainer_for(self.tokenizer, fit)  # the kind's own checks (e.g. a vocabulary too small), now
         elif not Path(self.tokenizer).exists():
             raise ConfigurationError(f"--tokenizer {self.tokenizer!r}: expected one of "
@@ -149,22 +148,25 @@ class PrepareOptions:
                 if getattr(fit, option) is not None:
                     raise ConfigurationError(f"--{option.replace('_', '-')} applies when prepare fits a tokenizer "
                                              f"(--tokenizer {', '.join(fittable_kinds())}), not to a tokenizer file")
-        self._resolve_corpus(set_)
+        self._resolve_corpus()
 
-    def _resolve_corpus(self, set_) -> None:
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)  # resolving fields on construction; frozen afterwards
+
+    def _resolve_corpus(self) -> None:
         corpus, splits = self.corpus, self.splits
         if corpus is None:
             corpus, default_splits = default_corpus_paths()
             if splits is None and self.hash_split is None:
                 splits = default_splits
         corpus = Path(corpus)
-        set_("corpus", corpus)
-        set_("splits", Path(splits) if splits is not None else None)
-        set_("out_dir", Path(self.out_dir))
+        self._set("corpus", corpus)
+        self._set("splits", Path(splits) if splits is not None else None)
+        self._set("out_dir", Path(self.out_dir))
         if not corpus.exists():
             raise CorpusError(f"{corpus}: corpus not found (expected a .jsonl, .parquet, .txt file or a folder)")
         continuous = is_continuous_text(corpus)
-        set_("continuous", continuous)
+        self._set("continuous", continuous)
         if continuous:
             if splits is not None or self.hash_split is not None:
                 raise ConfigurationError(
@@ -179,7 +181,7 @@ class PrepareOptions:
                 f"{corpus}: a multi-document corpus needs a split: pass --splits FILE (a manifest "
                 '{"train": [...], "validation": [...], "test": [...]}) or --hash-split 0.8,0.1,0.1')
         if self.hash_split is not None:
-            set_("hash_split", dict(self.hash_split))
+            self._set("hash_split", dict(self.hash_split))
             SplitManifest.by_hash(self.hash_split)  # checks the ratios
         if self.executor == "ray" and (self.on_invalid_utf8 != "error" or self.skip_bad_lines):
             raise ConfigurationError("--on-invalid-utf8 and --skip-bad-lines apply to --executor local only")
