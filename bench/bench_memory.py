@@ -23,6 +23,10 @@ import time
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
+if str(BENCH_DIR) not in sys.path:  # run as a script: timing.py sits beside this file
+    sys.path.insert(0, str(BENCH_DIR))
+from timing import row  # noqa: E402
+
 ROOT = BENCH_DIR.parent
 CACHE = BENCH_DIR / ".cache"
 
@@ -76,17 +80,13 @@ def measure(sizes_mb=SIZES_MB, *, threads: int = 2) -> list[dict]:
 def rows(quick: bool) -> list[dict]:
     """For ``engine bench``: the large corpus against the small one (ratio = peak RSS large / small)."""
     small, large = measure(QUICK_SIZES_MB if quick else SIZES_MB)
-    return [{
-        "benchmark": f"prepare peak RSS, {large['size_mb']:,} MB vs {small['size_mb']:,} MB corpus "
-                     f"({large['peak_rss_mb']:,.0f} vs {small['peak_rss_mb']:,.0f} MB)",
-        "engine_s": large["seconds"],
-        "peer": f"engine on the {small['size_mb']:,} MB corpus",
-        "peer_s": small["seconds"],
-        "ratio": large["peak_rss_mb"] / small["peak_rss_mb"],
-        "target": f"peak RSS ratio <= {RSS_RATIO_LIMIT}",
-        "small_peak_rss_mb": small["peak_rss_mb"],
-        "large_peak_rss_mb": large["peak_rss_mb"],
-    }]
+    return [row(
+        f"prepare peak RSS, {large['size_mb']:,} MB vs {small['size_mb']:,} MB corpus "
+        f"({large['peak_rss_mb']:,.0f} vs {small['peak_rss_mb']:,.0f} MB)",
+        large["seconds"], f"engine on the {small['size_mb']:,} MB corpus", small["seconds"],
+        ratio=large["peak_rss_mb"] / small["peak_rss_mb"], at_most=RSS_RATIO_LIMIT, note="peak RSS ratio",
+        small_peak_rss_mb=small["peak_rss_mb"], large_peak_rss_mb=large["peak_rss_mb"],
+    )]
 
 
 def report(results: list[dict]) -> str:

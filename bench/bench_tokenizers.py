@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from engine.tokenizers import BpeTrainer
-from peers_tokenizers import hf_trainer_run, naive_module, tiktoken_encoding
+from plain_python import encode_bpe, train_bpe
+from peers_tokenizers import hf_trainer_run, tiktoken_encoding
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +32,8 @@ def test_engine_train_200(benchmark, split_text):
 
 @pytest.mark.benchmark(group="bpe-train-200")
 def test_naive_train_20_merges_scale_x10(benchmark, split_text):
-    naive = naive_module()
-    benchmark.pedantic(lambda: naive.naive_train_bpe(split_text[1], 20), rounds=1, iterations=1)
+    merges = benchmark.pedantic(lambda: train_bpe(split_text[1], 20), rounds=1, iterations=1)
+    assert merges == BpeTrainer(20).train(split_text[1]).merges
 
 
 @pytest.mark.benchmark(group="bpe-train-200")
@@ -63,9 +64,8 @@ def test_engine_encode(benchmark, split_text, bpe_200):
 
 @pytest.mark.benchmark(group="bpe-encode")
 def test_naive_encode(benchmark, split_text, bpe_200):
-    naive = naive_module()
-    benchmark.pedantic(lambda: naive.naive_encode_bpe(split_text[0], bpe_200.alphabet, bpe_200.merges),
-                       rounds=1, iterations=1)
+    pieces = benchmark.pedantic(lambda: encode_bpe(split_text[0], bpe_200.merges), rounds=1, iterations=1)
+    assert pieces == bpe_200.tokenize(split_text[0])
 
 
 @pytest.mark.benchmark(group="bpe-encode")

@@ -79,16 +79,16 @@ def test_shuffle_engine(benchmark):
 
 
 @pytest.mark.benchmark(group="windows-shuffle")
-def test_shuffle_numpy_permutation(benchmark):
+def test_shuffle_numpy_in_place(benchmark):
     _, peers = shuffle_pair(SHUFFLE_COUNT)
-    benchmark.pedantic(peers["numpy Generator.permutation"], rounds=2, iterations=1)
+    benchmark.pedantic(peers["numpy Generator.shuffle (in place)"], rounds=2, iterations=1)
 
 
 @pytest.mark.benchmark(group="windows-shuffle")
 def test_shuffle_torch_randperm(benchmark):
     pytest.importorskip("torch")
     _, peers = shuffle_pair(SHUFFLE_COUNT)
-    benchmark.pedantic(peers["torch.randperm"], rounds=2, iterations=1)
+    benchmark.pedantic(peers["torch.randperm(out=)"], rounds=2, iterations=1)
 
 
 @pytest.mark.benchmark(group="windows-enumerate")

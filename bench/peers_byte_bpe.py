@@ -9,11 +9,12 @@ Compilation happens before any timed region. Run: ``python bench/peers_byte_bpe.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import sysconfig
 from pathlib import Path
-from timing import best_of  # noqa: E402
+from timing import best_of, row as bench_row
 
 
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -50,7 +51,7 @@ def trained_tokenizer(texts, vocab_size: int, tag: str):
 
 def rows(quick: bool = False) -> list[dict]:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # HF on one thread unless asked
-    from engine.tokenizers.byte_bpe import ByteBpeTrainer
+    from engine.tokenizers.byte_bpe import ByteBpeTrainer, bytes_to_unicode
     from engine.tokenizers.pretokenize import PATTERNS
 
     texts = stdlib_texts(3_000_000 if quick else None)
@@ -59,9 +60,8 @@ def rows(quick: bool = False) -> list[dict]:
     repeat = 3 if quick else 2
     out = []
 
-    def row(name, engine_s, peer, peer_s, target, ratio=None):
-        out.append({"benchmark": name, "engine_s": engine_s, "peer": peer, "peer_s": peer_s,
-                    "ratio": peer_s / engine_s if ratio is None else ratio, "target": target})
+    def row(*args, **kwargs):
+        out.append(bench_row(*args, **kwargs))
 
     tokenizer = trained_tokenizer(texts, vocab_size, "quick" if quick else "full")
     tokenizer.encode_batch(texts[:3])  # compile outside the timed regions
@@ -77,9 +77,12 @@ def rows(quick: bool = False) -> list[dict]:
         if [enc.encode_ordinary(t) for t in texts] != ids:
             raise RuntimeError("tiktoken ids differ from engine ids")
         peer = best_of(lambda: [enc.encode_ordinary(t) for t in texts], repeat)
-        row(f"encode {megabytes:.0f} MB, 1 thread", engine_one, "tiktoken encode_ordinary", peer, ">= 3x")
+        row(f"encode {megabytes:.0f} MB, 1 thread", engine_one, "tiktoken encode_ordinary", peer, at_least=3)
+        if enc.encode_ordinary_batch(texts, num_threads=threads) != ids:
+            raise RuntimeError("tiktoken batch ids differ from engine ids")
         peer = best_of(lambda: enc.encode_ordinary_batch(texts, num_threads=threads), repeat)
-        row(f"encode {megabytes:.0f} MB, {threads} threads", engine_all, "tiktoken encode_ordinary_batch", peer, ">= 3x")
+        row(f"encode {megabytes:.0f} MB, {threads} threads", engine_all, "tiktoken encode_ordinary_batch", peer,
+            at_least=3)
     except ImportError:
         pass
     try:
@@ -90,8 +93,11 @@ def rows(quick: bool = False) -> list[dict]:
 
         path = save_hf_tokenizer_json(tokenizer, CACHE / f"hf-{vocab_size}.json")
         hf = tokenizers.Tokenizer.from_file(str(path))
+        # ids checked on the first 200 files: one more full HF pass would take longer than the timing
+        if [hf.encode(t, add_special_tokens=False).ids for t in texts[:200]] != ids[:200]:
+            raise RuntimeError("Hugging Face ids differ from engine ids")
         peer = best_of(lambda: [hf.encode(t, add_special_tokens=False) for t in texts], 1)
-        row(f"encode {megabytes:.0f} MB, 1 thread", engine_one, "HF tokenizers encode", peer, ">= 20x")
+        row(f"encode {megabytes:.0f} MB, 1 thread", engine_one, "HF tokenizers encode", peer, at_least=20)
 
         def train_hf():
             model = tokenizers.Tokenizer(tokenizers.models.BPE())
@@ -99,18 +105,27 @@ def rows(quick: bool = False) -> list[dict]:
             trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<bos>", "<eos>"],
                                           show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
             model.train_from_iterator(texts, trainer)
+            trained.append(model)
+
+        trained = []
 
         ByteBpeTrainer(vocab_size=300, tie_break="hf").train(texts[:2])  # compile
         engine_train = best_of(lambda: ByteBpeTrainer(vocab_size=vocab_size, tie_break="hf").train(texts), 1)
         peer = best_of(train_hf, 1)
-        row(f"train {vocab_size} vocab on {megabytes:.0f} MB, 1 thread", engine_train, "HF BpeTrainer", peer, ">= 2x")
+        table = bytes_to_unicode()  # the timed run's merges must be engine's (same tie rule)
+        ours = [("".join(table[c] for c in tokenizer.tokens[a]), "".join(table[c] for c in tokenizer.tokens[b]))
+                for a, b in tokenizer.merges]
+        if [tuple(m) for m in json.loads(trained[-1].to_str())["model"]["merges"]] != ours:
+            raise RuntimeError("HF BpeTrainer merges differ from engine's (tie_break='hf')")
+        row(f"train {vocab_size} vocab on {megabytes:.0f} MB, 1 thread", engine_train, "HF BpeTrainer", peer,
+            at_least=2)
     except ImportError:
         pass
     short, long = "a" * 100_000, "a" * 1_000_000
     tokenizer.encode(short)
     t_short = best_of(lambda: tokenizer.encode(short), 3)
     t_long = best_of(lambda: tokenizer.encode(long), 3)
-    row("encode 'a' * 1e6 vs 'a' * 1e5", t_long, "engine 'a' * 1e5", t_short, "ratio <= 15", ratio=t_long / t_short)
+    row("encode 'a' * 1e6 vs 'a' * 1e5", t_long, "engine 'a' * 1e5", t_short, at_most=15, ratio=t_long / t_short)
     return out
 
 

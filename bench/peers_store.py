@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -24,13 +23,11 @@ import pyarrow.parquet as pq
 
 from engine.corpus import Corpus, Partition, SplitManifest
 from engine.store import TokenStore
-from timing import best_of  # noqa: E402
+# id = UTF-8 byte + 2: the cheapest tokenizer there is, so the store dominates the timing.
+from plain_python import ByteTokenizer as BenchBytes
+from timing import best_of, row
 
 BENCH_DIR = Path(__file__).resolve().parent
-if str(BENCH_DIR.parent) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR.parent))
-# id = UTF-8 byte + 2: the cheapest tokenizer there is, so the store dominates the timing.
-from tests.fakes import ByteIdsTokenizer as BenchBytes  # noqa: E402
 CHUNK_DOCUMENTS = 4096
 
 
@@ -98,6 +95,16 @@ def peer_read(path: Path) -> int:
     return total
 
 
+def same_tokens(store_path: Path, peer_path: Path) -> bool:
+    """The store and the Parquet files hold the same token values, partition by partition."""
+    store = TokenStore.open(store_path)
+    for part in store.partitions:
+        column = pq.read_table(peer_path / f"{part.value}.parquet").column("tokens").combine_chunks()
+        if not np.array_equal(store.arrays(part)[0], column.values.to_numpy()):
+            return False
+    return True
+
+
 def rows(quick: bool) -> list[dict]:
     corpus_path, splits_path = stdlib_corpus_paths(limit_mb=4 if quick else None)
     encoded = encode_partitions(corpus_path, splits_path)
@@ -107,6 +114,10 @@ def rows(quick: bool) -> list[dict]:
     scratch = Path(tempfile.mkdtemp(prefix="engine-bench-store-"))
     try:
         store_path, peer_path = scratch / "store", scratch / "peer"
+        engine_write(store_path, encoded)
+        peer_write(peer_path, tables)
+        if not same_tokens(store_path, peer_path):
+            raise RuntimeError("the token store and the pyarrow files hold different tokens")
         write_engine = best_of(lambda: engine_write(store_path, encoded), rounds)
         write_peer = best_of(lambda: peer_write(peer_path, tables), rounds)
         read_engine = best_of(lambda: engine_read(store_path), rounds)
@@ -115,10 +126,9 @@ def rows(quick: bool) -> list[dict]:
         shutil.rmtree(scratch, ignore_errors=True)
     label = f"stdlib corpus, {tokens / 1e6:.1f}M tokens"
     return [
-        {"benchmark": f"store write ({label})", "engine_s": write_engine, "peer": "pyarrow pq.write_table",
-         "peer_s": write_peer, "ratio": write_peer / write_engine, "target": ">= 0.5 (engine also hashes, fsyncs, renames)"},
-        {"benchmark": f"store open + arrays ({label})", "engine_s": read_engine, "peer": "pyarrow pq.read_table",
-         "peer_s": read_peer, "ratio": read_peer / read_engine, "target": ">= 0.8"},
+        row(f"store write ({label})", write_engine, "pyarrow pq.write_table", write_peer, at_least=0.5,
+            note="engine also hashes, fsyncs, renames"),
+        row(f"store open + arrays ({label})", read_engine, "pyarrow pq.read_table", read_peer, at_least=0.8),
     ]
 
 

@@ -1,14 +1,16 @@
 """Classic BPE beside its peers: training and encoding Tiny Shakespeare, one thread.
 
 - Training 200 merges on the first 90% (word splitting included) vs the plain-loop trainer of
-  tests/naive_tokenizers.py (it recounts every pair per merge, so its cost per merge is nearly
+  bench/plain_python.py (it recounts every pair per merge, so its cost per merge is nearly
   constant: in quick mode it runs 20 merges and is scaled x10) and vs Hugging Face
   ``tokenizers`` (same regex via ``Split(Regex(...), behavior="isolated")``, ``initial_alphabet``
   = the training characters, vocab = alphabet + merges + 2 specials, TOKENIZERS_PARALLELISM=false).
-  With ``tie_break="hf"`` engine produces exactly Hugging Face's merges; the timed engine run
-  uses the SPEC tie rule (same work).
+  With ``tie_break="hf"`` engine produces exactly Hugging Face's merges (checked on the first,
+  untimed Hugging Face run); the timed engine run uses the SPEC tie rule (same work). The
+  plain-loop trainer's merges must equal engine's.
 - Training 5,000 merges (target: under a second) vs Hugging Face at 5,000.
-- Encoding the whole text with the 200 merges vs the memoised pure-Python encoder and vs
+- Encoding the whole text with the 200 merges vs the memoised pure-Python encoder (same pieces,
+  checked) and vs
   ``tiktoken`` given the same pieces as ranks (piece UTF-8 bytes -> id - 2) and the word regex as
   pattern. The text is ASCII, so bytes are characters and every piece is made by one merge:
   tiktoken's ids + 2 equal engine's ids exactly (checked before timing).
@@ -16,36 +18,28 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
-from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from engine.tokenizers import BpeTrainer  # noqa: E402
 
-from timing import best_of, shakespeare_path
+from plain_python import encode_bpe, train_bpe
+from timing import best_of, row, shakespeare_path
 
 
 def best_of_warm(fn, repeat: int) -> float:
     return best_of(fn, repeat, warmup=True)
 
 
-ROOT = Path(__file__).resolve().parents[1]
 WORD_PATTERN = r"\w+|[^\w\s]|\s"
 
 
 def shakespeare_text() -> str:
     return shakespeare_path().read_text(encoding="utf-8")
-
-
-def naive_module():
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from tests import naive_tokenizers
-
-    return naive_tokenizers
 
 
 def hf_trainer_run(text: str, merges: int):
@@ -77,9 +71,16 @@ def _installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def _row(benchmark, engine_s, peer, peer_s, target):
-    return {"benchmark": benchmark, "engine_s": engine_s, "peer": peer, "peer_s": peer_s,
-            "ratio": peer_s / engine_s, "target": target}
+def hf_merges(tok) -> list[tuple[str, str]]:
+    merges = json.loads(tok.to_str())["model"]["merges"]
+    return [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in merges]
+
+
+def hf_train_checked(train: str, merges: int, repeat: int) -> float:
+    """Seconds of Hugging Face training; its first (untimed) run must give engine's ``tie_break="hf"`` merges."""
+    if hf_merges(hf_trainer_run(train, merges)) != BpeTrainer(merges, tie_break="hf").train(train).merges:
+        raise RuntimeError(f"Hugging Face and engine (tie_break='hf') disagree on {merges} merges")
+    return best_of(lambda: hf_trainer_run(train, merges), repeat)
 
 
 def rows(quick: bool) -> list[dict]:
@@ -89,31 +90,34 @@ def rows(quick: bool) -> list[dict]:
     out = []
 
     engine_train = best_of_warm(lambda: BpeTrainer(200).train(train), repeat)
-    naive = naive_module()
     naive_merges = 20 if quick else 200
+    engine_merges = BpeTrainer(200).train(train).merges
     start = time.perf_counter()
-    naive.naive_train_bpe(train, naive_merges)
+    plain_merges = train_bpe(train, naive_merges)
     naive_train = (time.perf_counter() - start) * (200 / naive_merges)
+    if plain_merges != engine_merges[:naive_merges]:  # a long run: the timed one is the checked one
+        raise RuntimeError("the plain-loop trainer and engine disagree on the merges")
     label = "plain-loop trainer" + (" (20 merges x10)" if quick else "")
-    out.append(_row("bpe train 200 merges, 90% tinyshakespeare", engine_train, label, naive_train, ">=100x"))
+    out.append(row("bpe train 200 merges, 90% tinyshakespeare", engine_train, label, naive_train, at_least=100))
 
     if _installed("tokenizers"):
-        hf_200 = best_of_warm(lambda: hf_trainer_run(train, 200), 1 if quick else 3)
-        out.append(_row("bpe train 200 merges, 90% tinyshakespeare", engine_train, "hf tokenizers BpeTrainer",
-                        hf_200, ">=3x"))
+        hf_200 = hf_train_checked(train, 200, 1 if quick else 3)
+        out.append(row("bpe train 200 merges, 90% tinyshakespeare", engine_train, "hf tokenizers BpeTrainer",
+                       hf_200, at_least=3))
     engine_5000 = best_of_warm(lambda: BpeTrainer(5000).train(train), 1 if quick else 3)
     if _installed("tokenizers"):
-        hf_5000 = best_of_warm(lambda: hf_trainer_run(train, 5000), 1)
-        out.append(_row("bpe train 5000 merges, 90% tinyshakespeare", engine_5000, "hf tokenizers BpeTrainer",
-                        hf_5000, "engine < 1 s"))
+        hf_5000 = hf_train_checked(train, 5000, 1)
+        out.append(row("bpe train 5000 merges, 90% tinyshakespeare", engine_5000, "hf tokenizers BpeTrainer",
+                       hf_5000, engine_under_s=1.0))
 
     bpe = BpeTrainer(200).train(train)
     engine_encode = best_of_warm(lambda: bpe.encode(text), repeat)
-    start = time.perf_counter()
-    naive.naive_encode_bpe(text, bpe.alphabet, bpe.merges)
-    naive_encode = time.perf_counter() - start
-    out.append(_row("bpe encode full text, 200 merges", engine_encode, "memoised pure-Python encoder",
-                    naive_encode, ">=40x"))
+    piece_ids = {piece: i + 2 for i, piece in enumerate(bpe.pieces)}
+    if [piece_ids[p] for p in encode_bpe(text, bpe.merges)] != bpe.encode(text).tolist():
+        raise RuntimeError("the memoised pure-Python encoder and engine disagree on the ids")
+    naive_encode = best_of(lambda: encode_bpe(text, bpe.merges), 1)
+    out.append(row("bpe encode full text, 200 merges", engine_encode, "memoised pure-Python encoder",
+                   naive_encode, at_least=40))
     if _installed("tiktoken"):
         encoding = tiktoken_encoding(bpe)
         ours = bpe.encode(text)
@@ -121,12 +125,12 @@ def rows(quick: bool) -> list[dict]:
         if len(theirs) != len(ours) or any(int(a) != b + 2 for a, b in zip(ours.tolist(), theirs)):
             raise RuntimeError("tiktoken and engine disagree on the ids of the same merges")
         tiktoken_s = best_of_warm(lambda: encoding.encode_ordinary(text), repeat)
-        out.append(_row("bpe encode full text, 200 merges", engine_encode, "tiktoken (same ranks, word regex)",
-                        tiktoken_s, ">=2x"))
+        out.append(row("bpe encode full text, 200 merges", engine_encode, "tiktoken (same ranks, word regex)",
+                       tiktoken_s, at_least=2))
     return out
 
 
 if __name__ == "__main__":  # pragma: no cover
-    for row in rows(quick="--quick" in sys.argv):
-        print(f"{row['benchmark']:<45} engine {row['engine_s'] * 1e3:9.2f} ms  {row['peer']:<36} "
-              f"{row['peer_s'] * 1e3:10.2f} ms  {row['ratio']:8.1f}x  target {row['target']}")
+    for r in rows(quick="--quick" in sys.argv):
+        print(f"{r['benchmark']:<45} engine {r['engine_s'] * 1e3:9.2f} ms  {r['peer']:<36} "
+              f"{r['peer_s'] * 1e3:10.2f} ms  {r['ratio']:8.1f}x  target {r['target']}")

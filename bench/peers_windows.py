@@ -4,15 +4,17 @@ Workloads (Tiny Shakespeare as ONE document: id = UTF-8 byte + 2, wrapped in BOS
 - sequential epoch: every T=64, stride-1 window gathered into preallocated inputs/targets with
   ``epoch.batch(0, out=...)`` (batch size = all windows) vs ``np.copyto`` of the same output size;
 - shuffled batches: ``epoch.batch(k, out=...)`` with B=32, T=64 vs numpy fancy indexing
-  ``data[starts[:, None] + arange(T)]`` (inputs and targets) and the classic
-  ``torch.stack([data[i:i+T] for i in ix])`` loop (nanoGPT's ``get_batch``; skipped without torch);
-- shuffling descriptors: SPEC's Fisher–Yates/SplitMix64 kernel on int64 descriptors vs
-  ``numpy.random.Generator.permutation`` and ``torch.randperm``;
+  ``np.take(data, starts[:, None] + arange(T), out=...)`` into the same preallocated inputs and
+  targets, and the classic ``torch.stack([data[i:i+T] for i in ix])`` loop (nanoGPT's
+  ``get_batch``; skipped without torch); both give engine's first batch, checked before timing;
+- shuffling descriptors: SPEC's Fisher–Yates/SplitMix64 kernel on int64 descriptors in place vs
+  ``numpy.random.Generator.shuffle`` in place and ``torch.randperm(out=...)`` (each a permutation
+  of the descriptors, checked before timing);
 - counting windows and enumerating ``(document_index, start)`` for 10 million documents
-  (lengths 1..256, T=64, S=64) vs the same in vectorised numpy.
+  (lengths 1..256, T=64, S=64) vs the same in vectorised numpy (same arrays, checked).
 
-``rows(quick)`` returns ``{"benchmark", "engine_s", "peer", "peer_s", "ratio", "target"}`` rows with
-ratio = peer time / engine time; bench_windows.py runs the same pairs under pytest-benchmark.
+``rows(quick)`` returns rows built by ``timing.row`` with ratio = peer time / engine time;
+bench_windows.py runs the same pairs under pytest-benchmark.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from engine.corpus import Partition
 from engine.kernels import shuffle as shuffle_kernels
 from engine.store import EncodedDocument
 from engine.windows import CausalWindowConfig, enumerate_windows
-from timing import best_of, shakespeare_path  # noqa: E402
+from timing import best_of, row, shakespeare_path
 
 
 T = 64
@@ -74,25 +76,40 @@ def shuffled_batches_pair(ids: np.ndarray, batches: int):
     out = (np.empty((B, T), np.uint32), np.empty((B, T), np.uint32))
     starts = [epoch.positions[k * B : (k + 1) * B] for k in range(batches)]  # one document: start = position
     columns = np.arange(T)
+    numpy_out = (np.empty((B, T), np.uint32), np.empty((B, T), np.uint32))
 
     def engine_batches():
         for k in range(batches):
             epoch.batch(k, out)
 
+    def numpy_batch(s):
+        index = s[:, None] + columns
+        np.take(ids, index, out=numpy_out[0])
+        index += 1
+        np.take(ids, index, out=numpy_out[1])
+
     def numpy_fancy():
         for s in starts:
-            index = s[:, None] + columns
-            ids[index], ids[index + 1]
+            numpy_batch(s)
 
+    epoch.batch(0, out)
+    numpy_batch(starts[0])
+    if not (np.array_equal(out[0], numpy_out[0]) and np.array_equal(out[1], numpy_out[1])):
+        raise RuntimeError("numpy's batch differs from engine's")
     peers = {"numpy fancy indexing": numpy_fancy}
     if torch is not None:
         data = torch.from_numpy(ids.astype(np.int64))
         starts_t = [torch.from_numpy(s.copy()) for s in starts]
 
+        def torch_batch(ix):
+            return torch.stack([data[i : i + T] for i in ix]), torch.stack([data[i + 1 : i + 1 + T] for i in ix])
+
         def torch_stack():
             for ix in starts_t:
-                torch.stack([data[i : i + T] for i in ix]), torch.stack([data[i + 1 : i + 1 + T] for i in ix])
+                torch_batch(ix)
 
+        if not all(np.array_equal(a.numpy(), b) for a, b in zip(torch_batch(starts_t[0]), out)):
+            raise RuntimeError("the torch.stack batch differs from engine's")
         peers["torch.stack loop"] = torch_stack
     engine_batches()
     return engine_batches, peers
@@ -100,15 +117,24 @@ def shuffled_batches_pair(ids: np.ndarray, batches: int):
 
 def shuffle_pair(count: int):
     descriptors = np.arange(count, dtype=np.int64)
+    numpy_descriptors = descriptors.copy()
     generator = np.random.default_rng(0)
 
     def engine_shuffle():
         shuffle_kernels.fisher_yates_shuffle(descriptors, np.uint64(7))
 
-    peers = {"numpy Generator.permutation": lambda: generator.permutation(count)}
+    peers = {"numpy Generator.shuffle (in place)": lambda: generator.shuffle(numpy_descriptors)}
     if torch is not None:
-        peers["torch.randperm"] = lambda: torch.randperm(count)
-    shuffle_kernels.fisher_yates_shuffle(descriptors[:10].copy(), np.uint64(7))
+        permutation = torch.empty(count, dtype=torch.int64)
+        peers["torch.randperm(out=)"] = lambda: torch.randperm(count, out=permutation)
+    engine_shuffle()
+    for shuffle in peers.values():
+        shuffle()
+    for shuffled in [descriptors, numpy_descriptors] + ([permutation.numpy()] if torch is not None else []):
+        seen = np.zeros(count, np.bool_)
+        seen[shuffled] = True
+        if shuffled.shape[0] != count or not seen.all():
+            raise RuntimeError("a shuffle lost or repeated descriptors")
     return engine_shuffle, peers
 
 
@@ -131,7 +157,9 @@ def numpy_enumerate(offsets: np.ndarray, context_length: int, stride: int):
 def enumerate_pair(documents: int):
     offsets = many_documents(documents)
     config = CausalWindowConfig(T, 64)
-    enumerate_windows(offsets[:10], config)
+    pairs = zip(enumerate_windows(offsets, config), numpy_enumerate(offsets, T, 64))
+    if not all(np.array_equal(a, b) for a, b in pairs):
+        raise RuntimeError("numpy's windows differ from engine's")
     return (lambda: enumerate_windows(offsets, config)), {"numpy repeat/cumsum": lambda: numpy_enumerate(offsets, T, 64)}
 
 
@@ -143,28 +171,28 @@ def rows(quick: bool) -> list[dict]:
     rounds = 2 if quick else 5
     cases = [
         (f"gather sequential epoch (T={T}, {ids.shape[0] - T} windows)", sequential_epoch_pair(ids),
-         {"np.copyto (same output bytes)": ">= 0.7x"}),
+         {"np.copyto (same output bytes)": {"at_least": 0.7}}),
         (f"gather shuffled batches (B={B}, T={T}, {200 if quick else 5000} batches)",
          shuffled_batches_pair(ids, 200 if quick else 5000),
-         {"numpy fancy indexing": ">= 4x", "torch.stack loop": ">= 100x"}),
+         {"numpy fancy indexing": {"at_least": 4}, "torch.stack loop": {"at_least": 100}}),
         (f"shuffle {10**7 if quick else 10**8:,} descriptors", shuffle_pair(10**7 if quick else 10**8),
-         {"numpy Generator.permutation": ">= 2x", "torch.randperm": ">= 1x"}),
+         {"numpy Generator.shuffle (in place)": {"at_least": 2}, "torch.randperm(out=)": {"at_least": 1}}),
         (f"count + enumerate windows of {10**6 if quick else 10**7:,} documents",
-         enumerate_pair(10**6 if quick else 10**7), {"numpy repeat/cumsum": "< 1 s at 10M documents"}),
+         enumerate_pair(10**6 if quick else 10**7),
+         {"numpy repeat/cumsum": {"engine_under_s": 1.0, "note": "goal at 10M documents"}}),
     ]
     out = []
     for name, (engine_fn, peers), targets in cases:
         engine_s = best_of(engine_fn, rounds)
         for peer, peer_fn in peers.items():
             peer_s = best_of(peer_fn, rounds)
-            out.append({"benchmark": name, "engine_s": engine_s, "peer": peer, "peer_s": peer_s,
-                        "ratio": peer_s / engine_s, "target": targets.get(peer, "")})
+            out.append(row(name, engine_s, peer, peer_s, **targets.get(peer, {})))
     return out
 
 
 if __name__ == "__main__":  # python bench/peers_windows.py [--quick]
     import sys
 
-    for row in rows("--quick" in sys.argv):
-        print(f"{row['benchmark']:<58} engine {row['engine_s'] * 1e3:9.2f} ms  {row['peer']:<30} "
-              f"{row['peer_s'] * 1e3:9.2f} ms  {row['ratio']:6.2f}x  (target {row['target']})")
+    for r in rows("--quick" in sys.argv):
+        print(f"{r['benchmark']:<58} engine {r['engine_s'] * 1e3:9.2f} ms  {r['peer']:<30} "
+              f"{r['peer_s'] * 1e3:9.2f} ms  {r['ratio']:6.2f}x  (target {r['target']})")

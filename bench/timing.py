@@ -26,3 +26,18 @@ def best_of(fn, rounds: int, *, warmup: bool = False) -> float:
         fn()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def row(benchmark: str, engine_s: float, peer: str, peer_s: float, *, at_least: float | None = None,
+        at_most: float | None = None, engine_under_s: float | None = None, note: str = "",
+        ratio: float | None = None, **extra) -> dict:
+    """One row of ``engine bench``: ``ratio`` = ``peer_s / engine_s`` unless given; the target is
+    numeric (``at_least`` / ``at_most`` bound the ratio, ``engine_under_s`` engine's seconds) and
+    ``target`` is the text derived from it. ``extra`` fields (measurements) ride along."""
+    from engine.commands.bench import target_text
+
+    out = {"benchmark": benchmark, "engine_s": engine_s, "peer": peer, "peer_s": peer_s,
+           "ratio": peer_s / engine_s if ratio is None else ratio, "at_least": at_least, "at_most": at_most,
+           "engine_under_s": engine_under_s, "note": note, **extra}
+    out["target"] = target_text(out)
+    return out

@@ -1,7 +1,9 @@
 """engine: corpus -> tokenizer -> token store -> windows, batches, packed rows and masks."""
 
 from engine.audit import AuditReport, audit_epoch
+from engine.block_masks import BlockMaskTensors, block_mask_tensors
 from engine.batches import BatchOrder, MiniBatch, MiniBatchConfig, MiniBatchEpoch, Provenance
+from engine.buffers import TokenBuffers
 from engine.corpus import Corpus, CorpusPartitions, Document, Partition, ReadReport, SplitManifest, hash_partition
 from engine.errors import (
     BatchError,
@@ -15,6 +17,8 @@ from engine.errors import (
 )
 from engine.loss import TokenMeanAccumulator
 from engine.masks import attention_mask, cu_seqlens, loss_mask, mask_buffer, max_seqlen, position_ids, varlen_boundaries
+from engine.mixing import Mixture, MixtureBatch
+from engine.packed import PackedAudit, PackedEpoch, PackedEpochBatch, epoch_seed
 from engine.packing import PackedBatch, PackingPlan, pack_documents, plan_packing
 from engine.pipeline import PrepareResult, prepare
 from engine.store import EncodedDocument, TokenStore, TokenStoreWriter
@@ -53,6 +57,7 @@ __all__ = [
     "AuditReport",
     "BatchError",
     "BatchOrder",
+    "BlockMaskTensors",
     "BpeTokenizer",
     "BpeTrainer",
     "ByteBpeTokenizer",
@@ -71,7 +76,12 @@ __all__ = [
     "MiniBatch",
     "MiniBatchConfig",
     "MiniBatchEpoch",
+    "Mixture",
+    "MixtureBatch",
+    "PackedAudit",
     "PackedBatch",
+    "PackedEpoch",
+    "PackedEpochBatch",
     "PackingError",
     "PackingPlan",
     "Partition",
@@ -81,6 +91,7 @@ __all__ = [
     "SampledBatch",
     "SplitManifest",
     "StoreError",
+    "TokenBuffers",
     "TokenMeanAccumulator",
     "TokenStore",
     "TokenStoreWriter",
@@ -90,9 +101,11 @@ __all__ = [
     "WordTokenizer",
     "attention_mask",
     "audit_epoch",
+    "block_mask_tensors",
     "cu_seqlens",
     "document_window_counts",
     "enumerate_windows",
+    "epoch_seed",
     "fit_tokenizer",
     "gather_windows",
     "hash_partition",

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from engine.batches import BatchOrder, MiniBatchEpoch
+from engine.buffers import as_token_buffers
 from engine.corpus import Partition
 from engine.errors import ConfigurationError, EngineError
 
@@ -108,9 +109,8 @@ def _expected_positions(offsets: np.ndarray, context_length: int, stride: int) -
 
 
 def _partition_ids(source, partition: Partition) -> set[str]:
-    if hasattr(source, "ids") and hasattr(source, "arrays"):
-        return set(source.ids(partition))
-    return {d.id for d in source if Partition(d.partition) == partition}
+    """Ids the source lists in ``partition`` (documents it holds of other partitions left out)."""
+    return set(as_token_buffers(source, partition, skip_other_partitions=True).ids)
 
 
 def audit_epoch(epoch: MiniBatchEpoch) -> AuditReport:

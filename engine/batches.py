@@ -26,11 +26,13 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
+from engine.buffers import as_token_buffers
 from engine.corpus import Partition
 from engine.errors import BatchError, ConfigurationError
 from engine.kernels import shuffle as shuffle_kernels
 from engine.kernels import windows as window_kernels
-from engine.windows import CausalWindowConfig, check_buffers, check_seed, prepare_rows
+from engine.store import TokenStore
+from engine.windows import CausalWindowConfig, check_seed, prepare_rows
 
 __all__ = ["BatchOrder", "MiniBatchConfig", "MiniBatchEpoch", "MiniBatch", "Provenance"]
 
@@ -172,7 +174,8 @@ class MiniBatchEpoch:
     @classmethod
     def build(cls, documents, partition, *, windows: CausalWindowConfig, batches: MiniBatchConfig
               ) -> "MiniBatchEpoch":
-        """Epoch over ``partition`` of a TokenStore (zero-copy) or of a list of EncodedDocument."""
+        """Epoch over ``partition`` of a TokenStore (zero-copy), a list of EncodedDocument, a
+        ``(values, offsets, ids)`` triple or TokenBuffers (``engine.buffers.as_token_buffers``)."""
         if not isinstance(windows, CausalWindowConfig):
             raise ConfigurationError(f"windows must be a CausalWindowConfig, got {type(windows).__name__}")
         if not isinstance(batches, MiniBatchConfig):
@@ -183,14 +186,10 @@ class MiniBatchEpoch:
             raise ConfigurationError(
                 f"unknown partition {partition!r}; expected one of: train, validation, test"
             ) from None
-        if hasattr(documents, "arrays") and hasattr(documents, "ids"):
-            values, offsets, document_ids = _store_buffers(documents, partition)
-        else:
-            if isinstance(documents, (str, bytes)) or not hasattr(documents, "__iter__"):
-                raise ConfigurationError(f"documents must be a TokenStore or a list of EncodedDocument, "
-                                         f"got {type(documents).__name__}")
-            documents = list(documents)  # kept as the source, so a rebuild sees the same documents
-            values, offsets, document_ids = _list_buffers(documents, partition)
+        buffers = as_token_buffers(documents, partition, error=BatchError, kind_error=ConfigurationError)
+        values, offsets, document_ids = buffers.values, buffers.offsets, list(buffers.ids)
+        # A store stays the source (a rebuild reads it again); any other form is replaced by its buffers.
+        documents = documents if isinstance(documents, TokenStore) else buffers
         prefix = np.empty(offsets.shape[0], dtype=np.int64)  # offsets were checked above
         window_kernels.window_prefix_sums(offsets, windows.kernel_context_length, windows.kernel_stride, prefix)
         positions = np.empty(int(prefix[-1]), dtype=np.int64)
@@ -321,67 +320,3 @@ class MiniBatchEpoch:
         return (f"MiniBatchEpoch(partition={self.partition.value!r}, T={self.context_length}, "
                 f"S={self.window_config.stride}, B={self.batch_size}, order={self.order}, "
                 f"windows={self.window_count}, batches={self.batch_count})")
-
-
-def _store_buffers(store, partition: Partition):
-    values, offsets = store.arrays(partition)
-    document_ids = list(store.ids(partition))
-    where = f"{getattr(store, 'path', 'token store')} split={partition.value}"
-    check_buffers(values, offsets, where=where)
-    if offsets.shape[0] != len(document_ids) + 1:
-        raise BatchError(f"{where}: {len(document_ids)} document ids but {offsets.shape[0] - 1} documents")
-    _check_ids(document_ids, where)
-    return values, offsets, document_ids
-
-
-def _check_ids(document_ids: list[str], where: str) -> None:
-    unique = set(document_ids)
-    if "" in unique:
-        raise BatchError(f"{where}: document {document_ids.index('')} has an empty id; ids must be non-empty")
-    if len(unique) != len(document_ids):
-        first_seen: dict[str, int] = {}
-        for index, doc_id in enumerate(document_ids):
-            if doc_id in first_seen:
-                raise BatchError(f"{where}: document id {doc_id!r} is repeated (documents "
-                                 f"{first_seen[doc_id]} and {index}); ids must be unique")
-            first_seen[doc_id] = index
-
-
-def _list_buffers(documents, partition: Partition):
-    document_ids, arrays = [], []
-    for index, document in enumerate(documents):
-        doc_id = getattr(document, "id", None)
-        tokens = getattr(document, "tokens", None)
-        if tokens is None or not isinstance(doc_id, str):
-            raise BatchError(f"documents[{index}] is a {type(document).__name__}, expected an EncodedDocument")
-        if not doc_id:
-            raise BatchError(f"documents[{index}] has an empty id; every document needs a non-empty id")
-        try:
-            doc_partition = Partition(document.partition)
-        except ValueError:
-            raise BatchError(f"document {doc_id!r} (documents[{index}]) has unknown partition "
-                             f"{document.partition!r}") from None
-        if doc_partition != partition:
-            raise BatchError(f"document {doc_id!r} (documents[{index}]) belongs to partition "
-                             f"'{doc_partition.value}', but this epoch is built from '{partition.value}' only")
-        arrays.append(_uint32_tokens(tokens, doc_id))
-        document_ids.append(doc_id)
-    _check_ids(document_ids, "documents")
-    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
-    np.cumsum([a.shape[0] for a in arrays], out=offsets[1:])
-    values = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.uint32)
-    return values, offsets, document_ids
-
-
-def _uint32_tokens(tokens, doc_id: str) -> np.ndarray:
-    array = np.asarray(tokens)
-    if array.ndim != 1:
-        raise BatchError(f"document {doc_id!r}: tokens must be 1-D, got shape {array.shape}")
-    if array.dtype == np.uint32:
-        return array
-    if array.size == 0:
-        return np.empty(0, dtype=np.uint32)
-    if array.dtype.kind not in "iu" or array.min() < 0 or array.max() > np.iinfo(np.uint32).max:
-        raise BatchError(f"document {doc_id!r}: tokens must be token ids in 0..2^32-1, got {array.dtype} "
-                         f"values")
-    return array.astype(np.uint32)

@@ -27,10 +27,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
+from engine.buffers import as_token_buffers
 from engine.errors import ConfigurationError, PackingError
 from engine.kernels import packing as kernels
 
@@ -217,65 +218,9 @@ class PackedBatch:
 
 
 def _flat_documents(documents: Any, split: Any) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    """(values uint32, offsets int64, ids) from documents, a (values, offsets, ids) triple or a store."""
-    if hasattr(documents, "arrays") and hasattr(documents, "ids"):
-        if split is None:
-            raise ConfigurationError("packing a token store needs split= (train, validation or test)")
-        values, offsets = documents.arrays(split)
-        return _flat_triple(values, offsets, documents.ids(split))
-    if split is not None:
-        raise ConfigurationError("split= applies only when packing a token store")
-    if isinstance(documents, tuple) and len(documents) == 3:
-        return _flat_triple(*documents)
-    if isinstance(documents, (str, bytes)) or not hasattr(documents, "__iter__"):
-        raise PackingError(
-            f"documents is {type(documents).__name__}; expected a list of EncodedDocument, "
-            "a (values, offsets, ids) triple or a TokenStore"
-        )
-    documents = list(documents)
-    for index, document in enumerate(documents):
-        if not (hasattr(document, "id") and hasattr(document, "tokens")):
-            raise PackingError(f"documents[{index}] is {type(document).__name__}; expected an EncodedDocument")
-    partitions = {getattr(d, "partition", None) for d in documents}
-    if len(partitions) > 1:
-        first = documents[0]
-        other = next(d for d in documents if d.partition != first.partition)
-        raise PackingError(
-            f"document {other.id!r} is in partition {other.partition!s} but {first.id!r} is in "
-            f"{first.partition!s}: pack one partition at a time"
-        )
-    for index, document in enumerate(documents):
-        tokens = np.asarray(document.tokens)
-        if tokens.ndim != 1 or tokens.dtype != np.uint32:
-            raise PackingError(
-                f"document {document.id!r} (index {index}): expected 1-D uint32 tokens, got {tokens.dtype} {tokens.shape}"
-            )
-    lengths = np.fromiter((len(d.tokens) for d in documents), dtype=np.int64, count=len(documents))
-    offsets = np.zeros(len(documents) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    values = np.concatenate([d.tokens for d in documents]) if documents else np.empty(0, np.uint32)
-    return _flat_triple(values, offsets, [d.id for d in documents])
-
-
-def _flat_triple(values: Any, offsets: Any, ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    values = np.asarray(values)
-    offsets = np.asarray(offsets)
-    ids = tuple(str(i) for i in ids)
-    if values.ndim != 1 or values.dtype != np.uint32:
-        raise PackingError(f"values: expected 1-D uint32 token ids, got {values.dtype} {values.shape}")
-    if offsets.ndim != 1 or offsets.dtype != np.int64 or offsets.shape[0] != len(ids) + 1:
-        raise PackingError(
-            f"offsets: expected 1-D int64 of length documents + 1 = {len(ids) + 1}, got {offsets.dtype} {offsets.shape}"
-        )
-    if offsets[0] != 0 or offsets[-1] != values.shape[0] or (np.diff(offsets) < 0).any():
-        raise PackingError(
-            f"offsets: expected to start at 0, never decrease and end at len(values) = {values.shape[0]}"
-        )
-    if len(set(ids)) != len(ids):
-        seen: set[str] = set()
-        repeated = next(i for i in ids if i in seen or seen.add(i))
-        raise PackingError(f"document id {repeated!r} appears more than once; ids must be unique")
-    return np.ascontiguousarray(values), np.ascontiguousarray(offsets), ids
+    """(values uint32, offsets int64, ids) of any token-buffer source (``as_token_buffers``)."""
+    buffers = as_token_buffers(documents, split, error=PackingError)
+    return buffers.values, buffers.offsets, buffers.ids
 
 
 def _flat_roles(roles: Any, offsets: np.ndarray, ids: tuple[str, ...]) -> np.ndarray:
@@ -314,7 +259,7 @@ def pack_documents(
     """Pack ``documents`` into rows of ``row_length`` positions.
 
     ``documents``: a list of ``EncodedDocument`` (one partition), a ``(values uint32, offsets
-    int64, ids)`` triple, or a ``TokenStore`` with ``split=``. ``roles``: None (every real target
+    int64, ids)`` triple, ``TokenBuffers``, or a ``TokenStore`` with ``split=``. ``roles``: None (every real target
     scored) or 0/1 flags per source token, one array per document or one flat array aligned
     with ``values``.
     """

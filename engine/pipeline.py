@@ -40,7 +40,8 @@ from engine.corpus import (
     PARTITIONS, CorpusPartitions, Document, ManifestCheck, Partition, ReadReport, SplitManifest, is_continuous_text,
     open_corpus, read_text_file,
 )
-from engine.corpus.readers import INVALID_UTF8_POLICIES
+from engine.corpus import check_columns_apply
+from engine.corpus.readers import INVALID_UTF8_POLICIES, TEXT_COLUMN
 from engine.errors import ConfigurationError, CorpusError
 from engine.parallel import OrderedPool, count_types, encode_lock, resolve_threads
 from engine.progress import Progress
@@ -93,7 +94,9 @@ class PrepareOptions:
     ``corpus`` None: the bundled ``data/corpus.jsonl`` with ``data/splits.json``. ``tokenizer``: a
     kind ``prepare`` fits (``fittable_kinds()``: char, word, bpe, byte-bpe) or a tokenizer file.
     ``merges``, ``vocab_size``, ``pattern``, ``tie_break``: what the fit reads (``FitOptions``;
-    None: the kind's default; ``pattern`` also names a tiktoken file's pre-tokenizer). ``threads``
+    None: the kind's default; ``pattern`` also names a tiktoken file's pre-tokenizer).
+    ``text_column``/``id_column`` name the columns of a JSONL or Parquet/Arrow corpus (without an
+    id column, ids are made from file and row; ``report["read"]`` says so). ``threads``
     None: ``$ENGINE_THREADS`` or all cores (Ray: the cluster's CPUs). ``executor``: ``local`` or
     ``ray`` (``ray_address`` to join a cluster). ``resume`` keeps an interrupted local run's files.
     Derived: ``continuous`` (one ``.txt`` file, split by position) and ``fit`` (None for a file).
@@ -113,6 +116,8 @@ class PrepareOptions:
     hash_split: Mapping[str, float] | None = None
     on_invalid_utf8: str = "error"
     skip_bad_lines: bool = False
+    text_column: str = TEXT_COLUMN
+    id_column: str | None = None
     threads: int | None = None
     resume: bool = False
     quiet: bool = False
@@ -165,6 +170,7 @@ class PrepareOptions:
         self._set("out_dir", Path(self.out_dir))
         if not corpus.exists():
             raise CorpusError(f"{corpus}: corpus not found (expected a .jsonl, .parquet, .txt file or a folder)")
+        check_columns_apply(corpus, self.text_column, self.id_column)
         continuous = is_continuous_text(corpus)
         self._set("continuous", continuous)
         if continuous:
@@ -185,6 +191,8 @@ class PrepareOptions:
             SplitManifest.by_hash(self.hash_split)  # checks the ratios
         if self.executor == "ray" and (self.on_invalid_utf8 != "error" or self.skip_bad_lines):
             raise ConfigurationError("--on-invalid-utf8 and --skip-bad-lines apply to --executor local only")
+        if self.executor == "ray" and (self.text_column != TEXT_COLUMN or self.id_column is not None):
+            raise ConfigurationError("--text-column and --id-column apply to --executor local only")
 
     @property
     def store_path(self) -> Path:
@@ -235,7 +243,8 @@ class Chunker:
 
 
 def window_counts(offsets: np.ndarray, context_length: int, stride: int) -> dict[str, int]:
-    """Complete windows, incomplete tails and tail tokens over documents given by ``offsets`` (SPEC §5)."""
+    """Complete windows, incomplete tails, tail tokens and short documents (fewer than T + 1 tokens, so
+    no complete window) over documents given by ``offsets`` (SPEC §5)."""
     from engine.windows import CausalWindowConfig, document_window_counts
 
     config = CausalWindowConfig(context_length, stride)
@@ -248,6 +257,7 @@ def window_counts(offsets: np.ndarray, context_length: int, stride: int) -> dict
         "windows": int(counts.sum()),
         "incomplete_tails": int(has_tail.sum()),
         "tail_tokens": int((lengths - tail_starts)[has_tail].sum()),
+        "short_documents": int((counts == 0).sum()),
     }
 
 
@@ -268,6 +278,7 @@ class PartitionTally:
     windows: int = 0
     incomplete_tails: int = 0
     tail_tokens: int = 0
+    short_documents: int = 0
 
     def add(self, other: dict[str, int]) -> None:
         for key, value in other.items():
@@ -280,9 +291,29 @@ def open_store_writer(path: Path, tok: Tokenizer, *, resume: bool = False):
                              resume=resume)
 
 
+def window_warnings(tallies: dict[Partition, PartitionTally], context_length: int) -> list[str]:
+    """One line per partition whose documents give no complete window, or hold short documents."""
+    warnings = []
+    for part in PARTITIONS:
+        tally = tallies[part]
+        if tally.documents and not tally.windows:
+            warnings.append(f"{part.value}: no complete window: all {tally.documents:,} document(s) are shorter than "
+                            f"T + 1 = {context_length + 1:,} tokens (use a smaller --context)")
+        elif tally.short_documents:
+            warnings.append(f"{part.value}: {tally.short_documents:,} of {tally.documents:,} document(s) are shorter "
+                            f"than T + 1 = {context_length + 1:,} tokens and give no complete window")
+    return warnings
+
+
 def finish_report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], *,
-                  threads: int, seconds: dict[str, float] | None = None) -> PrepareResult:
-    """Save the tokenizer beside the store and write ``report.json`` (atomically)."""
+                  threads: int, seconds: dict[str, float] | None = None, read: ReadReport | None = None,
+                  ) -> PrepareResult:
+    """Save the tokenizer beside the store and write ``report.json`` (atomically).
+
+    ``read`` (what the corpus reader counted: skipped lines and documents, replaced or dropped
+    invalid UTF-8, made ids) goes to ``report["read"]``; ``report["warnings"]`` names partitions
+    without complete windows and short documents.
+    """
     out_dir = options.out_dir
     tokenizer_path, report_path = out_dir / "tokenizer.json", out_dir / "report.json"
     tok.save(tokenizer_path)
@@ -296,6 +327,8 @@ def finish_report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partiti
         "stride": options.stride,
         "threads": threads,
         "partitions": {p.value: vars(tallies[p]).copy() for p in PARTITIONS},
+        "read": read.to_dict() if read is not None else None,
+        "warnings": window_warnings(tallies, options.context_length),
         "seconds": {k: round(v, 3) for k, v in (seconds or {}).items()},
     }
     tmp = report_path.with_name(f".{report_path.name}.tmp")
@@ -320,6 +353,7 @@ def fit_from_table(options: PrepareOptions, trainer: Trainer, table) -> Tokenize
 
 def iter_corpus_batches(path: str | os.PathLike, *, on_invalid_utf8: str = "error", skip_bad_lines: bool = False,
                         batch_documents: int | None = None, report: ReadReport | None = None,
+                        text_column: str = TEXT_COLUMN, id_column: str | None = None,
                         ) -> Iterator[list[Document]]:
     """Documents of a JSONL file, a Parquet file or dataset, or a folder, a batch at a time, in order.
 
@@ -328,7 +362,7 @@ def iter_corpus_batches(path: str | os.PathLike, *, on_invalid_utf8: str = "erro
     """
     yield from open_corpus(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
                            batch_documents=batch_documents or READ_BATCH_DOCUMENTS, batch_chars=READ_BATCH_CHARS,
-                           report=report)
+                           report=report, text_column=text_column, id_column=id_column)
 
 
 def prepare(corpus_path: str | os.PathLike | None = None, splits_path: str | os.PathLike | None = None,
@@ -361,8 +395,9 @@ class _Source:
     def __init__(self, options: PrepareOptions):
         self.options = options
         self.check: ManifestCheck | None = None
+        self.reads = [ReadReport()]  # what each pass read; the report keeps the last (every pass reads it all)
         if options.continuous:
-            text = read_text_file(options.corpus, on_invalid_utf8=options.on_invalid_utf8)
+            text = read_text_file(options.corpus, on_invalid_utf8=options.on_invalid_utf8, report=self.reads[0])
             parts = CorpusPartitions.from_text(text, options.train_fraction, name=options.corpus.stem)
             self.documents = [doc for part in PARTITIONS for doc in parts.documents(part)]
             self.assign = {doc.id: part for part in PARTITIONS for doc in parts.documents(part)}.__getitem__
@@ -374,8 +409,10 @@ class _Source:
     def batches(self) -> Iterator[list[Document]]:
         if self.options.continuous:
             return iter([self.documents])
+        self.reads.append(ReadReport())
         return iter_corpus_batches(self.options.corpus, on_invalid_utf8=self.options.on_invalid_utf8,
-                                   skip_bad_lines=self.options.skip_bad_lines)
+                                   skip_bad_lines=self.options.skip_bad_lines, text_column=self.options.text_column,
+                                   id_column=self.options.id_column, report=self.reads[-1])
 
     def checked(self) -> None:
         """After a full pass: the manifest's rules hold; later passes need no second check."""
@@ -414,7 +451,7 @@ def run_local(options: PrepareOptions) -> PrepareResult:
     tallies = {p: PartitionTally() for p in PARTITIONS}
     _encode_and_write(tok, source, tallies, options, threads, total_documents)
     seconds = {"fit": fitted - started, "encode": time.perf_counter() - fitted}
-    return finish_report(options, tok, tallies, threads=threads, seconds=seconds)
+    return finish_report(options, tok, tallies, threads=threads, seconds=seconds, read=source.reads[-1])
 
 
 def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, PartitionTally],

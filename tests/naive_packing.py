@@ -145,3 +145,122 @@ def reference_attention(values, additive_mask, segment_ids):
     out = np.einsum("bij,bj->bi", weights, values)
     out[np.asarray(segment_ids) < 0] = 0.0
     return out
+
+
+def naive_block_tables(segment_ids, block_size):
+    """The four block tables of SPEC §8 from the dense rule, as torch's ``create_block_mask`` lays
+    them out: per (row, query block) the partial (full) key blocks ascending, then the rest ascending.
+    Pairs past the row's end count as not allowed."""
+    segment_ids = [list(row) for row in segment_ids]
+    rows = len(segment_ids)
+    length = len(segment_ids[0]) if rows else 0
+    blocks = -(-length // block_size)
+    counts = {kind: np.zeros((rows, 1, blocks), np.int32) for kind in ("partial", "full")}
+    indices = {kind: np.zeros((rows, 1, blocks, blocks), np.int32) for kind in ("partial", "full")}
+    for b in range(rows):
+        for qb in range(blocks):
+            kinds = []
+            for kb in range(blocks):
+                allowed_pairs = 0
+                for i in range(qb * block_size, (qb + 1) * block_size):
+                    for j in range(kb * block_size, (kb + 1) * block_size):
+                        if i < length and j < length and allowed(segment_ids[b], i, j):
+                            allowed_pairs += 1
+                kinds.append("full" if allowed_pairs == block_size * block_size
+                             else "partial" if allowed_pairs else "absent")
+            for kind in ("partial", "full"):
+                chosen = [kb for kb in range(blocks) if kinds[kb] == kind]
+                rest = [kb for kb in range(blocks) if kinds[kb] != kind]
+                counts[kind][b, 0, qb] = len(chosen)
+                indices[kind][b, 0, qb] = chosen + rest
+    return counts["partial"], indices["partial"], counts["full"], indices["full"]
+
+
+def naive_epoch_seed(seed, epoch):
+    """SPEC §6: epoch 0 uses the seed, epoch e >= 1 the SplitMix64 mix of seed + e * gamma."""
+    if epoch == 0:
+        return seed
+    mask = (1 << 64) - 1
+    z = (seed + epoch * 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31)
+
+
+def naive_bos_crop(lengths, row_length, buffer_size):
+    """bos_crop plan with a plain list buffer: [(document, length, row, column, segment)], rows, cropped.
+
+    Documents with a transition enter the buffer in order; each row takes, while it has room, the
+    buffered document with the most transitions that fit (ties: earliest document); when none
+    fits, the one with the fewest (ties: earliest) fills the row and the rest of it is cropped.
+    """
+    stream = [(n - 1, d) for d, n in enumerate(lengths) if n >= 2]
+    buffer, pieces, rows, cropped = [], [], 0, 0
+    remaining, segment = 0, 0
+    while stream or buffer:
+        while stream and len(buffer) < buffer_size:
+            buffer.append(stream.pop(0))
+        if remaining == 0:
+            rows, remaining, segment = rows + 1, row_length, 0
+        fitting = [entry for entry in buffer if entry[0] <= remaining]
+        if fitting:
+            best = max(entry[0] for entry in fitting)
+            chosen = min((entry for entry in fitting if entry[0] == best), key=lambda entry: entry[1])
+            placed = chosen[0]
+        else:
+            chosen = min(buffer)
+            placed = remaining
+            cropped += chosen[0] - remaining
+        buffer.remove(chosen)
+        pieces.append((chosen[1], placed, rows - 1, row_length - remaining, segment))
+        segment += 1
+        remaining -= placed
+    return pieces, rows, cropped
+
+
+def naive_rows_from_pieces(documents, row_length, pieces, rows, roles=None):
+    """Rows from [(document, source_start, length, row, column, segment)] (as naive_pack writes them)."""
+    out = {
+        "inputs": [[0] * row_length for _ in range(rows)],
+        "targets": [[0] * row_length for _ in range(rows)],
+        "segment_ids": [[-1] * row_length for _ in range(rows)],
+        "position_ids": [[0] * row_length for _ in range(rows)],
+        "loss_weights": [[0] * row_length for _ in range(rows)],
+    }
+    for d, start, n, row, column, segment in pieces:
+        for t in range(n):
+            out["inputs"][row][column + t] = int(documents[d][start + t])
+            out["targets"][row][column + t] = int(documents[d][start + t + 1])
+            out["segment_ids"][row][column + t] = segment
+            out["position_ids"][row][column + t] = t
+            out["loss_weights"][row][column + t] = 1 if roles is None else int(roles[d][start + t + 1])
+    return out
+
+
+def naive_mixture_sources(weights, count):
+    """SPEC §8b with plain floats: for each sample the source of the largest deficit
+    ``w_i * (n + 1) - taken_i`` (weights normalised), ties to the smaller index."""
+    total = sum(float(w) for w in weights)
+    normalised = [float(w) / total for w in weights]
+    taken = [0] * len(weights)
+    chosen = []
+    for n in range(count):
+        deficits = [w * float(n + 1) - float(t) for w, t in zip(normalised, taken)]
+        best = max(range(len(weights)), key=lambda i: (deficits[i], -i))
+        taken[best] += 1
+        chosen.append(best)
+    return chosen
+
+
+def naive_transposed_tables(counts, indices):
+    """Query-side tables from kv-side ones: per (row, key block) the query blocks listing it
+    ascending, then the other query blocks ascending."""
+    rows, _, q_blocks, k_blocks = indices.shape
+    q_counts = np.zeros((rows, 1, k_blocks), np.int32)
+    q_indices = np.zeros((rows, 1, k_blocks, q_blocks), np.int32)
+    for b in range(rows):
+        for kb in range(k_blocks):
+            listing = [qb for qb in range(q_blocks) if kb in indices[b, 0, qb, : counts[b, 0, qb]].tolist()]
+            q_counts[b, 0, kb] = len(listing)
+            q_indices[b, 0, kb] = listing + [qb for qb in range(q_blocks) if qb not in listing]
+    return q_counts, q_indices

@@ -1,40 +1,126 @@
-"""engine bench gathers rows from bench/peers_*.py and prints them; one failing area does not hide the rest."""
+"""engine bench gathers rows from bench/peers_*.py and prints them; numeric targets are shown and
+checked (--check), a failing area does not hide the rest but makes the command exit 1, and the
+benchmarks never import the test suite."""
 
 import json
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 from click.testing import CliRunner
 
 import engine.commands.bench as bench_cmd
 from engine.cli import main
 
+ROOT = Path(__file__).resolve().parents[1]
 
-def fake_modules(only=()):
-    good = types.SimpleNamespace(rows=lambda quick: [
-        {"benchmark": "thing" + ("-quick" if quick else ""), "engine_s": 0.002, "peer": "peer",
-         "peer_s": 0.010, "ratio": 5.0, "target": ">= 2x"}])
 
-    def broken(quick):
-        raise RuntimeError("peer exploded")
+def numeric_row(benchmark, ratio, **target):
+    return {"benchmark": benchmark, "engine_s": 0.002, "peer": "peer", "peer_s": 0.002 * ratio, "ratio": ratio,
+            **target}
 
-    mods = [("good", good), ("broken", types.SimpleNamespace(rows=broken))]
-    return [m for m in mods if not only or m[0] in only]
+
+def fake_modules(rows_by_area):
+    def load(only=()):
+        mods = []
+        for area, rows in rows_by_area.items():
+            if callable(rows):
+                mods.append((area, types.SimpleNamespace(rows=rows)))
+            else:
+                mods.append((area, types.SimpleNamespace(rows=lambda quick, rows=rows: rows)))
+        return [m for m in mods if not only or m[0] in only]
+
+    return load
+
+
+def broken(quick):
+    raise RuntimeError("peer exploded")
 
 
 def test_bench_json_markdown_and_table(monkeypatch):
-    monkeypatch.setattr(bench_cmd, "load_peer_modules", fake_modules)
+    good = [{"benchmark": "thing", "engine_s": 0.002, "peer": "peer", "peer_s": 0.010, "ratio": 5.0,
+             "at_least": 2, "at_most": None, "engine_under_s": None, "note": ""}]
+    monkeypatch.setattr(bench_cmd, "load_peer_modules", fake_modules({"good": good}))
     runner = CliRunner()
     result = runner.invoke(main, ["bench", "--quick", "--json"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
-    assert rows == [{"area": "good", "benchmark": "thing-quick", "engine_s": 0.002, "peer": "peer",
-                     "peer_s": 0.010, "ratio": 5.0, "target": ">= 2x"}]
-    assert "broken: failed: RuntimeError: peer exploded" in result.stderr
-    md = runner.invoke(main, ["bench", "--markdown", "--only", "good"])
+    assert json.loads(result.stdout) == [{"area": "good", **good[0], "target": ">= 2x", "verdict": "met"}]
+    md = runner.invoke(main, ["bench", "--markdown"])
     assert md.exit_code == 0
+    assert md.stdout.splitlines()[0] == "| area | benchmark | engine | peer | peer time | ratio | target |"
     assert "| good | thing | 2.0 ms | peer | 10.0 ms | 5.00× | >= 2x |" in md.stdout
     table = runner.invoke(main, ["bench", "--only", "good"])
-    assert "5.00x" in table.stdout and "thing" in table.stdout
+    assert table.exit_code == 0
+    assert "5.00x" in table.stdout and "thing" in table.stdout and ">= 2x" in table.stdout
+
+
+def test_target_text_is_derived_from_the_numbers():
+    text = bench_cmd.target_text
+    assert text({"at_least": 20}) == ">= 20x"
+    assert text({"at_least": 0.5, "note": "of fill bandwidth"}) == ">= 0.5x (of fill bandwidth)"
+    assert text({"at_most": 1.5, "note": "peak RSS ratio"}) == "<= 1.5x (peak RSS ratio)"
+    assert text({"engine_under_s": 1.0}) == "engine < 1 s"
+    assert text({"at_least": 2, "at_most": 8}) == ">= 2x, <= 8x"
+    assert text({"target": ">= 3x (legacy)"}) == ">= 3x (legacy)"
+    assert text({"at_least": None, "note": "only a note"}) == ""
+
+
+def test_timing_row_builds_numeric_targets():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from timing import row
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    built = row("b", 0.5, "p", 2.0, at_least=3, note="n")
+    assert built == {"benchmark": "b", "engine_s": 0.5, "peer": "p", "peer_s": 2.0, "ratio": 4.0, "at_least": 3,
+                     "at_most": None, "engine_under_s": None, "note": "n", "target": ">= 3x (n)"}
+    assert row("b", 2.0, "p", 1.0, ratio=12.0, at_most=15, extra_mb=3)["ratio"] == 12.0
+    assert row("b", 2.0, "p", 1.0, at_most=15, extra_mb=3)["extra_mb"] == 3
+
+
+def test_verdicts():
+    assert bench_cmd.verdict(numeric_row("x", 3.0, at_least=3)) == "met"
+    assert bench_cmd.verdict(numeric_row("x", 2.99, at_least=3)) == "missed"
+    assert bench_cmd.verdict(numeric_row("x", 16.0, at_most=15)) == "missed"
+    assert bench_cmd.verdict(numeric_row("x", 0.1, engine_under_s=0.001)) == "missed"  # engine_s is 0.002
+    assert bench_cmd.verdict(numeric_row("x", 0.1, engine_under_s=1)) == "met"
+    assert bench_cmd.verdict(numeric_row("x", 5.0, target=">= 2x")) == "unchecked"
+    assert bench_cmd.verdict(numeric_row("x", 5.0)) is None
+
+
+def test_check_exits_1_and_lists_the_missed_targets(monkeypatch):
+    rows = [numeric_row("fast", 5.0, at_least=2), numeric_row("slow", 1.5, at_least=2),
+            numeric_row("legacy", 9.0, target=">= 100x"), numeric_row("info", 1.0)]
+    monkeypatch.setattr(bench_cmd, "load_peer_modules", fake_modules({"area": rows}))
+    runner = CliRunner()
+    result = runner.invoke(main, ["bench", "--check"])
+    assert result.exit_code == 1, result.output
+    assert "missed: area: slow vs peer: ratio 1.50x, engine 2.0 ms; target >= 2x" in result.stderr
+    assert "fast" not in result.stderr
+    assert "unchecked (text target '>= 100x'): area: legacy vs peer" in result.stderr
+    assert "check: 1 of 2 numeric targets met, 1 missed, 1 text targets unchecked" in result.stderr
+    assert ">= 100x" in result.stdout  # a text target is shown as it is
+    assert runner.invoke(main, ["bench"]).exit_code == 0  # without --check a miss is only shown
+
+
+def test_check_passes_when_every_numeric_target_is_met(monkeypatch):
+    rows = [numeric_row("fast", 5.0, at_least=2), numeric_row("legacy", 1.0, target="text")]
+    monkeypatch.setattr(bench_cmd, "load_peer_modules", fake_modules({"area": rows}))
+    result = CliRunner().invoke(main, ["bench", "--check", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [r["verdict"] for r in json.loads(result.stdout)] == ["met", "unchecked"]
+    assert "check: 1 of 1 numeric targets met, 1 text targets unchecked" in result.stderr
+
+
+def test_a_failing_area_prints_the_others_and_exits_1(monkeypatch):
+    monkeypatch.setattr(bench_cmd, "load_peer_modules", fake_modules(
+        {"broken": broken, "good": [numeric_row("thing", 5.0, at_least=2)]}))
+    result = CliRunner().invoke(main, ["bench", "--markdown"])
+    assert result.exit_code == 1
+    assert "broken: failed: RuntimeError: peer exploded" in result.stderr
+    assert "bench: 1 area(s) failed: broken" in result.stderr
+    assert "| good | thing |" in result.stdout
 
 
 def test_bench_finds_every_peer_module():
@@ -42,3 +128,24 @@ def test_bench_finds_every_peer_module():
     assert areas == ["byte_bpe", "packing", "store", "tokenizers", "windows"]
     for _, module in bench_cmd.load_peer_modules(("windows",)):
         assert callable(module.rows)
+
+
+def test_bench_modules_never_import_the_test_suite(tmp_path):
+    """Every bench/*.py imports with ``tests`` unimportable (a package that raises on import)."""
+    blocker = tmp_path / "tests"
+    blocker.mkdir()
+    (blocker / "__init__.py").write_text("raise ImportError('bench must not import tests')\n")
+    names = sorted(p.stem for p in (ROOT / "bench").glob("*.py") if p.stem != "conftest")
+    code = (
+        "import importlib, sys\n"
+        f"sys.path[:0] = [{str(tmp_path)!r}, {str(ROOT / 'bench')!r}, {str(ROOT)!r}]\n"
+        f"for name in {names!r}:\n"
+        "    importlib.import_module(name)\n"
+        "assert 'tests' not in sys.modules or sys.modules['tests'].__file__.startswith("
+        f"{str(tmp_path)!r})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for path in (ROOT / "bench").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "from tests" not in text and "import tests" not in text, path.name

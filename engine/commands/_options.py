@@ -45,6 +45,19 @@ def split_options(fn):
     return fn
 
 
+def column_options(fn):
+    """``--text-column NAME`` and ``--id-column NAME``: which fields of a JSONL or Parquet/Arrow corpus
+    hold the text and the id. The command receives ``text_column`` ("text" unless given) and
+    ``id_column`` (None unless given: the "id" field, or ids made from file and row without one)."""
+    fn = click.option("--id-column", "id_column", metavar="NAME", default=None,
+                      help='JSONL/Parquet/Arrow field holding the document id [default: "id"; without an "id" '
+                           "field ids are made from file and row, e.g. corpus.jsonl:000001 for line 1, "
+                           "a.parquet:000000 for row 0]. A named column must exist.")(fn)
+    fn = click.option("--text-column", "text_column", metavar="NAME", default="text", show_default=True,
+                      help="JSONL/Parquet/Arrow field holding the document text.")(fn)
+    return fn
+
+
 def json_option(fn):
     """``--json``: print the result as JSON instead of a table (the command receives ``as_json``)."""
     return click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of a table.")(fn)

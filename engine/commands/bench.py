@@ -3,6 +3,11 @@
 Each area keeps a ``bench/peers_<area>.py`` with ``rows(quick) -> list[dict]`` that times engine
 and its peers in the same run; this command gathers them. Peers that are not installed (the
 ``bench`` extra: tiktoken, tokenizers, regex; torch optionally) are skipped with a note.
+
+A row's target is numeric: ``at_least`` / ``at_most`` bound its ratio, ``engine_under_s`` bounds
+engine's own seconds, ``note`` says what the target is about. ``target_text`` derives the text
+shown in the tables from those numbers; ``verdict`` checks them (``engine bench --check``). A
+row that still carries only a free-text ``target`` is shown as it is and reported as unchecked.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from pathlib import Path
 import click
 
 from engine.errors import ConfigurationError
+
+TARGET_FIELDS = ("at_least", "at_most", "engine_under_s")
 
 
 def bench_dir() -> Path:
@@ -43,8 +50,61 @@ def load_peer_modules(only: tuple[str, ...] = ()) -> list[tuple[str, object]]:
     return modules
 
 
+def has_numeric_target(row: dict) -> bool:
+    return any(row.get(field) is not None for field in TARGET_FIELDS)
+
+
+def target_text(row: dict) -> str:
+    """The target as shown in the tables: derived from the numeric fields, else a legacy ``target`` string."""
+    if not has_numeric_target(row):
+        return str(row.get("target") or "")
+    parts = []
+    if row.get("at_least") is not None:
+        parts.append(f">= {row['at_least']:g}x")
+    if row.get("at_most") is not None:
+        parts.append(f"<= {row['at_most']:g}x")
+    if row.get("engine_under_s") is not None:
+        parts.append(f"engine < {row['engine_under_s']:g} s")
+    text = ", ".join(parts)
+    return f"{text} ({row['note']})" if row.get("note") else text
+
+
+def verdict(row: dict) -> str | None:
+    """``"met"`` or ``"missed"`` for a numeric target, ``"unchecked"`` for a text-only one, None without a target."""
+    if not has_numeric_target(row):
+        return "unchecked" if row.get("target") else None
+    ratio, engine_s = row["ratio"], row["engine_s"]
+    met = (
+        (row.get("at_least") is None or ratio >= row["at_least"])
+        and (row.get("at_most") is None or ratio <= row["at_most"])
+        and (row.get("engine_under_s") is None or engine_s < row["engine_under_s"])
+    )
+    return "met" if met else "missed"
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
+
+
+def _name(row: dict) -> str:
+    return f"{row['area']}: {row['benchmark']} vs {row['peer']}"
+
+
+def _report_check(rows: list[dict]) -> bool:
+    """Print the targets missed and the rows left unchecked on stderr; True when none was missed."""
+    verdicts = [(row, verdict(row)) for row in rows]
+    missed = [row for row, v in verdicts if v == "missed"]
+    unchecked = [row for row, v in verdicts if v == "unchecked"]
+    checked = sum(v in ("met", "missed") for _, v in verdicts)
+    for row in missed:
+        click.echo(f"  missed: {_name(row)}: ratio {row['ratio']:.2f}x, engine {_ms(row['engine_s'])}; "
+                   f"target {target_text(row)}", err=True)
+    for row in unchecked:
+        click.echo(f"  unchecked (text target {row['target']!r}): {_name(row)}", err=True)
+    click.echo(f"check: {checked - len(missed)} of {checked} numeric targets met"
+               f"{f', {len(missed)} missed' if missed else ''}"
+               f"{f', {len(unchecked)} text targets unchecked' if unchecked else ''}", err=True)
+    return not missed
 
 
 @click.command("bench")
@@ -52,46 +112,57 @@ def _ms(seconds: float) -> str:
 @click.option("--only", multiple=True, metavar="AREA", help="Only these areas (store, tokenizers, byte_bpe, windows, packing, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Print rows as JSON.")
 @click.option("--markdown", is_flag=True, help="Print a Markdown table (as in README.md).")
-def command(quick: bool, only: tuple[str, ...], as_json: bool, markdown: bool) -> None:
+@click.option("--check", is_flag=True, help="Exit 1 when a measured row misses its numeric target (listed on stderr).")
+@click.pass_context
+def command(ctx: click.Context, quick: bool, only: tuple[str, ...], as_json: bool, markdown: bool,
+            check: bool) -> None:
     """Time engine beside the peers people use today and print the ratios.
 
     Ratio = peer time / engine time (higher is better for engine); `target` is the goal the
-    project holds itself to. Run from a source checkout with the bench extra installed.
+    project holds itself to. Exits 1 when a benchmark area fails (the other areas still print)
+    and, with --check, when a row misses its target. Run from a source checkout with the bench
+    extra installed.
 
     \b
     Example:
       pip install -e '.[bench]'
-      engine bench --quick
+      engine bench --quick --check
       engine bench --only windows --json
       engine bench --markdown > table.md
     """
     from engine.commands.prepare import format_table
 
     rows: list[dict] = []
+    failed: list[str] = []
     for area, module in load_peer_modules(only):
         try:
             area_rows = module.rows(quick)
         except Exception as exc:  # one failing area must not hide the others
             click.echo(f"{area}: failed: {type(exc).__name__}: {exc}", err=True)
             traceback.print_exc(file=sys.stderr)
+            failed.append(area)
             continue
         for row in area_rows:
-            rows.append({"area": area, **row})
+            rows.append({"area": area, **row, "target": target_text(row)})
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    if markdown:
+        click.echo(json.dumps([{**r, "verdict": verdict(r)} for r in rows], indent=2))
+    elif markdown:
         click.echo("| area | benchmark | engine | peer | peer time | ratio | target |")
         click.echo("| --- | --- | ---: | --- | ---: | ---: | --- |")
         for r in rows:
             click.echo(
                 f"| {r['area']} | {r['benchmark']} | {_ms(r['engine_s'])} | {r['peer']} | {_ms(r['peer_s'])} "
-                f"| {r['ratio']:.2f}× | {r.get('target', '')} |"
+                f"| {r['ratio']:.2f}× | {r['target']} |"
             )
-        return
-    table = [
-        [r["area"], r["benchmark"], f"{r['engine_s'] * 1e3:.2f}", r["peer"], f"{r['peer_s'] * 1e3:.2f}",
-         f"{r['ratio']:.2f}x", r.get("target", "")]
-        for r in rows
-    ]
-    click.echo(format_table(["area", "benchmark", "engine ms", "peer", "peer ms", "ratio", "target"], table))
+    else:
+        table = [
+            [r["area"], r["benchmark"], f"{r['engine_s'] * 1e3:.2f}", r["peer"], f"{r['peer_s'] * 1e3:.2f}",
+             f"{r['ratio']:.2f}x", r["target"]]
+            for r in rows
+        ]
+        click.echo(format_table(["area", "benchmark", "engine ms", "peer", "peer ms", "ratio", "target"], table))
+    met = _report_check(rows) if check else True
+    if failed:
+        click.echo(f"bench: {len(failed)} area(s) failed: {', '.join(failed)}", err=True)
+    if failed or not met:
+        ctx.exit(1)

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from engine.commands._options import json_option, split_options
+from engine.commands._options import column_options, json_option, split_options
 from engine.corpus.readers import INVALID_UTF8_POLICIES
 from engine.pipeline import EXECUTORS
 from engine.tokenizers.base import TIE_BREAKS
@@ -35,6 +35,7 @@ def _fittable() -> str:
 @click.command("prepare")
 @click.argument("corpus", required=False, type=click.Path(path_type=str))
 @split_options
+@column_options
 @click.option("--out", "out_dir", default="out", show_default=True, type=click.Path(path_type=str), help="Output directory (store/, tokenizer.json, report.json).")
 @click.option("--tokenizer", default="bpe", show_default=True, metavar="KIND|FILE", help=f"A kind to fit on the train partition ({_fittable()}), or the path of a tokenizer file to encode with (engine, Hugging Face tokenizer.json, tiktoken).")
 @click.option("--merges", default=None, type=int, help="BPE merges to train (bpe, byte-bpe; default 200 unless --vocab-size is given).")
@@ -43,8 +44,8 @@ def _fittable() -> str:
 @click.option("--tie-break", "tie_break", type=click.Choice(list(TIE_BREAKS)), default=None, help="Equally frequent pairs: first (first occurrence) or hf (Hugging Face's order); default first (bpe, byte-bpe).")
 @click.option("--context", "context_length", default=64, show_default=True, type=int, help="Context length T for window counts.")
 @click.option("--stride", default=1, show_default=True, type=int, help="Stride S between window starts.")
-@click.option("--on-invalid-utf8", type=click.Choice(list(INVALID_UTF8_POLICIES)), default="error", show_default=True, help="What to do with bytes that are not UTF-8.")
-@click.option("--skip-bad-lines", is_flag=True, help="Skip malformed JSONL lines (counted) instead of failing.")
+@click.option("--on-invalid-utf8", type=click.Choice(list(INVALID_UTF8_POLICIES)), default="error", show_default=True, help="What to do with bytes that are not UTF-8: replace each invalid sequence by U+FFFD, or skip the document (a continuous .txt loses only the invalid sequences); counted in the summary and report.json.")
+@click.option("--skip-bad-lines", is_flag=True, help="Skip malformed JSONL lines instead of failing; counted in the summary and report.json.")
 @click.option("--threads", type=int, default=None, help="Threads for counting and encoding (default: $ENGINE_THREADS, else all cores).")
 @click.option("--executor", type=click.Choice(list(EXECUTORS)), default="local", show_default=True, help="local: threads on this machine; ray: Ray Data on a cluster (pip install 'engine[distributed]').")
 @click.option("--ray-address", "ray_address", default=None, metavar="ADDR", help="Ray cluster to join with --executor ray (e.g. auto, ray://host:10001); default: start a local one.")
@@ -64,6 +65,9 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
     fit in memory. --tokenizer byte-bpe trains a byte-level BPE (GPT-2 style: any text encodes, so
     held-out documents never stop the run); char, word and bpe stop on a held-out character their
     training text lacked.
+    Skipped lines and documents, replaced or dropped invalid UTF-8 and ids made from file and row
+    are counted in the summary and report.json; partitions without a complete window and documents
+    shorter than T+1 tokens are warned about on stderr (with --json: in its "warnings").
 
     \b
     Example:
@@ -73,6 +77,7 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
       engine prepare corpus.jsonl --hash-split 0.98,0.01,0.01 --tokenizer byte-bpe --vocab-size 4096 --pattern cl100k --tie-break hf
       engine prepare data/tinyshakespeare.txt --tokenizer char --train-fraction 0.9 --json
       engine prepare big.jsonl --hash-split 0.98,0.01,0.01 --tokenizer tokenizer.json --threads 16
+      engine prepare pages.parquet --hash-split 0.98,0.01,0.01 --text-column body --id-column url
       engine prepare big.jsonl --hash-split 0.98,0.01,0.01 --resume    # after an interruption
       engine prepare big.parquet --hash-split 0.98,0.01,0.01 --executor ray --ray-address auto
     """
@@ -80,13 +85,16 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
 
     result = prepare(corpus, splits, hash_split=hash_split, train_fraction=train_fraction, **options)
     report = result.report
-    if as_json:
+    if as_json:  # the warnings are in the JSON ("warnings")
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))
         return
+    for warning in report["warnings"]:
+        click.echo(f"warning: {warning}", err=True)
     tok = report["tokenizer"]
     click.echo(f"tokenizer: {tok['kind']}, vocabulary {tok['vocab_size']:,}, hash {tok['hash'][:16]}")
     for note in tok["notes"]:
         click.echo(f"note: {note}")
+    _echo_read(report["read"])
     click.echo(f"windows: context {report['context_length']}, stride {report['stride']}")
     rows = []
     for name, p in report["partitions"].items():
@@ -94,3 +102,19 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
     total = ["total"] + [sum(r[i] for r in rows) for i in range(1, 6)]
     click.echo(format_table(["partition", "documents", "characters", "tokens", "windows", "tails"], rows + [total]))
     click.echo(f"wrote {result.store_path}, {result.tokenizer_path}, {result.report_path}")
+
+
+def _echo_read(read: dict | None) -> None:
+    """How the corpus was read: notes (made ids) and every count of what was skipped, replaced or dropped."""
+    if read is None:
+        return
+    from engine.cli import cli_spelling
+
+    for note in read["notes"]:
+        click.echo(f"note: {note}")
+    counted = ("skipped_bad_lines", "skipped_invalid_utf8_documents", "replaced_invalid_utf8_sequences",
+               "dropped_invalid_utf8_sequences")
+    if any(read[key] for key in counted):
+        click.echo(read["summary"])
+        for problem in read["first_problems"]:
+            click.echo(f"  {cli_spelling(problem)}")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from engine.commands._options import json_option, parse_ratios
+from engine.commands._options import column_options, json_option, parse_ratios
 from engine.errors import ConfigurationError
 
 
@@ -18,8 +18,10 @@ from engine.errors import ConfigurationError
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Manifest JSON to write: {\"train\": [ids], \"validation\": [ids], \"test\": [ids]}.")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
+@column_options
 @json_option
-def command(corpus: Path, hash_split: str, out_path: Path, force: bool, as_json: bool) -> None:
+def command(corpus: Path, hash_split: str, out_path: Path, force: bool, text_column: str, id_column: str | None,
+            as_json: bool) -> None:
     """Assign every document of CORPUS to train/validation/test by hashing its id; write the manifest.
 
     The assignment is the same rule `engine prepare --hash-split` applies, so
@@ -29,6 +31,7 @@ def command(corpus: Path, hash_split: str, out_path: Path, force: bool, as_json:
     \b
     Example:
       engine splits corpus.jsonl --hash-split 0.98,0.01,0.01 --out splits.json
+      engine splits pages.parquet --hash-split 0.98,0.01,0.01 --id-column url --out splits.json
       engine prepare corpus.jsonl --splits splits.json
     """
     from engine.corpus import Corpus, SplitManifest, is_continuous_text
@@ -38,10 +41,14 @@ def command(corpus: Path, hash_split: str, out_path: Path, force: bool, as_json:
                                  "(engine prepare --train-fraction), not by id")
     if out_path.exists() and not force:
         raise ConfigurationError(f"{out_path} exists; pass --force to replace it")
-    manifest = SplitManifest.by_hash(parse_ratios(hash_split)).assign(Corpus.from_path(corpus).ids())
+    documents = Corpus.from_path(corpus, text_column=text_column, id_column=id_column)
+    manifest = SplitManifest.by_hash(parse_ratios(hash_split)).assign(documents.ids())
     manifest.to_json(out_path)
     counts = {p.value: n for p, n in manifest.counts().items()}
+    notes = documents.report.notes()
     if as_json:
-        click.echo(json.dumps({"out": str(out_path), "documents": counts}))
+        click.echo(json.dumps({"out": str(out_path), "documents": counts, "notes": notes}))
     else:
+        for note in notes:
+            click.echo(f"note: {note}")
         click.echo(", ".join(f"{name} {n:,}" for name, n in counts.items()) + f" documents; wrote {out_path}")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from engine.commands._options import split_options
+from engine.commands._options import column_options, split_options
 from engine.errors import ConfigurationError, CorpusError
 
 
@@ -33,7 +33,7 @@ def command() -> None:
               help="Write a PNG of training tokens vs vocabulary size (needs engine[plot]).")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
 @click.option("--on-invalid-utf8", type=click.Choice(["error", "replace", "skip"]), default="error", show_default=True,
-              help="What to do with bytes that are not UTF-8 (skip drops the whole file).")
+              help="What to do with bytes that are not UTF-8 (replace: U+FFFD; skip: drop the invalid bytes).")
 def compare(text_file: Path, train_fraction: float, merges: int, context: int, plot_path: Path | None, as_json: bool,
             on_invalid_utf8: str) -> None:
     """Fit char, word and BPE on the first part of TEXT; compare them on both parts.
@@ -62,10 +62,14 @@ def compare(text_file: Path, train_fraction: float, merges: int, context: int, p
             click.echo(f"plot written to {plot_path}")
 
 
-def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | None, train_fraction: float) -> list[str]:
+def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | None, train_fraction: float,
+                    text_column: str = "text", id_column: str | None = None) -> list[str]:
     """The texts of the TRAIN partition only."""
-    from engine.corpus import Corpus, CorpusPartitions, Partition, SplitManifest, is_continuous_text, read_text_file
+    from engine.corpus import (
+        Corpus, CorpusPartitions, Partition, SplitManifest, check_columns_apply, is_continuous_text, read_text_file,
+    )
 
+    check_columns_apply(corpus_path, text_column, id_column)
     if is_continuous_text(corpus_path):
         if splits is not None or hash_split is not None:
             raise ConfigurationError(
@@ -79,7 +83,7 @@ def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | No
                 "so only training documents fit"
             )
         manifest = SplitManifest.from_json(splits) if splits is not None else SplitManifest.by_hash(hash_split)
-        partitions = manifest.partition(Corpus.from_path(corpus_path))
+        partitions = manifest.partition(Corpus.from_path(corpus_path, text_column=text_column, id_column=id_column))
     documents = partitions.documents(Partition.TRAIN)
     if not documents:
         raise CorpusError(f"{corpus_path}: the train partition is empty; nothing to fit the tokenizer on")
@@ -97,11 +101,13 @@ def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | No
 @click.option("--tie-break", type=click.Choice(["first", "hf"]), default="first", show_default=True,
               help="BPE tie rule: first occurrence (SPEC) or Hugging Face order.")
 @split_options
+@column_options
 @click.option("--unknown", default=None, help="Word tokenizer: map unseen pieces to this token (e.g. '<unk>').")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Tokenizer file to write.")
 def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: int | None, pattern: str,
-          tie_break: str, splits: str | None, hash_split: dict | None, train_fraction: float, unknown: str | None, out_path: Path) -> None:
+          tie_break: str, splits: str | None, hash_split: dict | None, train_fraction: float, text_column: str,
+          id_column: str | None, unknown: str | None, out_path: Path) -> None:
     """Fit a tokenizer on the TRAIN partition of CORPUS and save it.
 
     \b
@@ -118,7 +124,7 @@ def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: i
         raise ConfigurationError(f"--merges/--vocab-size/--level apply to --kind bpe, not --kind {kind}")
     if kind != "word" and unknown is not None:
         raise ConfigurationError(f"--unknown applies to --kind word, not --kind {kind}")
-    texts = _training_texts(corpus, splits, hash_split, train_fraction)
+    texts = _training_texts(corpus, splits, hash_split, train_fraction, text_column, id_column)
     if kind == "char":
         tokenizer = CharTokenizer.fit(texts)
     elif kind == "word":

@@ -6,7 +6,7 @@ import os
 from typing import Iterable, Iterator, Sequence, overload
 
 from engine.corpus.readers import (
-    PARQUET_BATCH_SIZE, Document, ReadReport, iter_folder, iter_jsonl, iter_parquet, open_corpus,
+    PARQUET_BATCH_SIZE, TEXT_COLUMN, Document, ReadReport, iter_folder, iter_jsonl, iter_parquet, open_corpus,
 )
 from engine.errors import CorpusError
 
@@ -24,6 +24,14 @@ class Corpus(Sequence[Document]):
                 raise CorpusError(f"corpus item {i} is {type(doc).__name__}, expected Document")
             if not isinstance(doc.id, str) or not doc.id:
                 raise CorpusError(f"corpus document {i}: empty or non-string id {doc.id!r}")
+            if not doc.id.isascii():
+                try:
+                    doc.id.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise CorpusError(
+                        f"corpus document {i}: id {doc.id!r} holds a lone surrogate at character offset {exc.start}; "
+                        "expected an id that is valid UTF-8"
+                    ) from None
             first = self._index.setdefault(doc.id, i)
             if first != i:
                 raise CorpusError(f"duplicate id {doc.id!r} at documents {first} and {i}; ids must be unique")
@@ -31,15 +39,19 @@ class Corpus(Sequence[Document]):
         self.report = report if report is not None else ReadReport(source=source or "", documents=len(self._documents))
 
     @classmethod
-    def from_jsonl(cls, path: str | os.PathLike, *, on_invalid_utf8: str = "error", skip_bad_lines: bool = False) -> "Corpus":
+    def from_jsonl(cls, path: str | os.PathLike, *, on_invalid_utf8: str = "error", skip_bad_lines: bool = False,
+                   text_column: str = TEXT_COLUMN, id_column: str | None = None) -> "Corpus":
         report = ReadReport()
-        docs = list(iter_jsonl(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines, report=report))
+        docs = list(iter_jsonl(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
+                               text_column=text_column, id_column=id_column, report=report))
         return cls(docs, source=str(path), report=report)
 
     @classmethod
-    def from_parquet(cls, path: str | os.PathLike, *, batch_size: int = PARQUET_BATCH_SIZE) -> "Corpus":
+    def from_parquet(cls, path: str | os.PathLike, *, batch_size: int = PARQUET_BATCH_SIZE,
+                     text_column: str = TEXT_COLUMN, id_column: str | None = None) -> "Corpus":
         report = ReadReport()
-        return cls(iter_parquet(path, batch_size=batch_size, report=report), source=str(path), report=report)
+        return cls(iter_parquet(path, batch_size=batch_size, text_column=text_column, id_column=id_column,
+                                report=report), source=str(path), report=report)
 
     @classmethod
     def from_folder(cls, path: str | os.PathLike, *, on_invalid_utf8: str = "error") -> "Corpus":
@@ -48,16 +60,19 @@ class Corpus(Sequence[Document]):
 
     @classmethod
     def from_path(cls, path: str | os.PathLike, *, on_invalid_utf8: str = "error", skip_bad_lines: bool = False,
+                  text_column: str = TEXT_COLUMN, id_column: str | None = None,
                   batch_size: int = PARQUET_BATCH_SIZE) -> "Corpus":
         """Every document ``open_corpus(path)`` reads: ``.jsonl``/``.json`` lines, ``.parquet`` or Arrow
         IPC, a directory of ``.parquet`` files (a dataset), or any other directory (a folder of text files).
 
         Each reader takes the options that apply to it (Parquet strings are UTF-8 already; only JSONL
-        has lines to skip); ``batch_size`` is the Parquet record batch.
+        has lines to skip; ``text_column``/``id_column`` name the columns of JSONL and Parquet/Arrow,
+        and without an id column ids are made from file and row, see ``engine.corpus.readers``);
+        ``batch_size`` is the Parquet record batch. ``report`` counts what was skipped or replaced.
         """
         report = ReadReport()
         batches = open_corpus(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
-                              batch_documents=batch_size, report=report)
+                              text_column=text_column, id_column=id_column, batch_documents=batch_size, report=report)
         return cls((doc for batch in batches for doc in batch), source=str(path), report=report)
 
     def __len__(self) -> int:

@@ -77,8 +77,17 @@ def _check_ratios(ratios) -> tuple[float, float, float]:
 
 
 def hash_unit(doc_id: str) -> float:
-    """``int.from_bytes(sha256(id as UTF-8)[:8], "big") / 2**64``: a fixed, portable number in [0, 1]."""
-    return int.from_bytes(hashlib.sha256(doc_id.encode("utf-8")).digest()[:8], "big") / 2**64
+    """``int.from_bytes(sha256(id as UTF-8)[:8], "big") / 2**64``: a fixed, portable number in [0, 1].
+
+    CorpusError for an id that is not valid UTF-8 (a lone surrogate): it has no hash.
+    """
+    try:
+        raw = doc_id.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise CorpusError(
+            f"id {doc_id!r} holds a lone surrogate at character offset {exc.start}; expected an id that is valid UTF-8"
+        ) from None
+    return int.from_bytes(hashlib.sha256(raw).digest()[:8], "big") / 2**64
 
 
 def _assign(u: float, ratios: tuple[float, float, float]) -> Partition:

@@ -31,6 +31,7 @@ __all__ = [
     "splitmix64_fill",
     "sample_below_fill",
     "fisher_yates_shuffle",
+    "epoch_seed",
 ]
 
 GOLDEN_GAMMA = np.uint64(0x9E3779B97F4A7C15)
@@ -142,3 +143,12 @@ def fisher_yates_shuffle(descriptors, state):
         descriptors[j] = kept
         upper -= _ONE
     return state
+
+
+@njit(cache=True, nogil=True)
+def epoch_seed(seed, epoch):
+    """Seed of epoch ``epoch`` of a run seeded with ``seed`` (SPEC §6): ``seed`` itself for epoch 0,
+    else ``mix(seed + epoch * 0x9E3779B97F4A7C15)``, the epoch-th SplitMix64 output. uint64 in, uint64 out."""
+    if epoch == _ZERO:
+        return seed
+    return _mix(seed + epoch * GOLDEN_GAMMA)

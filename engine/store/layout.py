@@ -1,16 +1,15 @@
-"""The store's layout on disk: names, format version, the Parquet schema's types, and the
-``EncodedDocument`` record both the writer and the reader speak (SPEC §4)."""
+"""The store's layout on disk: names, format version, the Parquet schema's types, and small
+helpers the writer and the reader share (SPEC §4). ``EncodedDocument`` lives in engine.buffers."""
 
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
+from engine.buffers import EncodedDocument
 from engine.corpus import Partition
 from engine.errors import StoreError
 
@@ -28,15 +27,6 @@ TOKENIZER_NAME = "_tokenizer.json"
 ROW_GROUP_SIZE = 16384
 CHUNK_DOCUMENTS = 4096
 TOKENS_TYPE = pa.large_list(pa.uint32())
-
-
-@dataclass(frozen=True, slots=True)
-class EncodedDocument:
-    """One encoded document ``[BOS, content..., EOS]``; ``tokens`` is uint32 (often a zero-copy view)."""
-
-    id: str
-    partition: Partition
-    tokens: np.ndarray
 
 
 def store_partition(value: Partition | str) -> Partition:

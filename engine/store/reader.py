@@ -3,7 +3,8 @@
 Opening costs one footer read per file (sizes and row counts against the manifest); ``verify()``
 also hashes every byte. ``arrays(p)`` hands out the ``tokens`` column's flat values (uint32) and
 offsets (int64) as read-only numpy views of the Arrow buffers: no copy, except one concatenation
-when a split spans several row groups or files.
+when a split spans several row groups or files; ``buffers(p)`` wraps them, with the ids, as
+``TokenBuffers``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.buffers import TokenBuffers
 from engine.corpus import PARTITIONS, Partition
 from engine.errors import StoreError
 from engine.store.layout import (
@@ -279,6 +281,13 @@ class TokenStore:
         """
         _, values, offsets = self._views(store_partition(partition))
         return values, offsets
+
+    def buffers(self, partition: Partition | str) -> TokenBuffers:
+        """The split as ``TokenBuffers``: ``values`` and ``offsets`` are the read-only views of
+        ``arrays()`` (no copy), ``ids`` the split's document ids in order."""
+        part = store_partition(partition)
+        values, offsets = self.arrays(part)
+        return TokenBuffers.checked(values, offsets, self.ids(part), part, error=StoreError)
 
     def ids(self, partition: Partition | str) -> list[str]:
         part = store_partition(partition)
