@@ -5,11 +5,12 @@ The twins live beside their area's tests and are gathered here under one name:
 | kernel module                      | twin                                                        |
 | ---------------------------------- | ----------------------------------------------------------- |
 | engine/kernels/wordsplit.py        | naive_split (re.findall), naive_word_counts                 |
-| engine/kernels/bpe_train.py        | naive_train_bpe (recounts every pair every merge)           |
-| engine/kernels/bpe_encode.py       | naive_encode_bpe, merge_word (memoised pure Python)         |
+| engine/kernels/bpe_train.py        | naive_train_bpe (recounts every pair every merge);          |
+|                                    | naive_train (byte level); both tie rules                    |
+| engine/kernels/bpe_encode.py       | naive_encode_bpe, merge_word (memoised pure Python);        |
+|                                    | naive_encode_merges, naive_encode_ranks (byte level)        |
+| engine/kernels/heap.py             | naive_heap_pops (smallest of a plain list)                  |
 | engine/kernels/pretokenize.py      | naive_pretokenize (regex.findall)                           |
-| engine/kernels/byte_bpe_train.py   | naive_train (byte level, both tie rules)                    |
-| engine/kernels/byte_bpe_encode.py  | naive_encode_merges, naive_encode_ranks                     |
 | engine/kernels/windows.py          | window_count(s), window_prefix_sums, enumerate_descriptors, |
 |                                    | decode_position, gather                                     |
 | engine/kernels/shuffle.py          | SplitMix64, fisher_yates                                    |
@@ -35,6 +36,7 @@ from tests.naive_tokenizers import (  # noqa: F401
     merge_word,
     naive_bpe_vocab,
     naive_encode_bpe,
+    naive_heap_pops,
     naive_split,
     naive_train_bpe,
     naive_word_counts,

@@ -97,3 +97,18 @@ def naive_bpe_vocab(alphabet: str, merges) -> dict[str, int]:
     for left, right in merges:
         vocab.setdefault(left + right, 2 + len(vocab))
     return vocab
+
+
+def naive_heap_pops(operations) -> list[tuple[int, int]]:
+    """Keys popped by ``operations`` (``("push", key0, key1, payload)`` or ``("pop",)``) from a min-heap
+    ordered by (key0, key1): each pop takes the smallest key of a plain list."""
+    rows: list[tuple[int, int, int]] = []
+    popped = []
+    for op in operations:
+        if op[0] == "push":
+            rows.append((op[1], op[2], op[3]))
+        else:
+            smallest = min(rows, key=lambda row: (row[0], row[1]))
+            rows.remove(smallest)
+            popped.append(smallest)
+    return popped

@@ -201,8 +201,7 @@ def test_long_word_heap_path_equals_the_scan(alphabet, seed, merges, length):
     analysis = analyse_words([word])
     symbols, unknown = map_symbols(analysis.word_cps, tok._char_table)
     assert unknown < 0
-    keys, ranks, merge_next = tok._merge_table
-    args = (symbols, analysis.word_offsets, keys, ranks, merge_next, tok._left, tok._right, tok._made, tok._symbol_space)
+    args = (symbols, analysis.word_offsets, *tok._merge_table, tok._left, tok._right, tok._made, tok._priorities)
     heap_pieces, heap_offsets = encode_words(*args, 0)
     scan_pieces, scan_offsets = encode_words(*args, 1 << 40)
     assert heap_pieces.tolist() == scan_pieces.tolist() and heap_offsets.tolist() == scan_offsets.tolist()

@@ -180,3 +180,40 @@ def test_shakespeare_hf_tie_break_matches_hugging_face(shakespeare_text):
     hf.train_from_iterator([text], trainer=trainer)
     hf_merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in json.loads(hf.to_str())["model"]["merges"]]
     assert BpeTrainer(100, tie_break="hf").train(text).merges == hf_merges
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), n_merges=st.integers(0, 12), length=st.integers(0, 90))
+def test_merge_word_both_rules_match_naive(data, n_merges, length):
+    """The shared merge core, both rules and both paths, on merge lists that rebuild pieces."""
+    from engine.kernels.bpe_encode import build_pair_table, merge_word
+    from tests.naive_byte_bpe import naive_encode_merges
+    from tests.naive_tokenizers import merge_word as naive_merge
+
+    texts = ["a", "b", "c"]
+    merges = []
+    for _ in range(n_merges):
+        left, right = data.draw(st.sampled_from(texts)), data.draw(st.sampled_from(texts))
+        merges.append((left, right))
+        if left + right not in texts:
+            texts.append(left + right)
+    symbol = {t: i for i, t in enumerate(texts)}
+    lefts = np.array([symbol[a] for a, _ in merges], dtype=np.int64)
+    rights = np.array([symbol[b] for _, b in merges], dtype=np.int64)
+    made = np.array([symbol[a + b] for a, b in merges], dtype=np.int64)
+    priorities = np.arange(len(merges), dtype=np.int64)
+    table = (*build_pair_table(lefts, rights), lefts, rights, made, priorities)
+    word = data.draw(st.lists(st.sampled_from("abc"), min_size=length, max_size=length))
+    ordered = list(word)
+    for a, b in merges:
+        ordered = naive_merge(ordered, a, b)
+    first_entry = {}
+    for k, (a, b) in enumerate(merges):
+        first_entry.setdefault((symbol[a], symbol[b]), (k, symbol[a + b]))
+    unordered = naive_encode_merges(bytes(symbol[c] for c in word), list(range(256)), first_entry)
+    for rule, expected in ((True, [symbol[p] for p in ordered]), (False, unordered)):
+        for long_word in (0, 1 << 40):
+            parts = np.array([symbol[c] for c in word], dtype=np.int64)
+            scratch = np.empty(max(length, 1), dtype=np.int64)
+            kept = merge_word(parts, length, long_word, rule, *table, scratch)
+            assert parts[:kept].tolist() == expected, (rule, long_word)

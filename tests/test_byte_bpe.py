@@ -63,6 +63,42 @@ def test_trainer_streams_many_batches(monkeypatch):
     assert streamed.merges == whole.merges and len(streamed.merges) == 342
 
 
+@pytest.mark.parametrize("tie_break", ["first", "hf"])
+def test_train_from_counts_equals_train(tie_break):
+    texts = stdlib_texts(200_000)
+    trainer = ByteBpeTrainer(vocab_size=500, tie_break=tie_break)
+    table = trainer.count_words(texts)
+    pool, starts = table.pool.tobytes(), table.starts[: table.total + 1].tolist()
+    words = [pool[starts[w]:starts[w + 1]] for w in range(table.total)]
+    whole = trainer.train(texts)
+    history = trainer.history
+    from_counts = ByteBpeTrainer(vocab_size=500, tie_break=tie_break).train_from_counts(words, table.counts[: table.total])
+    assert from_counts.tokens == whole.tokens and from_counts.merges == whole.merges and len(whole.merges) == 242
+    assert from_counts.to_json() == whole.to_json()
+    counts_trainer = ByteBpeTrainer(vocab_size=500, tie_break=tie_break)
+    counts_trainer.train_from_counts(words, list(table.counts[: table.total]))
+    assert counts_trainer.history == history
+    assert counts_trainer.initial_tokens == trainer.initial_tokens == sum(len(t.encode()) for t in texts)
+
+
+def test_train_from_counts_small_and_errors():
+    # " ab" x3 and "ab" x1: (a, b) counts 4, (" ", a) 3.
+    tokenizer = ByteBpeTrainer(merges=5).train_from_counts([b" ab", b"ab"], [3, 1])
+    assert merge_bytes(tokenizer) == [(b"a", b"b"), (b" ", b"ab")]
+    assert merge_bytes(ByteBpeTrainer(merges=5).train_from_counts([], [])) == []
+    trainer = ByteBpeTrainer(merges=5)
+    with pytest.raises(TokenizerError, match="2 words but 1 counts"):
+        trainer.train_from_counts([b"a", b"b"], [1])
+    with pytest.raises(TokenizerError, match="word #1 is b'', expected non-empty bytes"):
+        trainer.train_from_counts([b"a", b""], [1, 1])
+    with pytest.raises(TokenizerError, match="word #0 is 'a', expected non-empty bytes"):
+        trainer.train_from_counts(["a"], [1])
+    with pytest.raises(TokenizerError, match="count 0 is below 1"):
+        trainer.train_from_counts([b"a", b"b"], [1, 0])
+    with pytest.raises(TokenizerError, match="counts must be one integer per word, got float64"):
+        trainer.train_from_counts([b"a"], [2.5])
+
+
 def test_trainer_options_errors():
     with pytest.raises(TokenizerError, match="vocab_size=100 is smaller"):
         ByteBpeTrainer(vocab_size=100)

@@ -1,21 +1,21 @@
-"""Classic BPE training over distinct words with incremental pair counts (SPEC §3).
+"""BPE training over integer symbols, shared by character-level and byte-level BPE (SPEC §3).
 
-Input: the distinct words as a flat array of symbol ids with word offsets, words numbered by
-their first appearance (rank), and their frequencies. Each word is a linked list of pieces over
-its character positions, so a piece keeps the character offset of its start for ever.
+Counting (byte level): pieces from the pre-tokenizer are hashed (FNV-1a) into an
+open-addressing table of word types; a type's bytes are copied once into a pool, its count is
+int64, and types are numbered in order of first appearance. Cost O(bytes). The character level
+splits words with ``engine.kernels.wordsplit`` instead.
 
-Per pair the kernel keeps: weighted count, the list of words that contain it (in rank order),
-and its first occurrence (word rank, character offset). A merge ``(x, y) -> z`` visits only the
-words on its list and updates just the pairs around each occurrence. Old pairs only ever lose
-occurrences and every new pair contains ``z``, so each pair's word list stays in rank order and
-its first occurrence only moves forward: when a merge destroys it, the next one is found by
-walking that pair's list from where it last stood (amortised over the whole run).
+Merging (``train_merges``): the distinct words as symbol arrays (base symbol s < n has the text
+``alphabet[s]``: a code point or a byte), with the offset of each symbol in the word. Pairs live
+in a hash table with their weighted count, a list of the words they were formed in and, for the
+"first" rule, their first occurrence (word rank, offset). A heap (``engine.kernels.heap``) holds
+(-count, tie key, pair); rows go stale when counts drop and are re-pushed when popped (lazy), and
+a fresh row is pushed whenever a pair gains occurrences. One merge touches only the words of its
+pair, so training costs O(total changes · log pairs) rather than O(merges · corpus). A piece is
+identified by its text, so a merge that rebuilds an existing piece reuses its symbol.
 
-A binary max-heap with lazy deletion holds ``(count, key1, key2, pair)``; an entry is current
-only while it equals the pair's state. Tie rules: ``first`` -> key = (first word rank, offset),
-smallest wins (SPEC); ``hf`` -> key = (left id, right id), smallest wins (Hugging Face order).
-
-Cost: O(L) to build, then per merge O(touched occurrences x log heap); no recounting.
+Tie rules: ``TIE_FIRST`` = earlier first occurrence (word rank, offset of the pair in the word);
+``TIE_HF`` = smaller (left, right) symbol ids (new symbols numbered by creation).
 """
 
 from __future__ import annotations
@@ -23,463 +23,347 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["train_bpe_kernel", "TIE_FIRST", "TIE_HF"]
+from engine.kernels.bpe_encode import EMPTY_KEY, find_span, hash_span, key_slot, same_span
+from engine.kernels.heap import heap_grow, heap_pop, heap_push, new_heap
+
+__all__ = ["TIE_FIRST", "TIE_HF", "count_pieces", "rehash_words", "train_merges"]
 
 TIE_FIRST = 0
 TIE_HF = 1
 
-# Columns of the per-pair table.
-(_LEFT, _RIGHT, _COUNT, _RANK, _OFFSET, _HEAD, _TAIL, _FIRST_ENTRY, _LAST_WORD, _STAMP, _DIRTY, _SORTED) = range(12)
-_PAIR_COLUMNS = 12
-# Fibonacci hashing multiplier (2**64 / golden ratio) as a signed int64: products wrap.
-_GOLDEN = -7046029254386353131
+
+@njit(cache=True, nogil=True)
+def count_pieces(buf, ends, first_piece, piece_start, slots, word_hashes, word_starts, word_pool,
+                 word_counts, word_total, pool_used):
+    """Count pieces ``first_piece..`` of ``buf`` (piece i ends at ``ends[i]``) into the word table.
+
+    Stops early, before inserting a new type, when the type arrays or the pool are full or the
+    table passes half load. Returns (next piece, its start byte, word types, pool bytes used).
+    """
+    mask = slots.shape[0] - 1
+    limit = min(word_counts.shape[0] - 1, slots.shape[0] // 2)
+    start = piece_start
+    i = first_piece
+    while i < ends.shape[0]:
+        end = ends[i]
+        h = hash_span(buf, start, end)
+        slot = np.int64(h & np.uint64(mask))
+        length = end - start
+        found = -1
+        while slots[slot] >= 0:
+            w = slots[slot]
+            if (word_hashes[w] == h and word_starts[w + 1] - word_starts[w] == length
+                    and same_span(word_pool, word_starts[w], buf, start, length)):
+                found = w
+                break
+            slot = (slot + 1) & mask
+        if found < 0:
+            if word_total >= limit or pool_used + length > word_pool.shape[0]:
+                return i, start, word_total, pool_used
+            found = word_total
+            slots[slot] = found
+            word_hashes[found] = h
+            for j in range(length):
+                word_pool[pool_used + j] = buf[start + j]
+            pool_used += length
+            word_starts[found + 1] = pool_used
+            word_counts[found] = 0
+            word_total += 1
+        word_counts[found] += 1
+        start = end
+        i += 1
+    return i, start, word_total, pool_used
 
 
 @njit(cache=True, nogil=True)
-def _grow_rows(table, need):
-    if need <= table.shape[0]:
-        return table
-    cap = table.shape[0] * 2
-    while cap < need:
-        cap *= 2
-    out = np.empty((cap, table.shape[1]), dtype=table.dtype)
-    out[: table.shape[0]] = table
+def rehash_words(slots, word_hashes, word_total):
+    """Re-insert every word type into an empty (all -1) table ``slots`` of size 2^k."""
+    mask = slots.shape[0] - 1
+    for w in range(word_total):
+        slot = np.int64(word_hashes[w] & np.uint64(mask))
+        while slots[slot] >= 0:
+            slot = (slot + 1) & mask
+        slots[slot] = w
+
+
+@njit(cache=True, nogil=True)
+def _grow_rows(a, rows):
+    out = np.empty((rows, a.shape[1]), dtype=a.dtype)
+    out[: a.shape[0]] = a
     return out
 
 
 @njit(cache=True, nogil=True)
-def _table_find(keys, vals, key):
-    mask = keys.shape[0] - 1
-    slot = ((key * _GOLDEN) >> 20) & mask
-    while True:
-        k = keys[slot]
-        if k == key:
-            return vals[slot]
-        if k < 0:
-            return -1
-        slot = (slot + 1) & mask
+def _grow_1d(a, size):
+    out = np.empty(size, dtype=a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+# Columns of the pair state array (one int64 row per pair).
+LEFT, RIGHT, COUNT, FIRST_WORD, FIRST_OFFSET, HEAD, LAST_WORD, STAMP, GAIN, DIRTY = range(10)
+PAIR_COLUMNS = 10
+NO_WORD = np.int64(1 << 40)
 
 
 @njit(cache=True, nogil=True)
-def _table_insert(keys, vals, key, val):
-    mask = keys.shape[0] - 1
-    slot = ((key * _GOLDEN) >> 20) & mask
-    while keys[slot] >= 0:
-        slot = (slot + 1) & mask
-    keys[slot] = key
-    vals[slot] = val
+def _pair_index(a, b, table_keys, table_values, pairs, pair_total):
+    """Index of pair (a, b), creating it (count 0) if new; returns (index, pair total)."""
+    key, slot = key_slot(table_keys, a, b)
+    if table_keys[slot] == key:
+        return table_values[slot], pair_total
+    table_keys[slot] = key
+    table_values[slot] = pair_total
+    row = pairs[pair_total]
+    row[LEFT], row[RIGHT], row[COUNT] = a, b, 0
+    row[FIRST_WORD], row[FIRST_OFFSET], row[HEAD] = NO_WORD, 0, -1
+    row[LAST_WORD], row[STAMP], row[GAIN], row[DIRTY] = -1, -1, -1, 0
+    return pair_total, pair_total + 1
 
 
 @njit(cache=True, nogil=True)
-def _table_reserve(keys, vals, n_items):
-    """Double the table (rehashing) once it would be more than half full."""
-    if 2 * n_items <= keys.shape[0]:
-        return keys, vals
-    new_keys = np.full(2 * keys.shape[0], -1, dtype=np.int64)
-    new_vals = np.empty(2 * keys.shape[0], dtype=np.int64)
-    for s in range(keys.shape[0]):
-        if keys[s] >= 0:
-            _table_insert(new_keys, new_vals, keys[s], vals[s])
-    return new_keys, new_vals
+def _apply_delta(a, b, delta, word, offset, step, table_keys, table_values, pairs, pair_total,
+                 occurrences, occurrence_total, touched, touched_total):
+    """Add ``delta`` to pair (a, b) seen in ``word`` at ``offset``; returns updated totals."""
+    p, pair_total = _pair_index(a, b, table_keys, table_values, pairs, pair_total)
+    row = pairs[p]
+    row[COUNT] += delta
+    if row[STAMP] != step:
+        row[STAMP] = step
+        touched[touched_total] = p
+        touched_total += 1
+    if delta > 0:
+        row[GAIN] = step
+        if row[LAST_WORD] != word:
+            row[LAST_WORD] = word
+            occurrences[occurrence_total, 0] = word
+            occurrences[occurrence_total, 1] = row[HEAD]
+            row[HEAD] = occurrence_total
+            occurrence_total += 1
+        if word < row[FIRST_WORD] or (word == row[FIRST_WORD] and offset < row[FIRST_OFFSET]):
+            row[FIRST_WORD], row[FIRST_OFFSET], row[DIRTY] = word, offset, 0
+    elif word == row[FIRST_WORD]:
+        row[DIRTY] = 1
+    return pair_total, occurrence_total, touched_total
 
 
 @njit(cache=True, nogil=True)
-def _better(heap, a, b):
-    """Heap row ``a`` outranks row ``b``: larger count, then smaller key1, then smaller key2."""
-    if heap[a, 0] != heap[b, 0]:
-        return heap[a, 0] > heap[b, 0]
-    if heap[a, 1] != heap[b, 1]:
-        return heap[a, 1] < heap[b, 1]
-    return heap[a, 2] < heap[b, 2]
-
-
-@njit(cache=True, nogil=True)
-def _heap_swap(heap, a, b):
-    for c in range(4):
-        t = heap[a, c]
-        heap[a, c] = heap[b, c]
-        heap[b, c] = t
-
-
-@njit(cache=True, nogil=True)
-def _heap_push(heap, size, count, key1, key2, pair):
-    heap = _grow_rows(heap, size + 1)
-    heap[size, 0] = count
-    heap[size, 1] = key1
-    heap[size, 2] = key2
-    heap[size, 3] = pair
-    i = size
-    while i > 0:
-        parent = (i - 1) >> 1
-        if _better(heap, i, parent):
-            _heap_swap(heap, i, parent)
-            i = parent
-        else:
-            break
-    return heap
-
-
-@njit(cache=True, nogil=True)
-def _heap_pop(heap, size):
-    """Remove the top row; returns the new size."""
-    size -= 1
-    if size > 0:
-        for c in range(4):
-            heap[0, c] = heap[size, c]
-        i = 0
-        while True:
-            left = 2 * i + 1
-            if left >= size:
+def _first_occurrence(p, pairs, occurrences, symbols, offsets, word_starts, word_lengths):
+    """Exact (word, offset) of the first remaining occurrence of pair ``p``."""
+    a, b = pairs[p, LEFT], pairs[p, RIGHT]
+    best_word, best_offset = NO_WORD, 0
+    o = pairs[p, HEAD]
+    while o >= 0:
+        w = occurrences[o, 0]
+        o = occurrences[o, 1]
+        if w >= best_word:
+            continue
+        s = word_starts[w]
+        for j in range(word_lengths[w] - 1):
+            if symbols[s + j] == a and symbols[s + j + 1] == b:
+                best_word, best_offset = w, np.int64(offsets[s + j])
                 break
-            best = left
-            if left + 1 < size and _better(heap, left + 1, left):
-                best = left + 1
-            if _better(heap, best, i):
-                _heap_swap(heap, best, i)
-                i = best
-            else:
-                break
-    return size
+    return best_word, best_offset
 
 
-
-@njit(cache=True, nogil=True)
-def _first_in_word(sym, nxt, base, left, right):
-    """Character offset of the first (left, right) pair in the word starting at ``base``, or -1."""
-    i = base
-    while i >= 0:
-        j = nxt[i]
-        if j < 0:
-            return -1
-        if sym[i] == left and sym[j] == right:
-            return i - base
-        i = j
-    return -1
+@njit(cache=True, nogil=True, inline="always")
+def _tie_key(p, pairs, tie_rule):
+    if tie_rule == TIE_HF:
+        return (pairs[p, LEFT] << 32) | pairs[p, RIGHT]
+    return (pairs[p, FIRST_WORD] << 32) | pairs[p, FIRST_OFFSET]
 
 
 @njit(cache=True, nogil=True)
-def _locate_first(pairs, entries, sym, nxt, word_offsets, q):
-    """Set pair ``q``'s first occurrence to the smallest (rank, offset) still present."""
-    left = pairs[q, _LEFT]
-    right = pairs[q, _RIGHT]
-    if pairs[q, _SORTED] != 0:
-        # Words on the list are in rank order and nothing before FIRST_ENTRY holds the pair.
-        e = pairs[q, _FIRST_ENTRY]
-        while e >= 0:
-            w = entries[e, 0]
-            off = _first_in_word(sym, nxt, word_offsets[w], left, right)
-            if off >= 0:
-                pairs[q, _RANK] = w
-                pairs[q, _OFFSET] = off
-                pairs[q, _FIRST_ENTRY] = e
-                return
-            e = entries[e, 1]
-        return
-    best_rank = -1
-    best_offset = -1
-    e = pairs[q, _HEAD]
-    while e >= 0:
-        w = entries[e, 0]
-        if best_rank < 0 or w <= best_rank:
-            off = _first_in_word(sym, nxt, word_offsets[w], left, right)
-            if off >= 0 and (best_rank < 0 or w < best_rank or off < best_offset):
-                best_rank = w
-                best_offset = off
-        e = entries[e, 1]
-    pairs[q, _RANK] = best_rank
-    pairs[q, _OFFSET] = best_offset
+def _grow_pairs(pairs, table_keys, pair_total, need, touched):
+    """Double the pair arrays (and rehash the pair table) until ``need`` more pairs fit."""
+    rows = pairs.shape[0]
+    while pair_total + need > rows:
+        rows *= 2
+    pairs = _grow_rows(pairs, rows)
+    touched = _grow_1d(touched, rows)
+    table_keys = np.full(2 * rows, EMPTY_KEY, dtype=np.uint64)
+    table_values = np.empty(2 * rows, dtype=np.int64)
+    for p in range(pair_total):
+        key, slot = key_slot(table_keys, pairs[p, LEFT], pairs[p, RIGHT])
+        table_keys[slot] = key
+        table_values[slot] = p
+    return pairs, table_keys, table_values, touched
 
 
 @njit(cache=True, nogil=True)
-def _new_pair(pairs, n_pairs, left, right):
-    pairs = _grow_rows(pairs, n_pairs + 1)
-    pairs[n_pairs, _LEFT] = left
-    pairs[n_pairs, _RIGHT] = right
-    pairs[n_pairs, _COUNT] = 0
-    pairs[n_pairs, _RANK] = -1
-    pairs[n_pairs, _OFFSET] = -1
-    pairs[n_pairs, _HEAD] = -1
-    pairs[n_pairs, _TAIL] = -1
-    pairs[n_pairs, _FIRST_ENTRY] = -1
-    pairs[n_pairs, _LAST_WORD] = -1
-    pairs[n_pairs, _STAMP] = -1
-    pairs[n_pairs, _DIRTY] = 0
-    pairs[n_pairs, _SORTED] = 1
-    return pairs
+def _reserve(need, pairs, table_keys, table_values, touched, occurrences, pair_total, occurrence_total):
+    """Room for ``need`` more pairs and occurrences (the most one word's merge can add)."""
+    if pair_total + need > pairs.shape[0]:
+        pairs, table_keys, table_values, touched = _grow_pairs(pairs, table_keys, pair_total, need, touched)
+    if occurrence_total + need > occurrences.shape[0]:
+        occurrences = _grow_rows(occurrences, 2 * (occurrence_total + need))
+    return pairs, table_keys, table_values, touched, occurrences
 
 
 @njit(cache=True, nogil=True)
-def _add_occurrence(pairs, entries, n_entries, q, w, off, f):
-    """Count one occurrence of pair ``q`` at (word ``w``, offset ``off``) of weight ``f``."""
-    before = pairs[q, _COUNT]
-    pairs[q, _COUNT] = before + f
-    if pairs[q, _LAST_WORD] != w:
-        entries = _grow_rows(entries, n_entries + 1)
-        entries[n_entries, 0] = w
-        entries[n_entries, 1] = -1
-        if pairs[q, _HEAD] < 0:
-            pairs[q, _HEAD] = n_entries
-        else:
-            if entries[pairs[q, _TAIL], 0] > w:
-                pairs[q, _SORTED] = 0
-            entries[pairs[q, _TAIL], 1] = n_entries
-        pairs[q, _TAIL] = n_entries
-        pairs[q, _LAST_WORD] = w
-        n_entries += 1
-    rank = pairs[q, _RANK]
-    if before <= 0 or w < rank or (w == rank and off < pairs[q, _OFFSET]):
-        pairs[q, _RANK] = w
-        pairs[q, _OFFSET] = off
-        pairs[q, _FIRST_ENTRY] = pairs[q, _TAIL]
-    return entries, n_entries
+def train_merges(word_syms, word_starts, word_counts, alphabet, tie_rule, max_merges, max_new,
+                 out_left, out_right, out_made, out_history):
+    """Run up to ``max_merges`` merges of the distinct words (or until ``max_new`` new symbols exist).
 
-
-@njit(cache=True, nogil=True)
-def _touch(pairs, touched, n_touched, q, stamp):
-    if pairs[q, _STAMP] == stamp:
-        return touched, n_touched
-    pairs[q, _STAMP] = stamp
-    if n_touched == touched.shape[0]:
-        grown = np.empty(2 * n_touched, dtype=np.int64)
-        grown[:n_touched] = touched
-        touched = grown
-    touched[n_touched] = q
-    return touched, n_touched + 1
-
-
-@njit(cache=True, nogil=True)
-def _hash_cps(buf, start, length):
-    h = np.uint64(14695981039346656037)
-    for i in range(start, start + length):
-        h = (h ^ np.uint64(buf[i])) * np.uint64(1099511628211)
-    return h
-
-
-@njit(cache=True, nogil=True)
-def _find_piece(piece_slots, piece_start, piece_len, buf, start, length):
-    """Slot of the piece with these code points: holds its symbol, or -1 if the piece is new."""
-    mask = np.uint64(piece_slots.shape[0] - 1)
-    slot = _hash_cps(buf, start, length) & mask
-    while True:
-        s = piece_slots[slot]
-        if s < 0:
-            return slot
-        if piece_len[s] == length:
-            same = True
-            for k in range(length):
-                if buf[piece_start[s] + k] != buf[start + k]:
-                    same = False
-                    break
-            if same:
-                return slot
-        slot = (slot + np.uint64(1)) & mask
-
-
-@njit(cache=True, nogil=True)
-def _heap_push_pair(heap, heap_size, pairs, q, tie_mode):
-    if tie_mode == 0:
-        return _heap_push(heap, heap_size, pairs[q, _COUNT], pairs[q, _RANK], pairs[q, _OFFSET], q)
-    return _heap_push(heap, heap_size, pairs[q, _COUNT], pairs[q, _LEFT], pairs[q, _RIGHT], q)
-
-
-@njit(cache=True, nogil=True)
-def train_bpe_kernel(
-    word_syms, word_offsets, freqs, alphabet, n_merges, tie_mode, max_new, merges_left, merges_right, merges_new, history
-):
-    """Run up to ``n_merges`` merges of the distinct words.
-
-    ``word_syms`` int64 symbol ids (index into ``alphabet``, uint32 code points), ``word_offsets``
-    int64[d+1], ``freqs`` int64[d]. A piece is identified by its text: merge k makes symbol
-    ``merges_new[k]``, a fresh id ``len(alphabet) + j`` for the j-th new piece, or the id of the
-    same text made by an earlier merge. ``history[k]`` = tokens after k merges. With
-    ``max_new >= 0`` training also stops once that many new pieces exist.
-    Returns ``(merges done, new pieces)``; fewer merges only when no pair is left.
+    ``word_syms`` int64 symbols of word w at ``word_starts[w]:word_starts[w + 1]``, ``word_counts``
+    int64 weights, ``alphabet`` uint32 texts of the base symbols (n of them). Merge k is
+    (out_left[k], out_right[k]) -> out_made[k]: a fresh symbol n + j for the j-th new text, or the
+    symbol of the same text made earlier. ``out_history[k]`` = tokens after k merges.
+    Returns (merges done, new symbols); fewer merges only when no pair is left.
     """
-    length = word_syms.shape[0]
-    n_words = freqs.shape[0]
+    word_total = word_counts.shape[0]
     n_symbols = alphabet.shape[0]
-    symbol_space = n_symbols + n_merges
-    sym = word_syms.copy()
-    nxt = np.empty(length, dtype=np.int64)
-    prv = np.empty(length, dtype=np.int64)
-    total = 0
-    for w in range(n_words):
-        s = word_offsets[w]
-        e = word_offsets[w + 1]
-        total += freqs[w] * (e - s)
-        for i in range(s, e):
-            nxt[i] = i + 1 if i + 1 < e else -1
-            prv[i] = i - 1 if i > s else -1
-    history[0] = total
-
-    # Text of every symbol, for recognising a merge that rebuilds an existing piece.
-    piece_start = np.empty(symbol_space, dtype=np.int64)
-    piece_len = np.empty(symbol_space, dtype=np.int64)
-    piece_buf = np.empty(max(64, 2 * n_symbols), dtype=np.uint32)
-    piece_used = 0
-    slot_count = 16
-    while slot_count < 2 * symbol_space:
-        slot_count *= 2
-    piece_slots = np.full(slot_count, -1, dtype=np.int64)
-    for s in range(n_symbols):
-        piece_buf[piece_used] = alphabet[s]
-        piece_start[s] = piece_used
-        piece_len[s] = 1
-        piece_used += 1
-        piece_slots[_find_piece(piece_slots, piece_start, piece_len, piece_buf, s, 1)] = s
-    n_new = 0
-
-    # Start small and grow: distinct pairs are far fewer than characters, and pages never
-    # touched cost nothing.
-    pairs = np.empty((1024, _PAIR_COLUMNS), dtype=np.int64)
-    entries = np.empty((max(64, length), 2), dtype=np.int64)  # (word, next entry)
-    table_size = 4096
-    keys = np.full(table_size, -1, dtype=np.int64)
-    vals = np.empty(table_size, dtype=np.int64)
-    n_pairs = 0
-    n_entries = 0
-    touched = np.empty(1024, dtype=np.int64)
-    stamp = 0
-
-    for w in range(n_words):
-        base = word_offsets[w]
-        for i in range(base, word_offsets[w + 1] - 1):
-            key = sym[i] * symbol_space + sym[i + 1]
-            q = _table_find(keys, vals, key)
-            if q < 0:
-                q = n_pairs
-                pairs = _new_pair(pairs, n_pairs, sym[i], sym[i + 1])
-                n_pairs += 1
-                keys, vals = _table_reserve(keys, vals, n_pairs)
-                _table_insert(keys, vals, key, q)
-            entries, n_entries = _add_occurrence(pairs, entries, n_entries, q, w, i - base, freqs[w])
-
-    heap = np.empty((max(64, 2 * n_pairs), 4), dtype=np.int64)
+    symbol_total = word_starts[word_total]
+    symbols = np.empty(symbol_total, dtype=np.int32)
+    offsets = np.empty(symbol_total, dtype=np.int32)
+    word_lengths = np.empty(word_total, dtype=np.int64)
+    word_seen = np.full(word_total, -1, dtype=np.int64)
+    total_tokens = np.int64(0)
+    for w in range(word_total):
+        s = word_starts[w]
+        word_lengths[w] = word_starts[w + 1] - s
+        total_tokens += word_lengths[w] * word_counts[w]
+        for j in range(word_lengths[w]):
+            symbols[s + j] = word_syms[s + j]
+            offsets[s + j] = j
+    out_history[0] = total_tokens
+    # texts of the symbols, for recognising a merge that rebuilds an existing one
+    max_tokens = n_symbols + max_merges
+    token_offsets = np.zeros(max_tokens + 1, dtype=np.int64)
+    token_pool = np.empty(max(4096, 2 * n_symbols), dtype=np.uint32)
+    slot_total = 1024
+    while slot_total < 2 * max_tokens:
+        slot_total <<= 1
+    token_slots = np.full(slot_total, -1, dtype=np.int64)
+    for t in range(n_symbols):
+        token_pool[t] = alphabet[t]
+        token_offsets[t + 1] = t + 1
+        _, slot = find_span(token_pool, t, t + 1, hash_span(token_pool, t, t + 1), token_pool, token_offsets,
+                            token_slots)
+        token_slots[slot] = t
+    token_total = n_symbols
+    # pairs, the pair -> words lists, the heap
+    table_keys = np.full(1 << 16, EMPTY_KEY, dtype=np.uint64)
+    table_values = np.empty(1 << 16, dtype=np.int64)
+    pairs = np.empty((1 << 15, PAIR_COLUMNS), dtype=np.int64)
+    touched = np.empty(1 << 15, dtype=np.int64)
+    occurrences = np.empty((1 << 16, 2), dtype=np.int64)
+    pair_total, occurrence_total, touched_total = 0, 0, 0
+    heap = new_heap(1024)
     heap_size = 0
-    for q in range(n_pairs):
-        heap = _heap_push_pair(heap, heap_size, pairs, q, tie_mode)
-        heap_size += 1
-
-    done = 0
-    for k in range(n_merges):
-        if max_new >= 0 and n_new >= max_new:
-            break
-        best = -1
-        while heap_size > 0:
-            q = heap[0, 3]
-            current = heap[0, 0] == pairs[q, _COUNT] and pairs[q, _COUNT] > 0
-            if current and tie_mode == 0:
-                current = heap[0, 1] == pairs[q, _RANK] and heap[0, 2] == pairs[q, _OFFSET]
-            heap_size = _heap_pop(heap, heap_size)
-            if current:
-                best = q
-                break
-        if best < 0:
-            break
-        x = pairs[best, _LEFT]
-        y = pairs[best, _RIGHT]
-        # The merged piece's text: a known piece keeps its symbol, a new one gets the next id.
-        joined = piece_len[x] + piece_len[y]
-        if piece_used + joined > piece_buf.shape[0]:
-            grown_buf = np.empty(2 * (piece_used + joined), dtype=np.uint32)
-            grown_buf[:piece_used] = piece_buf[:piece_used]
-            piece_buf = grown_buf
-        piece_buf[piece_used : piece_used + piece_len[x]] = piece_buf[piece_start[x] : piece_start[x] + piece_len[x]]
-        piece_buf[piece_used + piece_len[x] : piece_used + joined] = piece_buf[
-            piece_start[y] : piece_start[y] + piece_len[y]
-        ]
-        slot = _find_piece(piece_slots, piece_start, piece_len, piece_buf, piece_used, joined)
-        if piece_slots[slot] >= 0:
-            z = piece_slots[slot]
-        else:
-            z = n_symbols + n_new
-            n_new += 1
-            piece_start[z] = piece_used
-            piece_len[z] = joined
-            piece_used += joined
-            piece_slots[slot] = z
-        merges_left[k] = x
-        merges_right[k] = y
-        merges_new[k] = z
-        stamp += 1
-        n_touched = 0
-
-        e = pairs[best, _HEAD]
-        while e >= 0:
-            w = entries[e, 0]
-            f = freqs[w]
-            base = word_offsets[w]
-            i = base
-            while i >= 0:
-                j = nxt[i]
-                if j < 0:
-                    break
-                if sym[i] != x or sym[j] != y:
-                    i = j
-                    continue
-                h = prv[i]
-                after = nxt[j]
-                # Destroyed: (x, y) at i, (left neighbour, x) at h, (y, right neighbour) at j.
-                for side in range(3):
-                    if side == 0:
-                        q = best
-                        off = i - base
-                    elif side == 1:
-                        if h < 0:
-                            continue
-                        q = _table_find(keys, vals, sym[h] * symbol_space + x)
-                        off = h - base
-                    else:
-                        if after < 0:
-                            continue
-                        q = _table_find(keys, vals, y * symbol_space + sym[after])
-                        off = j - base
-                    pairs[q, _COUNT] -= f
-                    if pairs[q, _RANK] == w and pairs[q, _OFFSET] == off:
-                        pairs[q, _DIRTY] = 1
-                    touched, n_touched = _touch(pairs, touched, n_touched, q, stamp)
-                sym[i] = z
-                nxt[i] = after
-                if after >= 0:
-                    prv[after] = i
-                total -= f
-                # Created: (left neighbour, z) at h, (z, right neighbour) at i.
-                for side in range(2):
-                    if side == 0:
-                        if h < 0:
-                            continue
-                        a = sym[h]
-                        b = z
-                        off = h - base
-                    else:
-                        if after < 0:
-                            continue
-                        a = z
-                        b = sym[after]
-                        off = i - base
-                    key = a * symbol_space + b
-                    q = _table_find(keys, vals, key)
-                    if q < 0:
-                        q = n_pairs
-                        pairs = _new_pair(pairs, n_pairs, a, b)
-                        n_pairs += 1
-                        keys, vals = _table_reserve(keys, vals, n_pairs)
-                        _table_insert(keys, vals, key, q)
-                    entries, n_entries = _add_occurrence(pairs, entries, n_entries, q, w, off, f)
-                    touched, n_touched = _touch(pairs, touched, n_touched, q, stamp)
-                i = after
-            e = entries[e, 1]
-
-        for t in range(n_touched):
-            q = touched[t]
-            if pairs[q, _COUNT] <= 0:
-                pairs[q, _DIRTY] = 0
+    # step 0 counts the pairs of every word; step k >= 1 is merge k - 1
+    for w in range(word_total):
+        need = 2 * word_lengths[w] + 2
+        if pair_total + need > pairs.shape[0] or occurrence_total + need > occurrences.shape[0]:
+            pairs, table_keys, table_values, touched, occurrences = _reserve(
+                need, pairs, table_keys, table_values, touched, occurrences, pair_total, occurrence_total)
+        s = word_starts[w]
+        for j in range(word_lengths[w] - 1):
+            pair_total, occurrence_total, touched_total = _apply_delta(
+                symbols[s + j], symbols[s + j + 1], word_counts[w], w, j, 0, table_keys, table_values,
+                pairs, pair_total, occurrences, occurrence_total, touched, 0)
+    for p in range(pair_total):
+        if pairs[p, COUNT] > 0:
+            if heap_size == heap.shape[0]:
+                heap = heap_grow(heap)
+            heap_size = heap_push(heap, heap_size, -pairs[p, COUNT], _tie_key(p, pairs, tie_rule), p)
+    step = 1
+    merge_total = 0
+    new_tokens = 0
+    while merge_total < max_merges and new_tokens < max_new and heap_size > 0:
+        count, tie, p = -heap[0, 0], heap[0, 1], heap[0, 2]
+        heap_size = heap_pop(heap, heap_size)
+        if count != pairs[p, COUNT]:
+            if pairs[p, COUNT] > 0:
+                if heap_size == heap.shape[0]:
+                    heap = heap_grow(heap)
+                heap_size = heap_push(heap, heap_size, -pairs[p, COUNT], _tie_key(p, pairs, tie_rule), p)
+            continue
+        if tie_rule == TIE_FIRST and pairs[p, DIRTY] != 0:
+            fw, fo = _first_occurrence(p, pairs, occurrences, symbols, offsets, word_starts, word_lengths)
+            pairs[p, FIRST_WORD], pairs[p, FIRST_OFFSET], pairs[p, DIRTY] = fw, fo, 0
+            fresh = _tie_key(p, pairs, tie_rule)
+            if fresh != tie:
+                if heap_size == heap.shape[0]:
+                    heap = heap_grow(heap)
+                heap_size = heap_push(heap, heap_size, -count, fresh, p)
                 continue
-            if tie_mode == 0 and pairs[q, _DIRTY] != 0:
-                _locate_first(pairs, entries, sym, nxt, word_offsets, q)
-            pairs[q, _DIRTY] = 0
-            heap = _heap_push_pair(heap, heap_size, pairs, q, tie_mode)
-            heap_size += 1
-        history[k + 1] = total
-        done = k + 1
-    return done, n_new
+        if count < 1:
+            break
+        a, b = pairs[p, LEFT], pairs[p, RIGHT]
+        # the new symbol's text, or the existing symbol with the same text
+        start = token_offsets[token_total]
+        la = token_offsets[a + 1] - token_offsets[a]
+        lb = token_offsets[b + 1] - token_offsets[b]
+        if start + la + lb > token_pool.shape[0]:
+            token_pool = _grow_1d(token_pool, 2 * (start + la + lb))
+        token_pool[start:start + la] = token_pool[token_offsets[a]:token_offsets[a] + la]
+        token_pool[start + la:start + la + lb] = token_pool[token_offsets[b]:token_offsets[b] + lb]
+        token_offsets[token_total + 1] = start + la + lb
+        h = hash_span(token_pool, start, start + la + lb)
+        new_token, slot = find_span(token_pool, start, start + la + lb, h, token_pool, token_offsets, token_slots)
+        if new_token < 0:
+            new_token = token_total
+            token_slots[slot] = new_token
+            token_total += 1
+            new_tokens += 1
+        out_left[merge_total], out_right[merge_total], out_made[merge_total] = a, b, new_token
+        touched_total = 0
+        o = pairs[p, HEAD]
+        while o >= 0:
+            w = occurrences[o, 0]
+            o = occurrences[o, 1]
+            if word_seen[w] == step:
+                continue
+            word_seen[w] = step
+            need = 2 * word_lengths[w] + 2
+            if pair_total + need > pairs.shape[0] or occurrence_total + need > occurrences.shape[0]:
+                pairs, table_keys, table_values, touched, occurrences = _reserve(
+                    need, pairs, table_keys, table_values, touched, occurrences, pair_total, occurrence_total)
+            s = word_starts[w]
+            length = word_lengths[w]
+            weight = word_counts[w]
+            r = 0
+            kept = 0
+            while r < length:
+                if r + 1 < length and symbols[s + r] == a and symbols[s + r + 1] == b:
+                    here = np.int64(offsets[s + r])
+                    if kept > 0:
+                        prev = symbols[s + kept - 1]
+                        prev_offset = np.int64(offsets[s + kept - 1])
+                        pair_total, occurrence_total, touched_total = _apply_delta(
+                            prev, a, -weight, w, prev_offset, step, table_keys, table_values, pairs, pair_total,
+                            occurrences, occurrence_total, touched, touched_total)
+                        pair_total, occurrence_total, touched_total = _apply_delta(
+                            prev, new_token, weight, w, prev_offset, step, table_keys, table_values, pairs,
+                            pair_total, occurrences, occurrence_total, touched, touched_total)
+                    if r + 2 < length:
+                        following = symbols[s + r + 2]
+                        pair_total, occurrence_total, touched_total = _apply_delta(
+                            b, following, -weight, w, np.int64(offsets[s + r + 1]), step, table_keys, table_values,
+                            pairs, pair_total, occurrences, occurrence_total, touched, touched_total)
+                        pair_total, occurrence_total, touched_total = _apply_delta(
+                            new_token, following, weight, w, here, step, table_keys, table_values, pairs,
+                            pair_total, occurrences, occurrence_total, touched, touched_total)
+                    symbols[s + kept] = new_token
+                    offsets[s + kept] = here
+                    kept += 1
+                    r += 2
+                    total_tokens -= weight
+                else:
+                    symbols[s + kept] = symbols[s + r]
+                    offsets[s + kept] = offsets[s + r]
+                    kept += 1
+                    r += 1
+            word_lengths[w] = kept
+        pairs[p, COUNT] = 0
+        for i in range(touched_total):
+            q = touched[i]
+            if pairs[q, GAIN] == step and pairs[q, COUNT] > 0:
+                if heap_size == heap.shape[0]:
+                    heap = heap_grow(heap)
+                heap_size = heap_push(heap, heap_size, -pairs[q, COUNT], _tie_key(q, pairs, tie_rule), q)
+        merge_total += 1
+        out_history[merge_total] = total_tokens
+        step += 1
+    return merge_total, new_tokens

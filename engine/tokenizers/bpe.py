@@ -2,13 +2,14 @@
 
 Training: split the text(s) into words (one stream, words numbered by first appearance), start
 each distinct word as its characters, then run the incremental-count kernel
-(``engine.kernels.bpe_train``): most frequent pair, ties to the pair whose first occurrence
+(``engine.kernels.bpe_train``, shared with byte-level BPE): most frequent pair, ties to the pair whose first occurrence
 (word rank, character offset) comes first. A piece is identified by its text, so a merge that
 rebuilds an existing piece (``'a'+'bc'`` after ``'ab'+'c'``) reuses its id. Vocabulary =
 ``<bos>``, ``<eos>``, training characters (by code point), then each new piece in merge order.
 
 Encoding applies merge k = 0..N-1 in order to each distinct word (left to right, no overlap),
-once per distinct word (``engine.kernels.bpe_encode``), then scatters pieces to occurrences.
+once per distinct word (``engine.kernels.bpe_encode``, the ``ordered`` rule), then scatters pieces
+to occurrences.
 Training 200 merges on 1 MB of text takes tens of milliseconds; 5,000 well under a second.
 ``BpeTrainer.train_from_counts`` trains from a word-type table counted elsewhere (``prepare``
 counts batches on threads or machines), with the result ``train`` gives on the texts themselves.
@@ -21,8 +22,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from engine.errors import ConfigurationError, TokenizerError
-from engine.kernels.bpe_encode import build_merge_table, encode_words, map_symbols, scatter_documents
-from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, train_bpe_kernel
+from engine.kernels.bpe_encode import build_pair_table, encode_words, map_symbols, scatter_documents
+from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, train_merges
 from engine.kernels.wordsplit import code_points
 from engine.tokenizers.base import (
     FitOptions,
@@ -150,9 +151,10 @@ def train_on_words(
     right = np.empty(n_merges, dtype=np.int64)
     made = np.empty(n_merges, dtype=np.int64)
     history = np.empty(n_merges + 1, dtype=np.int64)
-    done, _ = train_bpe_kernel(
-        word_syms, analysis.word_offsets, analysis.counts, alphabet_cps.astype(np.uint32),
-        n_merges, tie_mode, max_new, left, right, made, history,
+    done, _ = train_merges(
+        word_syms, analysis.word_offsets, np.ascontiguousarray(analysis.counts, dtype=np.int64),
+        alphabet_cps.astype(np.uint32), tie_mode, n_merges, n_merges if max_new < 0 else max_new,
+        left, right, made, history,
     )
     pieces = [chr(c) for c in alphabet_cps.tolist()]
     merges = []
@@ -196,9 +198,9 @@ class BpeTokenizer(Tokenizer):
                 pieces.append(joined)
             left[k], right[k], made[k] = symbol_of[a], symbol_of[b], symbol_of[joined]
         self.pieces = pieces
-        self._symbol_space = len(alphabet) + n
         self._left, self._right, self._made = left, right, made
-        self._merge_table = build_merge_table(left, right, self._symbol_space)
+        self._priorities = np.arange(n, dtype=np.int64)
+        self._merge_table = build_pair_table(left, right)
         self._alphabet_cps = code_points(alphabet)
         self._char_table = symbol_table(self._alphabet_cps, 0)
         self._texts = np.array(["", ""] + pieces, dtype=object)
@@ -220,10 +222,8 @@ class BpeTokenizer(Tokenizer):
             w = int(np.searchsorted(analysis.word_offsets, first_unknown, side="right") - 1)
             position = analysis.word_start(w) + first_unknown - int(analysis.word_offsets[w])
             raise_unknown_in_documents(texts, document_ids, analysis.bounds, position, self.kind, "training characters")
-        keys, ranks, merge_next = self._merge_table
         pieces, piece_offsets = encode_words(
-            word_syms, analysis.word_offsets, keys, ranks, merge_next,
-            self._left, self._right, self._made, self._symbol_space,
+            word_syms, analysis.word_offsets, *self._merge_table, self._left, self._right, self._made, self._priorities,
         )
         ids = (pieces + SPECIALS).astype(np.uint32)
         return scatter_documents(
@@ -263,14 +263,19 @@ class BpeTokenizer(Tokenizer):
         return cls(alphabet, [tuple(m) for m in merges], [tuple(h) for h in payload.get("history", [])])
 
 
+def _listed(value, name: str, expected: str, *, refuse_strings: bool) -> list:
+    """``value`` as a list; else TokenizerError naming ``name`` and what was expected."""
+    if not (refuse_strings and isinstance(value, (str, bytes))):
+        try:
+            return list(value)
+        except TypeError:
+            pass
+    raise TokenizerError(f"bpe tokenizer: {name} is {type(value).__name__}, expected {expected}")
+
+
 def _check_merges(merges) -> list[tuple[str, str]]:
     """Merges as (left, right) pairs of non-empty, UTF-8-valid strings; else TokenizerError naming the merge."""
-    if isinstance(merges, (str, bytes)):
-        raise TokenizerError(f"bpe tokenizer: merges is {type(merges).__name__}, expected a list of (left, right) pairs")
-    try:
-        items = list(merges)
-    except TypeError:
-        raise TokenizerError(f"bpe tokenizer: merges is {type(merges).__name__}, expected a list of (left, right) pairs") from None
+    items = _listed(merges, "merges", "a list of (left, right) pairs", refuse_strings=True)
     out = []
     for k, merge in enumerate(items):
         if not (isinstance(merge, (list, tuple)) and len(merge) == 2 and all(isinstance(p, str) and p for p in merge)):
@@ -282,10 +287,7 @@ def _check_merges(merges) -> list[tuple[str, str]]:
 
 def _check_history(history) -> list[tuple[int, int]]:
     """History as (merges done, tokens) pairs of non-negative integers; else TokenizerError naming the entry."""
-    try:
-        items = list(history)
-    except TypeError:
-        raise TokenizerError(f"bpe tokenizer: history is {type(history).__name__}, expected a list of (k, tokens) pairs") from None
+    items = _listed(history, "history", "a list of (k, tokens) pairs", refuse_strings=False)
     out = []
     for i, entry in enumerate(items):
         if not (isinstance(entry, (list, tuple)) and len(entry) == 2

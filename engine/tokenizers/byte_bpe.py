@@ -9,7 +9,7 @@ which pairs merge. Two merge rules, chosen by where the vocabulary came from:
   with priority = that token's rank, and a piece that is itself a token is that token (tiktoken
   semantics).
 
-Encoding runs in ``engine.kernels.byte_bpe_encode`` (nogil); ``encode_batch`` spreads documents
+Encoding runs in ``engine.kernels.bpe_encode`` (nogil, shared with character-level BPE); ``encode_batch`` spreads documents
 over threads and gives the same ids for any thread count. Ids of a trained tokenizer:
 ``<bos>`` = 0, ``<eos>`` = 1, byte b = 2 + b, then one id per new token in merge order.
 """
@@ -24,8 +24,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from engine.errors import TokenizerError
-from engine.kernels.byte_bpe_encode import EMPTY_KEY, build_pair_table, build_token_map, encode_kernel
-from engine.kernels.byte_bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
+from engine.kernels.bpe_encode import build_pair_table, build_token_map, encode_bytes
+from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
 from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.base import FitOptions, Tokenizer, _iter_texts, check_ids, check_texts, register_tokenizer
 from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
@@ -128,15 +128,9 @@ class ByteBpeTokenizer(Tokenizer):
                     a, b = id_of.get(t[:cut]), id_of.get(t[cut:])
                     if a is not None and b is not None:
                         lefts.append(a), rights.append(b), merged.append(i), priorities.append(i)
-        capacity = _power_of_two_at_least(2 * len(lefts) + 1)
-        self._pair_keys = np.full(capacity, EMPTY_KEY, dtype=np.uint64)
-        self._pair_values = np.zeros(capacity, dtype=np.int64)
-        self._pair_priorities = np.zeros(capacity, dtype=np.int64)
-        build_pair_table(
-            np.asarray(lefts, dtype=np.int64), np.asarray(rights, dtype=np.int64),
-            np.asarray(merged, dtype=np.int64), np.asarray(priorities, dtype=np.int64),
-            self._pair_keys, self._pair_values, self._pair_priorities,
-        )
+        entries = [np.asarray(column, dtype=np.int64) for column in (lefts, rights, merged, priorities)]
+        # (keys, heads, nexts, lefts, rights, made, priorities): a pair merges by its first entry.
+        self._merge_table = (*build_pair_table(entries[0], entries[1]), *entries)
         self._byte_ids = byte_ids
         lengths = np.zeros(size, dtype=np.int64)
         for i, t in enumerate(self.tokens):
@@ -155,9 +149,9 @@ class ByteBpeTokenizer(Tokenizer):
         documents = document_offsets.shape[0] - 1
         out = np.empty(buf.shape[0] + 2 * documents, dtype=np.uint32)
         out_offsets = np.empty(documents + 1, dtype=np.int64)
-        count = encode_kernel(
+        count = encode_bytes(
             buf, document_offsets, code_point_classes(), self._pattern_code, self._byte_ids,
-            self._pair_keys, self._pair_values, self._pair_priorities, self.whole_piece_first,
+            *self._merge_table, self.whole_piece_first,
             self._token_pool, self._token_offsets, self._token_slots, self.bos_id, self.eos_id, wrap,
             out, out_offsets,
         )
@@ -269,9 +263,9 @@ class ByteBpeTrainer:
     """Trains byte-level BPE on any iterable of texts (streamed in batches of ~4 MB).
 
     Words are the pre-tokenizer's pieces, counted as types (int64 counts, numbered by first
-    appearance); merges then run incrementally in ``engine.kernels.byte_bpe_train``.
-    ``train_from_counts`` trains on a word-type table counted elsewhere (``count_types`` on batches,
-    folded in order on several threads or machines), with the result ``train`` gives.
+    appearance); merges then run incrementally in ``engine.kernels.bpe_train`` (the kernel of
+    character-level BPE, over symbols that start as the 256 bytes). ``train_from_counts`` trains
+    on a word-type table counted elsewhere (e.g. folded from several machines).
 
     ``vocab_size`` counts everything: the specials, the 256 bytes and one id per new token, so
     the default specials leave ``vocab_size - 258`` new tokens (fewer only if pairs run out).
@@ -327,9 +321,14 @@ class ByteBpeTrainer:
         pool, starts = table.pool.tobytes(), table.starts[: table.total + 1].tolist()
         return [pool[starts[w]:starts[w + 1]] for w in range(table.total)], table.counts[: table.total].copy()
 
+    def train(self, texts: Iterable[str] | str) -> ByteBpeTokenizer:
+        words = self.count_words(texts)
+        total = words.total
+        return self._train_words(words.pool, words.starts[: total + 1], words.counts[:total])
+
     def train_from_counts(self, words: Sequence[bytes], counts: Sequence[int] | np.ndarray) -> ByteBpeTokenizer:
         """Train on word types (pre-tokenizer pieces as ``bytes``, numbered by first appearance) and
-        their counts, as ``train`` does on the texts they were counted from: same merges and ids."""
+        their counts, as ``train`` does on the texts they were counted from: same merges, ids and history."""
         words = list(words)
         counts = np.asarray(counts)
         if counts.ndim != 1 or (counts.size and counts.dtype.kind not in "iu"):
@@ -343,37 +342,34 @@ class ByteBpeTrainer:
                 raise TokenizerError(f"train_from_counts: word #{i} is {word!r:.40}, expected non-empty bytes")
         if counts.shape[0] and counts.min() < 1:
             raise TokenizerError(f"train_from_counts: count {int(counts.min())} is below 1 (expected counts >= 1)")
-        lengths = np.fromiter((len(w) for w in words), dtype=np.int64, count=len(words))
         starts = np.zeros(len(words) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=starts[1:])
-        pool = np.frombuffer(b"".join(words) or b"\0", dtype=np.uint8).copy()
-        return self._train_table(pool, starts, counts, len(words), int((lengths * counts).sum()))
+        np.cumsum(np.fromiter((len(w) for w in words), dtype=np.int64, count=len(words)), out=starts[1:])
+        return self._train_words(np.frombuffer(b"".join(words), dtype=np.uint8), starts, counts)
 
-    def train(self, texts: Iterable[str] | str) -> ByteBpeTokenizer:
-        words = self.count_words(texts)
-        return self._train_table(words.pool, words.starts, words.counts, words.total, words.total_bytes)
-
-    def _train_table(self, pool: np.ndarray, starts: np.ndarray, counts: np.ndarray, total: int,
-                     total_bytes: int) -> ByteBpeTokenizer:
-        """Merges of word types ``pool[starts[w]:starts[w+1]]`` (w < ``total``) weighted by ``counts``."""
+    def _train_words(self, pool: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> ByteBpeTokenizer:
+        """Merges of word types ``pool[starts[w]:starts[w+1]]`` weighted by ``counts`` (int64)."""
         specials = len(self.special_tokens)
         max_new = (self.vocab_size - specials - 256) if self.vocab_size is not None else self.merges
         max_merges = self.merges if self.merges is not None else 2 * max_new + 1024
-        out = [np.empty(max(max_merges, 1), dtype=np.int64) for _ in range(4)]
+        left, right, merged = (np.empty(max(max_merges, 1), dtype=np.int64) for _ in range(3))
+        history = np.empty(max_merges + 1, dtype=np.int64)
+        # Kernel symbol s < 256 is the byte ranked s-th by its GPT-2 printable character, which is
+        # Hugging Face's id order, so the "hf" rule is the kernel's smaller (left, right).
         table = bytes_to_unicode()
-        ranked = sorted(range(256), key=lambda b: ord(table[b]))
-        byte_order = np.empty(256, dtype=np.int64)
-        byte_order[ranked] = np.arange(256)
-        total = train_merges(
-            starts, pool, counts, total, byte_order,
-            TIE_HF if self.tie_break == "hf" else TIE_FIRST, max_merges, max_new, *out)
-        left, right, merged, history = (a[:total].tolist() for a in out)
+        ranked = np.array(sorted(range(256), key=lambda b: ord(table[b])), dtype=np.int64)
+        symbol_of_byte = np.empty(256, dtype=np.int64)
+        symbol_of_byte[ranked] = np.arange(256)
+        total, _ = train_merges(
+            symbol_of_byte[pool[: starts[-1]]], starts, counts, ranked.astype(np.uint32),
+            TIE_HF if self.tie_break == "hf" else TIE_FIRST, max_merges, max_new, left, right, merged, history)
+        left, right, merged = (np.where(a[:total] < 256, ranked[np.minimum(a[:total], 255)], a[:total]).tolist()
+                               for a in (left, right, merged))
         tokens: list[bytes | None] = [None] * specials + [bytes([b]) for b in range(256)]
         for a, b, t in zip(left, right, merged):
             if t + specials == len(tokens):  # a new token (not the bytes of an existing one)
                 tokens.append(tokens[a + specials] + tokens[b + specials])
-        self.history = history
-        self.initial_tokens = int(total_bytes)
+        self.history = history[1: total + 1].tolist()
+        self.initial_tokens = int(history[0])
         names = self.special_tokens
         return ByteBpeTokenizer(
             tokens,
