@@ -17,7 +17,7 @@ from engine.errors import ConfigurationError, CorpusError, TokenizerError
 from engine.pipeline import PrepareOptions, default_corpus_paths, prepare
 from engine.store import TokenStore
 from engine.tokenizers import CharTokenizer, WordTokenizer
-from engine.tokenizers import base
+from engine.tokenizers import base, registry
 from engine.tokenizers.base import load_tokenizer
 from engine.tokenizers.byte_bpe import ByteBpeTrainer
 from engine.tokenizers.char import CharTrainer
@@ -291,11 +291,11 @@ class ShoutTokenizer(CharTokenizer):
 
 
 def test_a_registered_kind_runs_through_prepare_untouched(tmp_path, abc_corpus, monkeypatch):
-    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
-    monkeypatch.setattr(base, "_FITTABLE", dict(base._FITTABLE))
-    monkeypatch.setattr(base, "KIND_MODULES", base.KIND_MODULES + (__name__,))
-    base.register_tokenizer(ShoutTokenizer)
-    assert base.fittable_kinds() == ("char", "word", "bpe", "byte-bpe", "shout")
+    for table, key in ((registry._REGISTRY, ShoutTokenizer.kind), (registry._FITTABLE, ShoutTokenizer.fit_name)):
+        monkeypatch.setitem(table, key, None)  # removed again after the test
+    monkeypatch.setattr(registry, "KIND_MODULES", registry.KIND_MODULES + (__name__,))  # the one registry line
+    registry.register_tokenizer(ShoutTokenizer)
+    assert registry.fittable_kinds() == ("char", "word", "bpe", "byte-bpe", "shout")
     splits = manifest_file(tmp_path, train=["a", "b", "c"])
     result = prepare(abc_corpus, splits, tmp_path / "o", tokenizer="shout", context_length=2, threads=2, quiet=True)
     tok = load_tokenizer(result.tokenizer_path)

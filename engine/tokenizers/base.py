@@ -9,30 +9,27 @@ so two tokenizers with the same behaviour have the same hash, and a file edited 
 short is detected on load. Subclasses implement ``_encode``, ``decode``, ``tokenize``,
 ``_payload`` and ``_from_payload``; everything else lives here.
 
-The registry of kinds: every kind is one module (listed in ``KIND_MODULES``) whose class is
-decorated with ``@register_tokenizer``. The class declares what loading and ``prepare`` need to
-know: ``kind`` (its file kind), ``fit_name`` (the ``prepare --tokenizer NAME`` that fits it, or
-None), ``fit_options`` (which ``FitOptions`` its fit reads), ``thread_safe_encode`` and
-``trainer(options)``, a ``Trainer`` that fits it from type counts folded batch by batch. The
-pipeline asks the registry (``fittable_kinds``, ``trainer_for``) and never lists kinds.
+Which kinds exist, and what ``prepare`` needs to fit them, is ``engine.tokenizers.registry``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import re
 import tempfile
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Iterator, Protocol, Sequence
+from typing import Any, ClassVar, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from engine.errors import ConfigurationError, TokenizerError
+from engine.tokenizers.registry import (  # noqa: F401  (re-exported: kinds import them from here)
+    DEFAULT_MERGES, KIND_MODULES, TIE_BREAKS, FitOptions, Trainer, _import_kinds, _REGISTRY, fittable_class,
+    fittable_kinds, register_tokenizer, trainer_for,
+)
 
 __all__ = [
     "Tokenizer", "load_tokenizer", "register_tokenizer", "FORMAT", "FORMAT_VERSION", "KIND_MODULES", "FitOptions",
@@ -45,31 +42,6 @@ BOS_ID = 0
 EOS_ID = 1
 BOS_TOKEN = "<bos>"
 EOS_TOKEN = "<eos>"
-
-#: The modules that define tokenizer kinds, in the order ``prepare --help`` lists them. A new kind
-#: is a new module with a ``@register_tokenizer`` class, plus its line here.
-KIND_MODULES = (
-    "engine.tokenizers.char",
-    "engine.tokenizers.word",
-    "engine.tokenizers.bpe",
-    "engine.tokenizers.byte_bpe",
-)
-
-_REGISTRY: dict[str, type["Tokenizer"]] = {}  # file kind -> class
-_FITTABLE: dict[str, type["Tokenizer"]] = {}  # prepare --tokenizer NAME -> class
-
-
-def register_tokenizer(cls: type["Tokenizer"]) -> type["Tokenizer"]:
-    """Class decorator: ``load_tokenizer`` rebuilds files of ``cls.kind``; ``prepare`` fits ``cls.fit_name``."""
-    _REGISTRY[cls.kind] = cls
-    if cls.fit_name is not None:
-        _FITTABLE[cls.fit_name] = cls
-    return cls
-
-
-def _import_kinds() -> None:
-    for module in KIND_MODULES:
-        importlib.import_module(module)
 
 
 def canonical_json(obj: Any) -> bytes:
@@ -201,100 +173,6 @@ class Tokenizer(ABC):
 
     def __hash__(self) -> int:
         return hash(self.hash)
-
-
-# -- fitting -----------------------------------------------------------------------------------
-
-TIE_BREAKS = ("first", "hf")
-DEFAULT_MERGES = 200  # merges a BPE fit trains when given neither merges nor a vocabulary size
-_IGNORABLE = frozenset({"merges", "unknown"})
-
-
-@dataclass(frozen=True)
-class FitOptions:
-    """What a fit may read, checked on construction (messages use the CLI's spellings).
-
-    ``merges``: merges to train; ``vocab_size``: ids to stop at (specials included); ``pattern``:
-    the byte-level pre-tokenizer (``gpt2``, ``cl100k``); ``tie_break``: ``first`` or ``hf``;
-    ``unknown``: the token unseen pieces map to, for kinds that have one. None: the kind's default.
-    """
-
-    merges: int | None = None
-    vocab_size: int | None = None
-    pattern: str | None = None
-    tie_break: str | None = None
-    unknown: str | None = None
-
-    def __post_init__(self) -> None:
-        from engine.checks import as_int
-        from engine.tokenizers.pretokenize import PATTERNS
-
-        for name, flag in (("merges", "--merges"), ("vocab_size", "--vocab-size")):
-            value = getattr(self, name)
-            if value is not None:
-                value = as_int(value, flag, expected="a whole number")
-                if value < 0:
-                    raise ConfigurationError(f"{flag} must be >= 0, got {value}")
-                object.__setattr__(self, name, value)
-        if self.pattern is not None and self.pattern not in PATTERNS:
-            raise ConfigurationError(f"--pattern {self.pattern!r} is unknown (expected one of: {', '.join(PATTERNS)})")
-        if self.tie_break is not None and self.tie_break not in TIE_BREAKS:
-            raise ConfigurationError(f"--tie-break {self.tie_break!r} is unknown (expected one of: {', '.join(TIE_BREAKS)})")
-
-    def merges_or_default(self) -> int | None:
-        """``merges``; else None when ``vocab_size`` bounds the training; else ``DEFAULT_MERGES``."""
-        if self.merges is not None or self.vocab_size is not None:
-            return self.merges
-        return DEFAULT_MERGES
-
-    def given(self) -> list[str]:
-        """Names of the options that are set (not None)."""
-        return [name for name in ("merges", "vocab_size", "pattern", "tie_break", "unknown")
-                if getattr(self, name) is not None]
-
-
-class Trainer(Protocol):
-    """How ``prepare`` fits a kind from training text on any number of threads or machines.
-
-    ``count_types(texts)``: the distinct units of one batch of training texts (``str`` or
-    ``bytes``, numbered by first appearance) and their int64 counts; a pure function of the batch,
-    safe on any thread, and the trainer pickles (Ray ships it to its workers). Folding the batches
-    in stream order (``engine.parallel.TypeCounts``) gives the types of the whole stream, numbered
-    by first appearance, with their counts. ``train_from_counts(types, counts)``: the tokenizer
-    the same trainer fits on the whole stream at once (same hash).
-    """
-
-    def count_types(self, texts: Sequence[str]) -> tuple[list, np.ndarray]: ...
-
-    def train_from_counts(self, types: Sequence, counts: np.ndarray) -> "Tokenizer": ...
-
-
-def fittable_kinds() -> tuple[str, ...]:
-    """The names ``prepare --tokenizer`` fits, in ``KIND_MODULES`` order."""
-    _import_kinds()
-    order = {module: i for i, module in enumerate(KIND_MODULES)}
-    return tuple(sorted(_FITTABLE, key=lambda name: order.get(_FITTABLE[name].__module__, len(order))))
-
-
-def fittable_class(name: str) -> type[Tokenizer]:
-    """The class ``prepare --tokenizer name`` fits; ConfigurationError naming the known names."""
-    _import_kinds()
-    cls = _FITTABLE.get(name)
-    if cls is None:
-        raise ConfigurationError(f"tokenizer kind {name!r} is unknown (expected one of: {', '.join(fittable_kinds())})")
-    return cls
-
-
-def trainer_for(name: str, options: FitOptions | None = None) -> Trainer:
-    """The ``Trainer`` of kind ``name`` with ``options``, checked before any text is read."""
-    cls = fittable_class(name)
-    options = options if options is not None else FitOptions()
-    for option in options.given():
-        if option not in cls.fit_options and option not in _IGNORABLE:
-            users = [n for n in fittable_kinds() if option in _FITTABLE[n].fit_options]
-            raise ConfigurationError(
-                f"--{option.replace('_', '-')} applies to --tokenizer {', '.join(users)}, not {name}")
-    return cls.trainer(options)
 
 
 class UnknownInputError(TokenizerError):
