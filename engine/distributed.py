@@ -1,19 +1,22 @@
 """The prepare steps on Ray Data, for corpora spread over a cluster (extra ``engine[distributed]``).
 
-What runs where:
+``run_on_ray(options)`` takes the ``PrepareOptions`` the local executor takes, fits with the same
+``Trainer`` and cuts chunks with the same ``Chunker``; only where each step runs differs:
 
 - on the cluster: reading (``ray.data.read_json`` / ``read_parquet``), split assignment
-  (``assign_splits``: the manifest is shipped once), word counting per batch (``count_words``:
-  one word -> count table per batch, in first-appearance order) and encoding (``encode``: a
-  callable class, so each actor rebuilds the tokenizer from its JSON and loads the compiled kernels
-  once, then maps Arrow batches ``id``/``text``/``split`` to ``id``/``tokens``/``split``);
-- on the driver: folding the per-batch word tables in batch order into one word-type table and
-  training the BPE merges from it (O(word types)), the manifest checks (O(documents) id sets), and
+  (``assign_splits``: the manifest is shipped once), type counting per batch (``count_types``:
+  the kind's ``Trainer.count_types`` in an actor, whatever the kind counts: characters, words,
+  byte-level pieces) and encoding (``encode``: a callable class, so each actor rebuilds the
+  tokenizer from its JSON and loads the compiled kernels once, then maps Arrow batches
+  ``id``/``text``/``split`` to ``id``/``tokens``/``split``);
+- on the driver: folding the per-batch type tables in batch order into one ``TypeCounts`` and
+  fitting from it (``trainer.train_from_counts``, O(types)), the manifest checks (O(documents) id
+  sets; an explicit manifest is checked against the corpus ids before anything is fitted), and
   writing the store (``write_store``): batches arrive in dataset order (``preserve_order``), each
-  partition's documents are cut into the same chunks as the local path and handed to
+  partition's documents are cut by the pipeline's ``Chunker`` and handed to
   ``TokenStoreWriter.write_chunk``, so the store is the local store, byte for byte.
 
-The driver holds one block at a time plus the word-type table: O(documents + word types), never
+The driver holds one block at a time plus the type table: O(documents + types), never
 O(tokens). Everything that is O(tokens) (reading, splitting, counting, encoding) runs on the cluster.
 """
 
@@ -28,16 +31,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine import pipeline
 from engine.corpus import PARTITIONS, ManifestCheck, Partition, SplitManifest
 from engine.errors import ConfigurationError, CorpusError, EngineError
-from engine.parallel import TOKENIZER_KINDS, WordTypeCounts, train_bpe_from_word_counts
+from engine.parallel import TypeCounts
 from engine.progress import Progress
-from engine.store import TokenStore
-from engine.tokenizers.base import Tokenizer, load_tokenizer
+from engine.tokenizers.base import Tokenizer, Trainer, UnknownInputError
 
 __all__ = [
-    "require_ray", "read_corpus", "assign_splits", "count_words", "train_from_word_counts",
-    "fit_tokenizer", "encode", "write_store", "prepare_on_ray",
+    "require_ray", "read_corpus", "assign_splits", "count_types", "encode", "write_store", "run_on_ray",
+    "prepare_on_ray",
 ]
 
 INSTALL_HINT = "pip install 'engine[distributed]'"
@@ -155,87 +158,47 @@ def _only_train(batch: pa.Table) -> pa.Table:
 # -- fitting ------------------------------------------------------------------------------------
 
 
-class _CountWords:
-    """Per batch: distinct words in first-appearance order with counts (``word``, ``count``)."""
+class _CountTypes:
+    """Per batch: the trainer's distinct types in first-appearance order with counts.
 
-    def __init__(self, level: str, pattern: str):
-        self.level, self.pattern = level, pattern
+    Types travel as UTF-8 (``str`` types, flagged ``text``) or raw bytes, so one Arrow schema
+    serves every kind."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        texts = batch.column("text").to_pylist()
-        if self.level == "char":
-            words, counts = WordTypeCounts.batch_words(texts)
-            return pa.table({"word": pa.array(words, pa.string()), "count": pa.array(counts, pa.int64())})
-        from engine.tokenizers.byte_bpe import WordCounts
-        from engine.tokenizers.pretokenize import utf8_bytes
-
-        table = WordCounts(self.pattern)
-        table.add([utf8_bytes(t, None, "training text") for t in texts])
-        pool, starts = table.pool.tobytes(), table.starts[: table.total + 1].tolist()
-        words = [pool[starts[w]:starts[w + 1]] for w in range(table.total)]
-        return pa.table({"word": pa.array(words, pa.binary()), "count": pa.array(table.counts[: table.total])})
+        types, counts = self.trainer.count_types(batch.column("text").to_pylist())
+        text = [isinstance(t, str) for t in types]
+        raw = [t.encode("utf-8", "surrogatepass") if is_text else bytes(t) for t, is_text in zip(types, text)]
+        return pa.table({"type": pa.array(raw, pa.binary()), "text": pa.array(text, pa.bool_()),
+                         "count": pa.array(np.asarray(counts, dtype=np.int64), pa.int64())})
 
 
-def count_words(dataset, *, level: str = "char", pattern: str = "gpt2", concurrency: int | None = None):
-    """Word types of ``dataset``'s ``text`` with counts, numbered by first appearance in dataset order.
-
-    ``level="char"``: pieces of ``\\w+|[^\\w\\s]|\\s`` as ``str``; ``level="byte"``: pieces of the
-    byte-level pre-tokenizer ``pattern`` as ``bytes``. Map on the cluster, fold on the driver.
-    Returns ``(words, counts int64)``.
-    """
-    if level not in ("char", "byte"):
-        raise ConfigurationError(f"count_words level {level!r} is unknown (expected 'char' or 'byte')")
-    index: dict[Any, int] = {}
-    counts = np.zeros(1024, dtype=np.int64)
+def count_types(dataset, trainer: Trainer, *, concurrency: int | None = None) -> TypeCounts:
+    """The types of ``dataset``'s ``text`` with counts, numbered by first appearance in dataset order:
+    ``trainer.count_types`` maps on the cluster, the driver folds (as ``engine.parallel.count_types``)."""
+    table = TypeCounts()
     with _ordered():
-        mapped = dataset.map_batches(_CountWords, fn_constructor_kwargs={"level": level, "pattern": pattern},
+        mapped = dataset.map_batches(_CountTypes, fn_constructor_kwargs={"trainer": trainer},
                                      batch_format="pyarrow", batch_size=MAP_BATCH_ROWS,
                                      compute=_actor_pool(concurrency))
         with _blocks(mapped) as blocks:
             for batch in blocks:
-                words = batch.column("word").to_pylist()
-                ranks = np.fromiter((index.setdefault(w, len(index)) for w in words), dtype=np.int64,
-                                    count=len(words))
-                if len(index) > counts.shape[0]:
-                    counts = np.concatenate([counts, np.zeros(max(counts.shape[0], len(index)), dtype=np.int64)])
-                np.add.at(counts, ranks, batch.column("count").to_numpy())
-    return list(index), counts[: len(index)].copy()
+                raw = batch.column("type").to_pylist()
+                types = [t.decode("utf-8", "surrogatepass") if is_text else t
+                         for t, is_text in zip(raw, batch.column("text").to_pylist())]
+                table.add(types, batch.column("count").to_numpy())
+    return table
 
 
-def train_from_word_counts(words: list, counts: np.ndarray, *, merges: int, level: str = "char",
-                           pattern: str = "gpt2") -> Tokenizer:
-    """Train BPE merges locally from word counts (first-appearance order), as the trainers would."""
-    if level == "char":
-        return train_bpe_from_word_counts(words, counts, merges)
-    from engine.tokenizers.byte_bpe import ByteBpeTrainer
-
-    return ByteBpeTrainer(merges=merges, pattern=pattern).train_from_counts(words, counts)
-
-
-def _distinct_chars(batch: pa.Table) -> pa.Table:
-    from engine.kernels.wordsplit import code_points
-
-    distinct = np.unique(code_points("".join(batch.column("text").to_pylist())))
-    return pa.table({"cp": pa.array(distinct, pa.uint32())})
-
-
-def fit_tokenizer(train, kind: str, *, merges: int = 200, concurrency: int | None = None) -> Tokenizer:
-    """Fit ``char``, ``word`` or ``bpe`` on a Dataset of training texts, as ``StreamingFit`` does locally."""
-    from engine.tokenizers.char import CharTokenizer
-    from engine.tokenizers.word import WordTokenizer
-
-    if kind == "char":
-        seen = np.zeros(0, dtype=np.uint32)
-        with _ordered(), _blocks(train.map_batches(_distinct_chars, batch_format="pyarrow")) as blocks:
-            for batch in blocks:
-                seen = np.union1d(seen, batch.column("cp").to_numpy())
-        return CharTokenizer.fit(seen.astype(np.uint32).tobytes().decode("utf-32-le", "surrogatepass"))
-    words, counts = count_words(train, level="char", concurrency=concurrency)
-    if kind == "word":
-        return WordTokenizer(sorted(words), unknown="<unk>") if words else WordTokenizer.fit([], unknown="<unk>")
-    if kind == "bpe":
-        return train_from_word_counts(words, counts, merges=merges)
-    raise ConfigurationError(f"tokenizer kind {kind!r} is unknown (expected one of: {', '.join(TOKENIZER_KINDS)})")
+def _check_ids(docs, check: ManifestCheck) -> None:
+    """An explicit manifest against the corpus ids, before anything is fitted (ids only reach the driver)."""
+    with _blocks(docs.select_columns(["id"])) as blocks:
+        for batch in blocks:
+            for doc_id in batch.column("id").to_pylist():
+                check.partition_of(doc_id)
+    check.finish()
 
 
 # -- encoding and the store ---------------------------------------------------------------------
@@ -245,7 +208,6 @@ class _EncodeBatch:
     """Callable class: one tokenizer per actor, rebuilt from its JSON; kernels load once."""
 
     def __init__(self, tokenizer_json: dict):
-        import engine.tokenizers  # noqa: F401  (registers the kinds)
         from engine.tokenizers.base import tokenizer_from_json
 
         self.tokenizer = tokenizer_from_json(tokenizer_json, "tokenizer sent to a Ray actor")
@@ -255,8 +217,14 @@ class _EncodeBatch:
         ids = batch.column("id").to_pylist()
         texts = batch.column("text").to_pylist()
         # A document the manifest forgets (split "") is not encoded: the driver names it instead.
-        keep = [i for i, split in enumerate(batch.column("split").to_pylist()) if split]
-        values, kept_offsets = self.tokenizer.encode_documents([texts[i] for i in keep], [ids[i] for i in keep])
+        splits = batch.column("split").to_pylist()
+        keep = [i for i, split in enumerate(splits) if split]
+        try:
+            values, kept_offsets = self.tokenizer.encode_documents([texts[i] for i in keep], [ids[i] for i in keep])
+        except UnknownInputError as exc:
+            if exc.document_id not in ids:
+                raise
+            raise exc.in_partition(splits[ids.index(exc.document_id)]) from None
         lengths = np.zeros(len(ids), dtype=np.int64)
         lengths[keep] = np.diff(kept_offsets)
         offsets = np.zeros(len(ids) + 1, dtype=np.int64)
@@ -272,33 +240,25 @@ def encode(dataset, tokenizer: Tokenizer, *, concurrency: int | None = None):
                                batch_format="pyarrow", batch_size=MAP_BATCH_ROWS, compute=_actor_pool(concurrency))
 
 
-def write_store(encoded, path: str | os.PathLike, tokenizer: Tokenizer, *, check=None, context_length: int = 64,
-                stride: int = 1, quiet: bool = True) -> dict:
+def write_store(encoded, options: pipeline.PrepareOptions, tokenizer: Tokenizer, *, check=None) -> dict:
     """Write the store from an encoded Dataset on the driver, in dataset order; returns per-partition tallies.
 
     ``check`` (a ``ManifestCheck``) sees every id and runs before the store is committed.
     """
-    from engine import pipeline
-
     tallies = {p: pipeline.PartitionTally() for p in PARTITIONS}
-    pending: dict[Partition, list] = {p: [] for p in PARTITIONS}
+    chunker = pipeline.Chunker()
 
-    def flush(writer, part):
-        rows, pending[part] = pending[part], []
+    def write(writer, part, rows):
         ids = [r[0] for r in rows]
         lengths = np.fromiter((r[1].shape[0] for r in rows), dtype=np.int64, count=len(rows))
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         values = np.concatenate([r[1] for r in rows]) if rows else np.empty(0, np.uint32)
         writer.write_chunk(part, ids, values, offsets)
-        tally = pipeline.window_counts(offsets, context_length, stride)
-        tally.update(documents=len(rows), characters=sum(r[2] for r in rows), tokens=int(offsets[-1]))
-        tallies[part].add(tally)
+        tallies[part].add(pipeline.chunk_tally(offsets, sum(r[2] for r in rows), options))
 
-    writer_options = {"row_group_size": pipeline.STORE_ROW_GROUP_ROWS, "max_rows_per_file": pipeline.STORE_FILE_ROWS}
-    with _ordered(), TokenStore.writer(path, tokenizer, **writer_options) as writer, \
-            Progress("writing the store from Ray", quiet=quiet) as bar:
-        chars = {p: 0 for p in PARTITIONS}
+    with _ordered(), pipeline.open_store_writer(options.store_path, tokenizer) as writer, \
+            Progress("writing the store from Ray", quiet=options.quiet) as bar:
         with _blocks(encoded) as blocks:
             for batch in blocks:
                 column = batch.column("tokens").combine_chunks() if batch.num_rows else None
@@ -312,90 +272,56 @@ def write_store(encoded, path: str | os.PathLike, tokenizer: Tokenizer, *, check
                     part = check.partition_of(doc_id) if check is not None else Partition(split)
                     if part is None:
                         continue
-                    pending[part].append((doc_id, values[offsets[i]:offsets[i + 1]], n_chars))
-                    chars[part] += n_chars
-                    # The local path's chunk rule, so row groups (and file bytes) match it.
-                    if len(pending[part]) >= pipeline.ENCODE_CHUNK_DOCUMENTS or chars[part] >= pipeline.ENCODE_CHUNK_CHARS:
-                        flush(writer, part)
-                        chars[part] = 0
+                    chunk = chunker.add(part, (doc_id, values[offsets[i]:offsets[i + 1]], n_chars), n_chars)
+                    if chunk is not None:
+                        write(writer, part, chunk)
                 bar.update(batch.num_rows)
-        for part in PARTITIONS:
-            if pending[part]:
-                flush(writer, part)
+        for part, chunk in chunker.rest():
+            write(writer, part, chunk)
         if check is not None:
             check.finish()
     return tallies
 
 
-def _run(corpus_path, splits_path, out_dir, *, tokenizer, merges, hash_split, context_length, stride, threads, quiet):
-    """The Ray steps of ``prepare_on_ray``: fit (or load), encode, write. Returns (tokenizer, tallies, actors)."""
-    from engine import pipeline
-
-    manifest = SplitManifest.from_json(splits_path) if splits_path is not None else SplitManifest.by_hash(hash_split)
-    check = ManifestCheck(manifest, str(corpus_path))
-    concurrency = _concurrency(threads)
+def _run(options: pipeline.PrepareOptions):
+    """The Ray steps of ``run_on_ray``: fit (or load), encode, write. Returns (tokenizer, tallies, actors)."""
+    manifest = options.manifest()
+    check = ManifestCheck(manifest, str(options.corpus))
+    concurrency = _concurrency(options.threads)
     with _ordered():
-        docs = assign_splits(read_corpus(corpus_path), manifest)
-        if tokenizer in TOKENIZER_KINDS:
-            with Progress(f"fitting {tokenizer} on train (Ray)", unit="steps", quiet=quiet):
-                tok = fit_tokenizer(docs.map_batches(_only_train, batch_format="pyarrow"), tokenizer,
-                                    merges=merges, concurrency=concurrency)
+        docs = assign_splits(read_corpus(options.corpus), manifest)
+        if options.fit is not None:
+            trainer = options.trainer()
+            if not manifest.is_hash_split:
+                _check_ids(docs, check)
+            check = None  # checked above (a hash split has nothing to check): pass 2 trusts the split column
+            with Progress(f"counting train for {options.tokenizer} (Ray)", unit="steps", quiet=options.quiet):
+                table = count_types(docs.map_batches(_only_train, batch_format="pyarrow"), trainer,
+                                    concurrency=concurrency)
+            tok = pipeline.fit_from_table(options, trainer, table)
         else:
-            tok = load_tokenizer(tokenizer)
-        tallies = write_store(encode(docs, tok, concurrency=concurrency), Path(out_dir) / "store", tok,
-                              check=check, context_length=context_length, stride=stride, quiet=quiet)
+            tok = options.load_tokenizer()
+        tallies = write_store(encode(docs, tok, concurrency=concurrency), options, tok, check=check)
     return tok, tallies, concurrency
 
 
-def prepare_on_ray(
-    corpus_path: str | os.PathLike | None = None,
-    splits_path: str | os.PathLike | None = None,
-    out_dir: str | os.PathLike = "out",
-    *,
-    tokenizer: str = "bpe",
-    merges: int = 200,
-    context_length: int = 64,
-    stride: int = 1,
-    train_fraction: float = 0.9,
-    hash_split: dict[str, float] | None = None,
-    on_invalid_utf8: str = "error",
-    skip_bad_lines: bool = False,
-    text_column: str = "text",
-    id_column: str | None = None,
-    threads: int | None = None,
-    quiet: bool = False,
-    ray_address: str | None = None,
-):
-    """``engine.pipeline.prepare`` with reading, counting and encoding on Ray Data; same outputs.
+def run_on_ray(options: pipeline.PrepareOptions) -> pipeline.PrepareResult:
+    """``options`` with reading, counting and encoding on Ray Data; the local executor's outputs.
 
-    Joins the cluster at ``ray_address`` (``"auto"``: the one ``ray start`` runs here), or starts a
-    local Ray instance (shut down again at the end). ``threads`` caps the actors per step (default:
-    the cluster's CPUs). A continuous ``.txt`` file is one document per partition: it runs locally.
+    Joins the cluster at ``options.ray_address`` (``"auto"``: the one ``ray start`` runs here), or
+    starts a local Ray instance (shut down again at the end). ``options.threads`` caps the actors
+    per step (default: the cluster's CPUs). A continuous ``.txt`` file runs locally.
     """
-    from engine import pipeline
-
-    corpus_path, splits_path, continuous = pipeline.resolve_inputs(
-        corpus_path, splits_path, hash_split=hash_split, tokenizer=tokenizer, merges=merges,
-        context_length=context_length, stride=stride)
-    if continuous:
-        return pipeline.prepare(corpus_path, None, out_dir, tokenizer=tokenizer, merges=merges,
-                                context_length=context_length, stride=stride, train_fraction=train_fraction,
-                                on_invalid_utf8=on_invalid_utf8, text_column=text_column, id_column=id_column,
-                                threads=threads, quiet=quiet)
-    if on_invalid_utf8 != "error" or skip_bad_lines:
-        raise ConfigurationError("--on-invalid-utf8 and --skip-bad-lines apply to --executor local only")
-    if text_column != "text" or id_column is not None:
-        raise ConfigurationError("--text-column and --id-column apply to --executor local only")
+    if options.continuous:
+        return pipeline.run_local(options)
     ray = require_ray()
     started = not ray.is_initialized()
     if started:
-        ray.init(address=ray_address, include_dashboard=False, logging_level="ERROR",
+        ray.init(address=options.ray_address, include_dashboard=False, logging_level="ERROR",
                  log_to_driver=False, configure_logging=False)
     failure = None
     try:
-        tok, tallies, concurrency = _run(corpus_path, splits_path, out_dir, tokenizer=tokenizer, merges=merges,
-                                         hash_split=hash_split, context_length=context_length, stride=stride,
-                                         threads=threads, quiet=quiet)
+        tok, tallies, concurrency = _run(options)
     except Exception as exc:
         inner = _unwrapped(exc)
         if inner is None or inner is exc:
@@ -408,5 +334,10 @@ def prepare_on_ray(
             ray.shutdown()
     if failure is not None:
         raise failure
-    return pipeline.finish_report(Path(out_dir), corpus_path, splits_path, tok, tallies,
-                                  context_length=context_length, stride=stride, threads=concurrency)
+    return pipeline.finish_report(options, tok, tallies, threads=concurrency)
+
+
+def prepare_on_ray(corpus_path=None, splits_path=None, out_dir="out", **options) -> pipeline.PrepareResult:
+    """``engine.pipeline.prepare`` (same keywords) on Ray Data: ``run_on_ray(PrepareOptions(...))``."""
+    options.setdefault("executor", "ray")
+    return pipeline.run(pipeline.PrepareOptions(corpus_path, splits_path, out_dir, **options))

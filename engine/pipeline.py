@@ -1,21 +1,26 @@
 """``prepare()``: corpus -> tokenizer (fitted on train only) -> token store -> window counts.
 
-The main job behind ``engine prepare``, streaming, so a corpus larger than memory fits:
+The main job behind ``engine prepare``. ``PrepareOptions`` describes one run and is checked once,
+on construction, before anything is read; the CLI, ``prepare(**keywords)``, the local executor
+(here) and the Ray executor (``engine.distributed``) all take it. The local executor streams, so a
+corpus larger than memory fits:
 
 1. pass 1 streams the corpus in batches (JSONL and Parquet in chunks, folders file by file),
-   assigns each document its partition (``manifest.partition_of(id)``) and feeds only TRAIN
-   texts to the fitter: characters (char), distinct words with counts (word, bpe). The manifest
-   is checked at the end of the pass (unknown ids, forgotten documents; the readers catch
-   duplicates) with O(documents) id sets, before any merge is trained;
-2. the tokenizer is fitted (BPE merges train locally from the word-type table), or loaded;
-3. pass 2 streams every document again, groups each partition's documents into chunks (at most
-   ``ENCODE_CHUNK_DOCUMENTS`` documents or ``ENCODE_CHUNK_CHARS`` characters), encodes chunks on
-   ``threads`` threads (``engine.parallel``), writes each as Parquet row groups in document order,
-   and counts windows and tails (SPEC §5) from each chunk's offsets. The store appears atomically.
-   With a tokenizer file there is nothing to fit, so one pass does it all and the manifest is
-   checked before the store is committed.
+   assigns each document its partition (``manifest.partition_of(id)``) and hands only TRAIN
+   texts to the kind's ``Trainer.count_types`` on ``threads`` threads, folding the batches into
+   one type table (``engine.parallel.count_types``): distinct characters, words or byte-level
+   pre-tokenizer pieces with counts, whatever the kind declares. The manifest is checked at the
+   end of the pass (unknown ids, forgotten documents; the readers catch duplicates) with
+   O(documents) id sets, before anything is fitted;
+2. the tokenizer is fitted from the table (``trainer.train_from_counts``: O(types)), or loaded;
+3. pass 2 streams every document again, cuts each partition's documents into chunks
+   (``Chunker``: at most ``ENCODE_CHUNK_DOCUMENTS`` documents or ``ENCODE_CHUNK_CHARS``
+   characters), encodes chunks on ``threads`` threads (``engine.parallel.OrderedPool``), writes
+   each as Parquet row groups in document order, and counts windows and tails (SPEC §5) from each
+   chunk's offsets (``chunk_tally``). The store appears atomically. With a tokenizer file there is
+   nothing to fit, so one pass does it all and the manifest is checked before the store is committed.
 
-Peak memory: a few chunks per thread plus the word-type table and O(documents) id sets; never the
+Peak memory: a few chunks per thread plus the type table and O(documents) id sets; never the
 corpus. One continuous ``.txt`` file is one document per partition and is read whole.
 Output is byte-identical for every thread count: chunk boundaries depend on the documents only.
 """
@@ -27,7 +32,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -36,15 +41,16 @@ from engine.corpus import (
     open_corpus, read_text_file,
 )
 from engine.corpus import check_columns_apply
+from engine.corpus.readers import INVALID_UTF8_POLICIES, TEXT_COLUMN
 from engine.errors import ConfigurationError, CorpusError
-from engine.parallel import TOKENIZER_KINDS, OrderedPool, StreamingFit, encode_lock, resolve_threads
+from engine.parallel import OrderedPool, count_types, encode_lock, resolve_threads
 from engine.progress import Progress
 from engine.store import TokenStore
-from engine.tokenizers.base import Tokenizer, load_tokenizer
+from engine.tokenizers.base import FitOptions, Tokenizer, Trainer, UnknownInputError, fittable_kinds, load_tokenizer, trainer_for
 
 __all__ = [
-    "prepare", "PrepareResult", "default_corpus_paths", "iter_corpus_batches", "window_counts",
-    "resolve_inputs", "finish_report", "PartitionTally",
+    "prepare", "run", "PrepareOptions", "PrepareResult", "EXECUTORS", "default_corpus_paths", "iter_corpus_batches",
+    "window_counts", "chunk_tally", "Chunker", "finish_report", "PartitionTally", "open_store_writer",
 ]
 
 ENCODE_CHUNK_DOCUMENTS = 2048
@@ -57,6 +63,9 @@ STORE_ROW_GROUP_ROWS = 1024
 STORE_FILE_ROWS = 1 << 17
 READ_BATCH_DOCUMENTS = 1024
 READ_BATCH_CHARS = 1 << 20
+EXECUTORS = ("local", "ray")
+# The unknown token of kinds that have one: prepare never stops on an unseen word.
+UNKNOWN_TOKEN = "<unk>"
 
 
 @dataclass(frozen=True)
@@ -75,24 +84,162 @@ def default_corpus_paths() -> tuple[Path, Path]:
     return base / "corpus.jsonl", base / "splits.json"
 
 
-# -- reading -----------------------------------------------------------------------------------
+# -- options -----------------------------------------------------------------------------------
 
 
-def iter_corpus_batches(path: str | os.PathLike, *, on_invalid_utf8: str = "error", skip_bad_lines: bool = False,
-                        batch_documents: int | None = None, report: ReadReport | None = None,
-                        text_column: str = "text", id_column: str | None = None,
-                        ) -> Iterator[list[Document]]:
-    """Documents of a JSONL file, a Parquet file or dataset, or a folder, a batch at a time, in order.
+@dataclass(frozen=True)
+class PrepareOptions:
+    """One ``prepare`` run, checked on construction (messages use the CLI's spellings).
 
-    ``open_corpus`` (the dispatch and checks of ``Corpus.from_path``) with the pipeline's batch
-    bounds: at most ``batch_documents`` documents and ``READ_BATCH_CHARS`` characters a batch.
+    ``corpus`` None: the bundled ``data/corpus.jsonl`` with ``data/splits.json``. ``tokenizer``: a
+    kind ``prepare`` fits (``fittable_kinds()``: char, word, bpe, byte-bpe) or a tokenizer file.
+    ``merges``, ``vocab_size``, ``pattern``, ``tie_break``: what the fit reads (``FitOptions``;
+    None: the kind's default; ``pattern`` also names a tiktoken file's pre-tokenizer).
+    ``text_column``/``id_column`` name the columns of a JSONL or Parquet/Arrow corpus (without an
+    id column, ids are made from file and row; ``report["read"]`` says so). ``threads``
+    None: ``$ENGINE_THREADS`` or all cores (Ray: the cluster's CPUs). ``executor``: ``local`` or
+    ``ray`` (``ray_address`` to join a cluster). ``resume`` keeps an interrupted local run's files.
+    Derived: ``continuous`` (one ``.txt`` file, split by position) and ``fit`` (None for a file).
     """
-    yield from open_corpus(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
-                           batch_documents=batch_documents or READ_BATCH_DOCUMENTS, batch_chars=READ_BATCH_CHARS,
-                           report=report, text_column=text_column, id_column=id_column)
+
+    corpus: Path | None = None
+    splits: Path | None = None
+    out_dir: Path = Path("out")
+    tokenizer: str = "bpe"
+    merges: int | None = None
+    vocab_size: int | None = None
+    pattern: str | None = None
+    tie_break: str | None = None
+    context_length: int = 64
+    stride: int = 1
+    train_fraction: float = 0.9
+    hash_split: Mapping[str, float] | None = None
+    on_invalid_utf8: str = "error"
+    skip_bad_lines: bool = False
+    text_column: str = TEXT_COLUMN
+    id_column: str | None = None
+    threads: int | None = None
+    resume: bool = False
+    quiet: bool = False
+    executor: str = "local"
+    ray_address: str | None = None
+    continuous: bool = field(init=False, default=False)
+    fit: FitOptions | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        from engine.windows import CausalWindowConfig
+
+        CausalWindowConfig(self.context_length, self.stride)
+        if self.threads is not None:
+            resolve_threads(self.threads)
+        if self.on_invalid_utf8 not in INVALID_UTF8_POLICIES:
+            raise ConfigurationError(f"--on-invalid-utf8 {self.on_invalid_utf8!r} is unknown "
+                                     f"(expected one of: {', '.join(INVALID_UTF8_POLICIES)})")
+        if self.executor not in EXECUTORS:
+            raise ConfigurationError(f"--executor {self.executor!r} is unknown (expected one of: {', '.join(EXECUTORS)})")
+        if self.executor != "ray" and self.ray_address is not None:
+            raise ConfigurationError("--ray-address applies to --executor ray only")
+        if self.executor == "ray" and self.resume:
+            raise ConfigurationError("--resume applies to --executor local only")
+        fit = FitOptions(self.merges, self.vocab_size, self.pattern, self.tie_break, UNKNOWN_TOKEN)
+        if self.tokenizer in fittable_kinds():
+            self._set("fit", fit)
+            trainer_for(self.tokenizer, fit)  # the kind's own checks (e.g. a vocabulary too small), now
+        elif not Path(self.tokenizer).exists():
+            raise ConfigurationError(f"--tokenizer {self.tokenizer!r}: expected one of "
+                                     f"{', '.join(fittable_kinds())} or an existing tokenizer file")
+        else:
+            for option in ("vocab_size", "tie_break"):
+                if getattr(fit, option) is not None:
+                    raise ConfigurationError(f"--{option.replace('_', '-')} applies when prepare fits a tokenizer "
+                                             f"(--tokenizer {', '.join(fittable_kinds())}), not to a tokenizer file")
+        self._resolve_corpus()
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)  # resolving fields on construction; frozen afterwards
+
+    def _resolve_corpus(self) -> None:
+        corpus, splits = self.corpus, self.splits
+        if corpus is None:
+            corpus, default_splits = default_corpus_paths()
+            if splits is None and self.hash_split is None:
+                splits = default_splits
+        corpus = Path(corpus)
+        self._set("corpus", corpus)
+        self._set("splits", Path(splits) if splits is not None else None)
+        self._set("out_dir", Path(self.out_dir))
+        if not corpus.exists():
+            raise CorpusError(f"{corpus}: corpus not found (expected a .jsonl, .parquet, .txt file or a folder)")
+        check_columns_apply(corpus, self.text_column, self.id_column)
+        continuous = is_continuous_text(corpus)
+        self._set("continuous", continuous)
+        if continuous:
+            if splits is not None or self.hash_split is not None:
+                raise ConfigurationError(
+                    f"{corpus}: a continuous text is split by position (--train-fraction); "
+                    "--splits and --hash-split apply to multi-document corpora only")
+            CorpusPartitions.from_text("", self.train_fraction)  # checks the fraction
+            return
+        if splits is not None and self.hash_split is not None:
+            raise ConfigurationError("pass either --splits FILE or --hash-split RATIOS, not both")
+        if splits is None and self.hash_split is None:
+            raise ConfigurationError(
+                f"{corpus}: a multi-document corpus needs a split: pass --splits FILE (a manifest "
+                '{"train": [...], "validation": [...], "test": [...]}) or --hash-split 0.8,0.1,0.1')
+        if self.hash_split is not None:
+            self._set("hash_split", dict(self.hash_split))
+            SplitManifest.by_hash(self.hash_split)  # checks the ratios
+        if self.executor == "ray" and (self.on_invalid_utf8 != "error" or self.skip_bad_lines):
+            raise ConfigurationError("--on-invalid-utf8 and --skip-bad-lines apply to --executor local only")
+        if self.executor == "ray" and (self.text_column != TEXT_COLUMN or self.id_column is not None):
+            raise ConfigurationError("--text-column and --id-column apply to --executor local only")
+
+    @property
+    def store_path(self) -> Path:
+        return self.out_dir / "store"
+
+    def manifest(self) -> SplitManifest:
+        """The split of a multi-document corpus (read from ``splits``, or the hash rule)."""
+        return SplitManifest.from_json(self.splits) if self.splits is not None else SplitManifest.by_hash(self.hash_split)
+
+    def trainer(self) -> Trainer:
+        """The fit's ``Trainer`` (only when ``fit`` is set)."""
+        return trainer_for(self.tokenizer, self.fit)
+
+    def load_tokenizer(self) -> Tokenizer:
+        """The tokenizer file's tokenizer (only when ``fit`` is None)."""
+        return load_tokenizer(self.tokenizer, pattern=self.pattern)
 
 
-# -- windows -----------------------------------------------------------------------------------
+# -- chunks and tallies (both executors) ---------------------------------------------------------
+
+
+class Chunker:
+    """Each partition's documents cut into encode chunks, in order: a chunk closes at
+    ``ENCODE_CHUNK_DOCUMENTS`` documents or ``ENCODE_CHUNK_CHARS`` characters. The one rule of
+    both executors, so their row groups (and file bytes) are the same."""
+
+    def __init__(self) -> None:
+        self.pending: dict[Partition, list] = {p: [] for p in PARTITIONS}
+        self.chars = dict.fromkeys(PARTITIONS, 0)
+
+    def add(self, part: Partition, item: Any, chars: int) -> list | None:
+        """Queue ``item`` (``chars`` characters long); the closed chunk, if this one closed it."""
+        self.pending[part].append(item)
+        self.chars[part] += chars
+        if len(self.pending[part]) >= ENCODE_CHUNK_DOCUMENTS or self.chars[part] >= ENCODE_CHUNK_CHARS:
+            return self._take(part)
+        return None
+
+    def rest(self) -> Iterator[tuple[Partition, list]]:
+        """The last, partial chunk of each partition that has one."""
+        for part in PARTITIONS:
+            if self.pending[part]:
+                yield part, self._take(part)
+
+    def _take(self, part: Partition) -> list:
+        chunk, self.pending[part], self.chars[part] = self.pending[part], [], 0
+        return chunk
 
 
 def window_counts(offsets: np.ndarray, context_length: int, stride: int) -> dict[str, int]:
@@ -114,6 +261,13 @@ def window_counts(offsets: np.ndarray, context_length: int, stride: int) -> dict
     }
 
 
+def chunk_tally(offsets: np.ndarray, characters: int, options: PrepareOptions) -> dict[str, int]:
+    """What one encoded chunk adds to its partition's report row."""
+    tally = window_counts(offsets, options.context_length, options.stride)
+    tally.update(documents=int(offsets.shape[0] - 1), characters=int(characters), tokens=int(offsets[-1]))
+    return tally
+
+
 @dataclass
 class PartitionTally:
     """What the report says about one partition, summed chunk by chunk."""
@@ -131,61 +285,10 @@ class PartitionTally:
             setattr(self, key, getattr(self, key) + value)
 
 
-@dataclass
-class _Chunks:
-    """Per-partition pending documents, cut into encode chunks by documents and characters."""
-
-    pending: dict[Partition, list[Document]] = field(default_factory=lambda: {p: [] for p in PARTITIONS})
-    chars: dict[Partition, int] = field(default_factory=lambda: dict.fromkeys(PARTITIONS, 0))
-
-    def add(self, part: Partition, doc: Document) -> list[Document] | None:
-        self.pending[part].append(doc)
-        self.chars[part] += len(doc.text)
-        if len(self.pending[part]) >= ENCODE_CHUNK_DOCUMENTS or self.chars[part] >= ENCODE_CHUNK_CHARS:
-            return self.take(part)
-        return None
-
-    def take(self, part: Partition) -> list[Document]:
-        chunk, self.pending[part], self.chars[part] = self.pending[part], [], 0
-        return chunk
-
-
-# -- the job -----------------------------------------------------------------------------------
-
-
-def resolve_inputs(corpus_path, splits_path, *, hash_split, tokenizer: str, merges: int, context_length: int,
-                   stride: int) -> tuple[Path, Path | None, bool]:
-    """Check the options before any work: ``(corpus path, manifest path or None, is continuous text)``."""
-    from engine.windows import CausalWindowConfig
-
-    CausalWindowConfig(context_length, stride)
-    if merges < 0:
-        raise ConfigurationError(f"--merges must be >= 0, got {merges}")
-    if tokenizer not in TOKENIZER_KINDS and not Path(tokenizer).exists():
-        raise ConfigurationError(
-            f"--tokenizer {tokenizer!r}: expected one of {', '.join(TOKENIZER_KINDS)} or an existing tokenizer file"
-        )
-    if corpus_path is None:
-        corpus_path, default_splits = default_corpus_paths()
-        if splits_path is None and hash_split is None:
-            splits_path = default_splits
-    corpus_path = Path(corpus_path)
-    if not corpus_path.exists():
-        raise CorpusError(f"{corpus_path}: corpus not found (expected a .jsonl, .parquet, .txt file or a folder)")
-    continuous = is_continuous_text(corpus_path)
-    if continuous and (splits_path is not None or hash_split is not None):
-        raise ConfigurationError(
-            f"{corpus_path}: a continuous text is split by position (--train-fraction); "
-            "--splits and --hash-split apply to multi-document corpora only"
-        )
-    if not continuous and splits_path is not None and hash_split is not None:
-        raise ConfigurationError("pass either --splits FILE or --hash-split RATIOS, not both")
-    if not continuous and splits_path is None and hash_split is None:
-        raise ConfigurationError(
-            f"{corpus_path}: a multi-document corpus needs a split: pass --splits FILE (a manifest "
-            '{"train": [...], "validation": [...], "test": [...]}) or --hash-split 0.8,0.1,0.1'
-        )
-    return corpus_path, (Path(splits_path) if splits_path is not None else None), continuous
+def open_store_writer(path: Path, tok: Tokenizer, *, resume: bool = False):
+    """The store writer both executors use: fixed row-group and file sizes."""
+    return TokenStore.writer(path, tok, row_group_size=STORE_ROW_GROUP_ROWS, max_rows_per_file=STORE_FILE_ROWS,
+                             resume=resume)
 
 
 def window_warnings(tallies: dict[Partition, PartitionTally], context_length: int) -> list[str]:
@@ -202,136 +305,157 @@ def window_warnings(tallies: dict[Partition, PartitionTally], context_length: in
     return warnings
 
 
-def finish_report(out_dir: Path, corpus_path: Path, splits_path: Path | None, tok: Tokenizer,
-                  tallies: dict[Partition, PartitionTally], *, context_length: int, stride: int, threads: int,
-                  seconds: dict[str, float] | None = None, read: ReadReport | None = None) -> PrepareResult:
+def finish_report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], *,
+                  threads: int, seconds: dict[str, float] | None = None, read: ReadReport | None = None,
+                  ) -> PrepareResult:
     """Save the tokenizer beside the store and write ``report.json`` (atomically).
 
     ``read`` (what the corpus reader counted: skipped lines and documents, replaced or dropped
     invalid UTF-8, made ids) goes to ``report["read"]``; ``report["warnings"]`` names partitions
     without complete windows and short documents.
     """
-    out_dir = Path(out_dir)
-    store_path, tokenizer_path, report_path = out_dir / "store", out_dir / "tokenizer.json", out_dir / "report.json"
+    out_dir = options.out_dir
+    tokenizer_path, report_path = out_dir / "tokenizer.json", out_dir / "report.json"
     tok.save(tokenizer_path)
     report: dict[str, Any] = {
-        "corpus": str(corpus_path),
-        "splits": str(splits_path) if splits_path is not None else None,
-        "store": str(store_path),
+        "corpus": str(options.corpus),
+        "splits": str(options.splits) if options.splits is not None else None,
+        "store": str(options.store_path),
         "tokenizer": {"kind": tok.kind, "path": str(tokenizer_path), "hash": tok.hash, "vocab_size": tok.vocab_size,
                       "bos_id": tok.bos_id, "eos_id": tok.eos_id, "notes": list(tok.notes)},
-        "context_length": context_length,
-        "stride": stride,
+        "context_length": options.context_length,
+        "stride": options.stride,
         "threads": threads,
         "partitions": {p.value: vars(tallies[p]).copy() for p in PARTITIONS},
         "read": read.to_dict() if read is not None else None,
-        "warnings": window_warnings(tallies, context_length),
+        "warnings": window_warnings(tallies, options.context_length),
         "seconds": {k: round(v, 3) for k, v in (seconds or {}).items()},
     }
     tmp = report_path.with_name(f".{report_path.name}.tmp")
     tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, report_path)
-    return PrepareResult(out_dir, store_path, tokenizer_path, report_path, report)
+    return PrepareResult(out_dir, options.store_path, tokenizer_path, report_path, report)
 
 
-def _fit(tokenizer: str, merges: int, batches: Iterator[list[Document]], assign, threads: int, *,
-         quiet: bool) -> tuple[Tokenizer, int]:
-    """Pass 1: stream every document through ``assign`` (partitions, manifest), fit on TRAIN."""
-    fit = StreamingFit(tokenizer, merges=merges, threads=threads)
-    seen = [0]
-
-    def train_texts():
-        with Progress(f"pass 1: reading, fitting {tokenizer} on train", quiet=quiet) as bar:
-            for batch in batches:
-                texts = [d.text for d in batch if assign(d.id) is Partition.TRAIN]
-                bar.update(len(batch), sum(len(d.text) for d in batch))
-                seen[0] += len(batch)
-                yield texts
-
-    return fit.fit_batches(train_texts(), quiet=quiet), seen[0]
+def fit_from_table(options: PrepareOptions, trainer: Trainer, table) -> Tokenizer:
+    """Step 2 of both executors: the tokenizer from the folded type table."""
+    if not len(table):
+        raise CorpusError(f"{options.corpus}: the train partition holds no text; nothing to fit the tokenizer on "
+                          "(every document is in validation or test, or empty)")
+    with Progress(f"fitting {options.tokenizer}", unit="types", quiet=options.quiet) as bar:
+        tok = trainer.train_from_counts(table.types(), table.counts())
+        bar.update(len(table))
+    return tok
 
 
-def prepare(
-    corpus_path: str | os.PathLike | None = None,
-    splits_path: str | os.PathLike | None = None,
-    out_dir: str | os.PathLike = "out",
-    *,
-    tokenizer: str = "bpe",
-    merges: int = 200,
-    context_length: int = 64,
-    stride: int = 1,
-    train_fraction: float = 0.9,
-    hash_split: dict[str, float] | None = None,
-    on_invalid_utf8: str = "error",
-    skip_bad_lines: bool = False,
-    text_column: str = "text",
-    id_column: str | None = None,
-    threads: int | None = None,
-    resume: bool = False,
-    quiet: bool = False,
-) -> PrepareResult:
+# -- the job -----------------------------------------------------------------------------------
+
+
+def iter_corpus_batches(path: str | os.PathLike, *, on_invalid_utf8: str = "error", skip_bad_lines: bool = False,
+                        batch_documents: int | None = None, report: ReadReport | None = None,
+                        text_column: str = TEXT_COLUMN, id_column: str | None = None,
+                        ) -> Iterator[list[Document]]:
+    """Documents of a JSONL file, a Parquet file or dataset, or a folder, a batch at a time, in order.
+
+    ``open_corpus`` (the dispatch and checks of ``Corpus.from_path``) with the pipeline's batch
+    bounds: at most ``batch_documents`` documents and ``READ_BATCH_CHARS`` characters a batch.
+    """
+    yield from open_corpus(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
+                           batch_documents=batch_documents or READ_BATCH_DOCUMENTS, batch_chars=READ_BATCH_CHARS,
+                           report=report, text_column=text_column, id_column=id_column)
+
+
+def prepare(corpus_path: str | os.PathLike | None = None, splits_path: str | os.PathLike | None = None,
+            out_dir: str | os.PathLike = "out", **options: Any) -> PrepareResult:
     """Run the main job and return where everything went plus the report (also in ``report.json``).
 
-    ``resume=True`` continues an interrupted run over the same ``out_dir``: the tokenizer is fitted
-    again (deterministic, so the same), the finished files of the interrupted store are kept, and
-    only the documents after them are encoded; the store equals a fresh run's, byte for byte.
-    ``text_column``/``id_column`` name the columns of a JSONL or Parquet/Arrow corpus (without an
-    id column, ids are made from file and row; ``report["read"]`` says so).
+    The keywords are ``PrepareOptions``'s fields (``tokenizer``, ``merges``, ``vocab_size``,
+    ``pattern``, ``tie_break``, ``context_length``, ``stride``, ``train_fraction``, ``hash_split``,
+    ``on_invalid_utf8``, ``skip_bad_lines``, ``threads``, ``resume``, ``quiet``, ``executor``,
+    ``ray_address``). BPE kinds train 200 merges when given neither ``merges`` nor ``vocab_size``.
+    ``resume=True`` continues an interrupted run over the same ``out_dir``: the tokenizer is
+    fitted again (deterministic, so the same), the finished files of the interrupted store are
+    kept, and only the documents after them are encoded; the store equals a fresh run's, byte for byte.
     """
+    return run(PrepareOptions(corpus_path, splits_path, out_dir, **options))
+
+
+def run(options: PrepareOptions) -> PrepareResult:
+    """Run ``options`` on its executor (a continuous text is one document per partition: local)."""
+    if options.executor == "ray" and not options.continuous:
+        from engine.distributed import run_on_ray
+
+        return run_on_ray(options)
+    return run_local(options)
+
+
+class _Source:
+    """The documents of a run, batch by batch, each with its partition (and the manifest's check)."""
+
+    def __init__(self, options: PrepareOptions):
+        self.options = options
+        self.check: ManifestCheck | None = None
+        self.reads = [ReadReport()]  # what each pass read; the report keeps the last (every pass reads it all)
+        if options.continuous:
+            text = read_text_file(options.corpus, on_invalid_utf8=options.on_invalid_utf8, report=self.reads[0])
+            parts = CorpusPartitions.from_text(text, options.train_fraction, name=options.corpus.stem)
+            self.documents = [doc for part in PARTITIONS for doc in parts.documents(part)]
+            self.assign = {doc.id: part for part in PARTITIONS for doc in parts.documents(part)}.__getitem__
+        else:
+            self.manifest = options.manifest()
+            self.check = ManifestCheck(self.manifest, str(options.corpus))
+            self.assign = self.check.partition_of
+
+    def batches(self) -> Iterator[list[Document]]:
+        if self.options.continuous:
+            return iter([self.documents])
+        self.reads.append(ReadReport())
+        return iter_corpus_batches(self.options.corpus, on_invalid_utf8=self.options.on_invalid_utf8,
+                                   skip_bad_lines=self.options.skip_bad_lines, text_column=self.options.text_column,
+                                   id_column=self.options.id_column, report=self.reads[-1])
+
+    def checked(self) -> None:
+        """After a full pass: the manifest's rules hold; later passes need no second check."""
+        if self.check is not None:
+            self.check.finish()
+            self.check = None
+            self.assign = self.manifest.partition_of
+
+
+def run_local(options: PrepareOptions) -> PrepareResult:
+    """The local executor: two streaming passes on ``threads`` threads (see the module docstring)."""
     started = time.perf_counter()
-    threads = resolve_threads(threads)
-    corpus_path, splits_path, continuous = resolve_inputs(
-        corpus_path, splits_path, hash_split=hash_split, tokenizer=tokenizer, merges=merges,
-        context_length=context_length, stride=stride)
+    threads = resolve_threads(options.threads)
+    source = _Source(options)
+    total_documents = None
+    if options.fit is not None:
+        trainer = options.trainer()
+        seen = 0
 
-    check_columns_apply(corpus_path, text_column, id_column)
-    reads = [ReadReport()]  # what the last pass read (every pass reads the whole corpus)
+        def train_texts() -> Iterator[list[str]]:
+            nonlocal seen
+            with Progress(f"pass 1: reading, counting train for {options.tokenizer}", quiet=options.quiet) as bar:
+                for batch in source.batches():
+                    texts = [d.text for d in batch if source.assign(d.id) is Partition.TRAIN]
+                    seen += len(batch)
+                    bar.update(len(batch), sum(len(d.text) for d in batch))
+                    yield texts
 
-    if continuous:
-        # One document per partition: the text is read whole (the issue allows it), then streamed as batches.
-        parts = CorpusPartitions.from_text(read_text_file(corpus_path, on_invalid_utf8=on_invalid_utf8, report=reads[0]),
-                                           train_fraction, name=corpus_path.stem)
-        where = {doc.id: part for part in PARTITIONS for doc in parts.documents(part)}
-        check = None
-
-        def batches() -> Iterator[list[Document]]:
-            return iter([[doc for part in PARTITIONS for doc in parts.documents(part)]])
-
-        assign = where.__getitem__  # noqa: E731
+        table = count_types(trainer, train_texts(), threads)
+        source.checked()  # the manifest first: a wrong manifest is named, not an empty training text
+        tok = fit_from_table(options, trainer, table)
+        total_documents = seen
     else:
-        manifest = SplitManifest.from_json(splits_path) if splits_path is not None else SplitManifest.by_hash(hash_split)
-        check = ManifestCheck(manifest, str(corpus_path))
-
-        def batches() -> Iterator[list[Document]]:
-            reads.append(ReadReport())
-            return iter_corpus_batches(corpus_path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
-                                       text_column=text_column, id_column=id_column, report=reads[-1])
-
-        assign = check.partition_of
-
-    if tokenizer in TOKENIZER_KINDS:
-        tok, total_documents = _fit(tokenizer, merges, batches(), assign, threads, quiet=quiet)
-        if check is not None:
-            check.finish()
-            check.seen.clear()  # pass 2 needs no second check: the same documents come again
-            assign = manifest.partition_of
-    else:
-        tok, total_documents = load_tokenizer(tokenizer), None
+        tok = options.load_tokenizer()
     fitted = time.perf_counter()
-
     tallies = {p: PartitionTally() for p in PARTITIONS}
-    _encode_and_write(tok, batches(), assign, Path(out_dir) / "store", tallies, context_length, stride, threads, total_documents,
-                      before_commit=None if check is None or tokenizer in TOKENIZER_KINDS else check.finish,
-                      resume=resume, quiet=quiet)
-
+    _encode_and_write(tok, source, tallies, options, threads, total_documents)
     seconds = {"fit": fitted - started, "encode": time.perf_counter() - fitted}
-    return finish_report(out_dir, corpus_path, splits_path, tok, tallies, context_length=context_length, stride=stride,
-                         threads=threads, seconds=seconds, read=reads[-1])
+    return finish_report(options, tok, tallies, threads=threads, seconds=seconds, read=source.reads[-1])
 
 
-def _encode_and_write(tok: Tokenizer, batches: Iterator[list[Document]], assign, store_path: Path,
-                      tallies: dict[Partition, PartitionTally], context_length: int, stride: int, threads: int,
-                      total: int | None, *, before_commit, resume: bool = False, quiet: bool) -> None:
+def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, PartitionTally],
+                      options: PrepareOptions, threads: int, total: int | None) -> None:
     """Pass 2: chunks of each partition -> encode on ``threads`` threads -> row groups, in order.
 
     With ``resume``, the first ``writer.resumed[p]`` documents of each partition are already in
@@ -341,50 +465,49 @@ def _encode_and_write(tok: Tokenizer, batches: Iterator[list[Document]], assign,
     skip = dict.fromkeys(PARTITIONS, 0)
 
     def chunks() -> Iterator[tuple[Partition, list[Document]]]:
-        pending = _Chunks()
-        for batch in batches:
+        chunker = Chunker()
+        for batch in source.batches():
             for doc in batch:
-                part = assign(doc.id)
+                part = source.assign(doc.id)
                 if part is None:
-                    continue  # forgotten by the manifest: named by ``before_commit``
+                    continue  # forgotten by the manifest: named by ``source.checked``
                 if skip[part]:
                     skip[part] -= 1
                     tallies[part].add({"documents": 1, "characters": len(doc.text)})
                     continue
-                chunk = pending.add(part, doc)
+                chunk = chunker.add(part, doc, len(doc.text))
                 if chunk is not None:
                     yield part, chunk
-        for part in PARTITIONS:
-            if pending.pending[part]:
-                yield part, pending.take(part)
+        yield from chunker.rest()
 
     def encode(item: tuple[Partition, list[Document]]):
         part, docs = item
         ids = [d.id for d in docs]
         texts = [d.text for d in docs]
-        if lock is None:
-            values, offsets = tok.encode_documents(texts, ids)
-        else:
-            with lock:
+        try:
+            if lock is None:
                 values, offsets = tok.encode_documents(texts, ids)
-        tally = window_counts(offsets, context_length, stride)
-        tally.update(documents=len(docs), characters=sum(len(t) for t in texts), tokens=int(offsets[-1]))
+            else:
+                with lock:
+                    values, offsets = tok.encode_documents(texts, ids)
+        except UnknownInputError as exc:
+            raise exc.in_partition(part.value) from None
+        tally = chunk_tally(offsets, sum(len(t) for t in texts), options)
         return part, ids, values, offsets, tally, sum(len(t.encode("utf-8")) for t in texts)
 
-    with TokenStore.writer(store_path, tok, row_group_size=STORE_ROW_GROUP_ROWS, max_rows_per_file=STORE_FILE_ROWS,
-                           resume=resume) as writer, Progress(f"pass 2: encoding on {threads} threads",
-                                                              total=total, quiet=quiet) as bar:
+    with open_store_writer(options.store_path, tok, resume=options.resume) as writer, \
+            Progress(f"pass 2: encoding on {threads} threads", total=total, quiet=options.quiet) as bar:
         for part in PARTITIONS:
             lengths = writer.resumed_lengths(part)
             if lengths.size:
                 skip[part] = int(lengths.size)
                 offsets = np.zeros(lengths.size + 1, dtype=np.int64)
                 np.cumsum(lengths, out=offsets[1:])
-                tallies[part].add({"tokens": int(offsets[-1]), **window_counts(offsets, context_length, stride)})
+                tallies[part].add({"tokens": int(offsets[-1]),
+                                   **window_counts(offsets, options.context_length, options.stride)})
                 bar.update(int(lengths.size))
         for part, ids, values, offsets, tally, nbytes in OrderedPool(encode, threads).map(chunks()):
             writer.write_chunk(part, ids, values, offsets)
             tallies[part].add(tally)
             bar.update(len(ids), nbytes)
-        if before_commit is not None:
-            before_commit()
+        source.checked()  # a tokenizer file: one pass, so the manifest is checked before the commit

@@ -14,11 +14,9 @@ ray = pytest.importorskip("ray", reason="Ray Data is not installed: pip install 
 
 from engine.cli import main  # noqa: E402
 from engine.corpus import Corpus, Partition, SplitManifest  # noqa: E402
-from engine.distributed import (  # noqa: E402
-    count_words, encode, prepare_on_ray, train_from_word_counts,
-)
+from engine.distributed import count_types, encode, prepare_on_ray  # noqa: E402
 from engine.errors import CorpusError, TokenizerError  # noqa: E402
-from engine.parallel import WordTypeCounts  # noqa: E402
+from engine.parallel import TypeCounts  # noqa: E402
 from engine.pipeline import default_corpus_paths, prepare  # noqa: E402
 from engine.store import TokenStore  # noqa: E402
 from engine.tokenizers import BpeTrainer, CharTokenizer  # noqa: E402
@@ -61,24 +59,39 @@ def test_ray_store_equals_local_store(tmp_path, kind, merges):
     assert a.tokenizer().kind == kind
 
 
+def test_ray_byte_bpe_store_equals_local_store(tmp_path):
+    corpus_path, splits_path = default_corpus_paths()
+    options = dict(tokenizer="byte-bpe", vocab_size=400, pattern="cl100k", context_length=8, quiet=True)
+    on_ray = prepare_on_ray(corpus_path, splits_path, tmp_path / "ray", **options)
+    local = prepare(corpus_path, splits_path, tmp_path / "local", threads=2, **options)
+    parts = SplitManifest.from_json(splits_path).partition(Corpus.from_jsonl(corpus_path))
+    by_hand = ByteBpeTrainer(vocab_size=400, pattern="cl100k").train([d.text for d in parts.documents(Partition.TRAIN)])
+    assert on_ray.report["tokenizer"]["hash"] == local.report["tokenizer"]["hash"] == by_hand.hash
+    assert on_ray.report["partitions"] == local.report["partitions"]
+    manifest = lambda r: json.loads((r.store_path / "_engine.json").read_text())  # noqa: E731
+    assert manifest(on_ray) == manifest(local)  # byte-identical Parquet files
+
+
 def test_count_words_char_level_equals_local_table(train_texts):
     ds = ray.data.from_arrow(pa.table({"text": train_texts}))
-    words, counts = count_words(ds.repartition(4), level="char")
-    table = WordTypeCounts()
-    table.add(train_texts)
-    assert words == table.words()
-    assert counts.tolist() == table.word_counts().tolist()
-    assert train_from_word_counts(words, counts, merges=40).hash == BpeTrainer(40).train(train_texts).hash
+    trainer = BpeTrainer(40)
+    on_ray = count_types(ds.repartition(4), trainer)
+    table = TypeCounts()
+    table.add(*trainer.count_types(train_texts))
+    assert on_ray.types() == table.types()
+    assert on_ray.counts().tolist() == table.counts().tolist()
+    assert trainer.train_from_counts(on_ray.types(), on_ray.counts()).hash == BpeTrainer(40).train(train_texts).hash
 
 
 def test_count_words_byte_level_trains_the_byte_trainer_merges(train_texts):
     ds = ray.data.from_arrow(pa.table({"text": train_texts})).repartition(3)
-    words, counts = count_words(ds, level="byte", pattern="gpt2")
+    on_ray = count_types(ds, ByteBpeTrainer(merges=30, pattern="gpt2"))
+    words, counts = on_ray.types(), on_ray.counts()
     local = ByteBpeTrainer(merges=30).count_words(train_texts)
     pool = local.pool.tobytes()
     assert words == [pool[local.starts[w]:local.starts[w + 1]] for w in range(local.total)]
     assert counts.tolist() == local.counts[: local.total].tolist()
-    tok = train_from_word_counts(words, counts, merges=30, level="byte")
+    tok = ByteBpeTrainer(merges=30).train_from_counts(words, counts)
     assert tok.hash == ByteBpeTrainer(merges=30).train(train_texts).hash
 
 
@@ -111,10 +124,16 @@ def test_worker_errors_come_back_as_engine_errors(tmp_path):
     splits.write_text(json.dumps({"train": ["a", "b"], "validation": ["zz"]}))
     with pytest.raises(CorpusError, match=r"id 'zz' in \"validation\".* is not in the corpus"):
         prepare_on_ray(src, splits, tmp_path / "o", tokenizer="char", quiet=True)
+    # Checked against the corpus ids before anything is fitted: not "the training text is empty".
+    splits.write_text(json.dumps({"train": ["zz"]}))
+    with pytest.raises(CorpusError, match=r"id 'zz' in \"train\" \(line 1\) is not in the corpus"):
+        prepare_on_ray(src, splits, tmp_path / "o", tokenizer="byte-bpe", quiet=True)
     splits.write_text(json.dumps({"train": ["a", "b"]}))
     with pytest.raises(CorpusError, match=r"1 corpus document\(s\) in no partition: 'c'"):
         prepare_on_ray(src, splits, tmp_path / "o", tokenizer="char", quiet=True)
     splits.write_text(json.dumps({"train": ["a"], "validation": ["b"], "test": ["c"]}))
-    with pytest.raises(TokenizerError, match=r"^character 'd' \(U\+0064\) at offset 2 of document 'b'[^\n]*$"):
+    with pytest.raises(TokenizerError, match=r"^character 'd' \(U\+0064\) at offset 2 of document 'b' \(validation "
+                                             r"partition\)[^\n]*; held-out text must not be fitted on, so instead of "
+                                             r"refitting use --tokenizer byte-bpe, which encodes any text$"):
         prepare_on_ray(src, splits, tmp_path / "o", tokenizer="char", quiet=True)
     assert not (tmp_path / "o" / "store").exists()

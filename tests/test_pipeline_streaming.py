@@ -13,11 +13,19 @@ import engine.pipeline as pipeline
 from engine.cli import main
 from engine.corpus import Corpus, Partition, SplitManifest
 from engine.errors import ConfigurationError, CorpusError
-from engine.parallel import OrderedPool, StreamingFit, WordTypeCounts, resolve_threads
+from engine.parallel import OrderedPool, TypeCounts, count_types, resolve_threads
 from engine.pipeline import default_corpus_paths, iter_corpus_batches, prepare
 from engine.store import TokenStore
 from engine.tokenizers import BpeTrainer, CharTokenizer, WordTokenizer
-from engine.tokenizers.base import load_tokenizer
+from engine.tokenizers.base import FitOptions, load_tokenizer, trainer_for
+from engine.tokenizers.word import count_word_types
+
+
+def streaming_fit(kind, batches, *, merges=60, threads=1, unknown="<unk>"):
+    """What prepare's pass 1 and fit do: count each batch on threads, fold in order, fit."""
+    trainer = trainer_for(kind, FitOptions(merges=merges, unknown=unknown))
+    table = count_types(trainer, batches, threads)
+    return trainer.train_from_counts(table.types(), table.counts())
 
 
 @pytest.fixture(scope="module")
@@ -52,23 +60,23 @@ def test_streaming_fit_equals_whole_text_fit(bundled, batch):
     }
     for kind, tok in expected.items():
         for threads in (1, 2):
-            fitted = StreamingFit(kind, merges=60, threads=threads).fit_batches(batches_of(train, batch))
+            fitted = streaming_fit(kind, batches_of(train, batch), merges=60, threads=threads)
             assert fitted.hash == tok.hash, (kind, batch, threads)
     assert len(expected["bpe"].merges) == 60
 
 
 def test_word_type_counts_rank_by_first_appearance():
-    table = WordTypeCounts()
-    table.add(["b a", "c"])
-    table.add(["a d b"])
-    assert table.words() == ["b", " ", "a", "c", "d"]
-    assert table.word_counts().tolist() == [2, 3, 2, 1, 1]
+    table = TypeCounts()
+    table.add(*count_word_types(["b a", "c"]))
+    table.add(*count_word_types(["a d b"]))
+    assert table.types() == ["b", " ", "a", "c", "d"]
+    assert table.counts().tolist() == [2, 3, 2, 1, 1]
 
 
 def test_bpe_streaming_ties_follow_first_appearance():
     # "xy" and "yz" both occur twice; "yz" appears first in the stream, in a later batch than "q".
     texts = [["q"], ["yz yz"], ["xy xy"]]
-    tok = StreamingFit("bpe", merges=1).fit_batches(texts)
+    tok = streaming_fit("bpe", texts, merges=1)
     assert tok.merges == [("y", "z")]
     assert tok.hash == BpeTrainer(1).train(["q", "yz yz", "xy xy"]).hash
 

@@ -144,3 +144,13 @@ def test_help_has_examples():
         result = runner.invoke(main, [cmd, "--help"])
         assert result.exit_code == 0
         assert "Example:" in result.output
+
+
+def test_prepare_help_names_every_kind_and_the_byte_bpe_command():
+    result = CliRunner().invoke(main, ["prepare", "--help"])
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "--tokenizer KIND|FILE A kind to fit on the train partition (char, word, bpe, byte-bpe)" in text
+    assert ("engine prepare corpus.jsonl --hash-split 0.98,0.01,0.01 --tokenizer byte-bpe --vocab-size 32768"
+            in result.output)
+    assert "--pattern [gpt2|cl100k]" in text and "--tie-break [first|hf]" in text

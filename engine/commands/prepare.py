@@ -7,7 +7,10 @@ import json
 import click
 
 from engine.commands._options import column_options, json_option, split_options
-from engine.errors import ConfigurationError
+from engine.corpus.readers import INVALID_UTF8_POLICIES
+from engine.pipeline import EXECUTORS
+from engine.tokenizers.base import TIE_BREAKS
+from engine.tokenizers.pretokenize import PATTERNS
 
 
 def format_table(headers: list[str], rows: list[list]) -> str:
@@ -23,25 +26,33 @@ def format_table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+def _fittable() -> str:
+    from engine.tokenizers.base import fittable_kinds
+
+    return ", ".join(fittable_kinds())
+
+
 @click.command("prepare")
 @click.argument("corpus", required=False, type=click.Path(path_type=str))
 @split_options
 @column_options
 @click.option("--out", "out_dir", default="out", show_default=True, type=click.Path(path_type=str), help="Output directory (store/, tokenizer.json, report.json).")
-@click.option("--tokenizer", default="bpe", show_default=True, help="char, word, bpe, or the path of a tokenizer file to encode with.")
-@click.option("--merges", default=200, show_default=True, type=int, help="BPE merges to train.")
+@click.option("--tokenizer", default="bpe", show_default=True, metavar="KIND|FILE", help=f"A kind to fit on the train partition ({_fittable()}), or the path of a tokenizer file to encode with (engine, Hugging Face tokenizer.json, tiktoken).")
+@click.option("--merges", default=None, type=int, help="BPE merges to train (bpe, byte-bpe; default 200 unless --vocab-size is given).")
+@click.option("--vocab-size", "vocab_size", default=None, type=int, help="BPE vocabulary size to stop at, specials included (bpe, byte-bpe).")
+@click.option("--pattern", type=click.Choice(list(PATTERNS)), default=None, help="Byte-level pre-tokenizer (byte-bpe; default gpt2), or the one a tiktoken file uses.")
+@click.option("--tie-break", "tie_break", type=click.Choice(list(TIE_BREAKS)), default=None, help="Equally frequent pairs: first (first occurrence) or hf (Hugging Face's order); default first (bpe, byte-bpe).")
 @click.option("--context", "context_length", default=64, show_default=True, type=int, help="Context length T for window counts.")
 @click.option("--stride", default=1, show_default=True, type=int, help="Stride S between window starts.")
-@click.option("--on-invalid-utf8", type=click.Choice(["error", "replace", "skip"]), default="error", show_default=True, help="What to do with bytes that are not UTF-8: replace each invalid sequence by U+FFFD, or skip the document (a continuous .txt loses only the invalid sequences); counted in the summary and report.json.")
+@click.option("--on-invalid-utf8", type=click.Choice(list(INVALID_UTF8_POLICIES)), default="error", show_default=True, help="What to do with bytes that are not UTF-8: replace each invalid sequence by U+FFFD, or skip the document (a continuous .txt loses only the invalid sequences); counted in the summary and report.json.")
 @click.option("--skip-bad-lines", is_flag=True, help="Skip malformed JSONL lines instead of failing; counted in the summary and report.json.")
-@click.option("--threads", type=int, default=None, help="Threads for encoding and counting (default: $ENGINE_THREADS, else all cores).")
-@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="local: threads on this machine; ray: Ray Data on a cluster (pip install 'engine[distributed]').")
+@click.option("--threads", type=int, default=None, help="Threads for counting and encoding (default: $ENGINE_THREADS, else all cores).")
+@click.option("--executor", type=click.Choice(list(EXECUTORS)), default="local", show_default=True, help="local: threads on this machine; ray: Ray Data on a cluster (pip install 'engine[distributed]').")
 @click.option("--ray-address", "ray_address", default=None, metavar="ADDR", help="Ray cluster to join with --executor ray (e.g. auto, ray://host:10001); default: start a local one.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run over the same --out: keep its finished files, encode the rest.")
 @json_option
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
-def command(corpus, splits, hash_split, train_fraction, text_column, id_column, out_dir, tokenizer, merges, context_length, stride,
-            on_invalid_utf8, skip_bad_lines, threads, executor, ray_address, resume, as_json, quiet):
+def command(corpus, splits, hash_split, train_fraction, as_json, **options):
     """Fit a tokenizer on the training partition, encode every document, write the store.
 
     CORPUS is a .jsonl, .parquet or Arrow IPC (.arrow/.feather) file, a folder of text files, or
@@ -50,7 +61,10 @@ def command(corpus, splits, hash_split, train_fraction, text_column, id_column, 
     prints documents, characters, tokens and complete windows (context T, stride S) per partition;
     "tails" counts the documents that end in an incomplete tail (tokens after the last complete
     window's start that cannot fill another window of T+1 tokens; SPEC section 5).
-    The corpus is streamed twice (fit on train, then encode), so it need not fit in memory.
+    The corpus is streamed twice (count the train partition and fit, then encode), so it need not
+    fit in memory. --tokenizer byte-bpe trains a byte-level BPE (GPT-2 style: any text encodes, so
+    held-out documents never stop the run); char, word and bpe stop on a held-out character their
+    training text lacked.
     Skipped lines and documents, replaced or dropped invalid UTF-8 and ids made from file and row
     are counted in the summary and report.json; partitions without a complete window and documents
     shorter than T+1 tokens are warned about on stderr (with --json: in its "warnings").
@@ -59,40 +73,17 @@ def command(corpus, splits, hash_split, train_fraction, text_column, id_column, 
     Example:
       engine prepare
       engine prepare corpus.jsonl --splits splits.json --out out --context 256
-      engine prepare shakespeare.txt --tokenizer char --train-fraction 0.9 --json
-      engine prepare big.jsonl --hash-split 0.98,0.01,0.01 --threads 16
+      engine prepare corpus.jsonl --hash-split 0.98,0.01,0.01 --tokenizer byte-bpe --vocab-size 32768
+      engine prepare corpus.jsonl --hash-split 0.98,0.01,0.01 --tokenizer byte-bpe --vocab-size 4096 --pattern cl100k --tie-break hf
+      engine prepare data/tinyshakespeare.txt --tokenizer char --train-fraction 0.9 --json
+      engine prepare big.jsonl --hash-split 0.98,0.01,0.01 --tokenizer tokenizer.json --threads 16
       engine prepare pages.parquet --hash-split 0.98,0.01,0.01 --text-column body --id-column url
       engine prepare big.jsonl --hash-split 0.98,0.01,0.01 --resume    # after an interruption
       engine prepare big.parquet --hash-split 0.98,0.01,0.01 --executor ray --ray-address auto
     """
-    if executor == "ray":
-        from engine.distributed import prepare_on_ray as prepare
-    else:
-        from engine.pipeline import prepare
-        if ray_address is not None:
-            raise ConfigurationError("--ray-address applies to --executor ray only")
-    if resume and executor == "ray":
-        raise ConfigurationError("--resume applies to --executor local only")
+    from engine.pipeline import prepare  # PrepareOptions(**these options), run on their executor
 
-    extra = {"ray_address": ray_address} if executor == "ray" else {"resume": resume}
-    result = prepare(
-        corpus,
-        splits,
-        out_dir,
-        tokenizer=tokenizer,
-        merges=merges,
-        context_length=context_length,
-        stride=stride,
-        train_fraction=train_fraction,
-        hash_split=hash_split,
-        on_invalid_utf8=on_invalid_utf8,
-        skip_bad_lines=skip_bad_lines,
-        text_column=text_column,
-        id_column=id_column,
-        threads=threads,
-        quiet=quiet,
-        **extra,
-    )
+    result = prepare(corpus, splits, hash_split=hash_split, train_fraction=train_fraction, **options)
     report = result.report
     if as_json:  # the warnings are in the JSON ("warnings")
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))

@@ -8,6 +8,8 @@ A tokenizer file is one JSON object::
 so two tokenizers with the same behaviour have the same hash, and a file edited by hand or cut
 short is detected on load. Subclasses implement ``_encode``, ``decode``, ``tokenize``,
 ``_payload`` and ``_from_payload``; everything else lives here.
+
+Which kinds exist, and what ``prepare`` needs to fit them, is ``engine.tokenizers.registry``.
 """
 
 from __future__ import annotations
@@ -23,9 +25,16 @@ from typing import Any, ClassVar, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from engine.errors import TokenizerError
+from engine.errors import ConfigurationError, TokenizerError
+from engine.tokenizers.registry import (  # noqa: F401  (re-exported: kinds import them from here)
+    DEFAULT_MERGES, KIND_MODULES, TIE_BREAKS, FitOptions, Trainer, _import_kinds, _REGISTRY, fittable_class,
+    fittable_kinds, register_tokenizer, trainer_for,
+)
 
-__all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer", "FORMAT", "FORMAT_VERSION", "MAX_VOCAB_SIZE"]
+__all__ = [
+    "Tokenizer", "load_tokenizer", "register_tokenizer", "FORMAT", "FORMAT_VERSION", "MAX_VOCAB_SIZE", "KIND_MODULES",
+    "FitOptions", "Trainer", "fittable_kinds", "trainer_for", "UnknownInputError", "TIE_BREAKS",
+]
 
 FORMAT = "engine.tokenizer"
 FORMAT_VERSION = 1
@@ -38,14 +47,6 @@ EOS_TOKEN = "<eos>"
 # id is refused before anything is allocated instead of ending in MemoryError.
 MAX_VOCAB_SIZE = 1 << 24
 
-_REGISTRY: dict[str, type["Tokenizer"]] = {}
-
-
-def register_tokenizer(cls: type["Tokenizer"]) -> type["Tokenizer"]:
-    """Class decorator: make ``load_tokenizer`` able to rebuild files of ``cls.kind``."""
-    _REGISTRY[cls.kind] = cls
-    return cls
-
 
 def canonical_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
@@ -55,6 +56,13 @@ class Tokenizer(ABC):
     """A frozen tokenizer. Ids are uint32; ``bos_id``/``eos_id`` wrap every encoded document."""
 
     kind: ClassVar[str] = ""
+    #: The name ``prepare --tokenizer NAME`` fits this kind under; None: it is only loaded from files.
+    fit_name: ClassVar[str | None] = None
+    #: The ``FitOptions`` fields its fit reads (giving another one is an error, except ``merges``
+    #: and ``unknown``, which kinds without merges or an unknown token ignore).
+    fit_options: ClassVar[frozenset[str]] = frozenset()
+    #: Several threads may call ``encode_documents`` at once (it only reads frozen tables).
+    thread_safe_encode: ClassVar[bool] = False
 
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
@@ -87,6 +95,11 @@ class Tokenizer(ABC):
     @abstractmethod
     def _from_payload(cls, payload: dict) -> "Tokenizer":
         """Inverse of ``_payload``; raise ``TokenizerError`` on a malformed payload."""
+
+    @classmethod
+    def trainer(cls, options: "FitOptions") -> "Trainer":
+        """The ``Trainer`` that fits this kind with ``options``; raises for a kind that is only loaded."""
+        raise ConfigurationError(f"tokenizer kind {cls.kind!r} is loaded from files only; it cannot be fitted")
 
     # -- shared behaviour -------------------------------------------------------------------
     def encode(self, text: str) -> np.ndarray:
@@ -166,8 +179,44 @@ class Tokenizer(ABC):
         return hash(self.hash)
 
 
+class UnknownInputError(TokenizerError):
+    """Text a tokenizer cannot encode: a character (or piece) its vocabulary lacks.
+
+    ``what`` says what and where (``"character 'd' (U+0064) at offset 2"``), ``document_id`` whose,
+    ``expected`` what the vocabulary holds and ``advice`` how to fix it. ``in_partition(name)`` is
+    the same error as ``prepare`` reports it: the document's partition named and, for held-out
+    text, byte-level BPE suggested instead of refitting (fitting on held-out text would leak it).
+    """
+
+    def __init__(self, message: str, *, what: str = "", document_id: str | None = None, kind: str = "",
+                 expected: str = "", advice: str = ""):
+        super().__init__(message)
+        self.what, self.document_id, self.kind, self.expected, self.advice = what, document_id, kind, expected, advice
+
+    @classmethod
+    def build(cls, what: str, document_id: str | None, kind: str, expected: str, advice: str) -> "UnknownInputError":
+        of = f" of document {document_id!r}" if document_id is not None else ""
+        message = f"{what}{of} is not in the {kind} tokenizer's vocabulary (expected {expected}; {advice})"
+        return cls(message, what=what, document_id=document_id, kind=kind, expected=expected, advice=advice)
+
+    def in_partition(self, partition: str) -> "UnknownInputError":
+        """This error with the document's partition named, and advice that never refits on held-out text."""
+        if not self.what:
+            return self
+        of = f" of document {self.document_id!r}" if self.document_id is not None else ""
+        where = f"{self.what}{of} ({partition} partition) is not in the {self.kind} tokenizer's vocabulary"
+        if partition == "train":
+            message = f"{where} (expected {self.expected}; {self.advice}, or use --tokenizer byte-bpe)"
+        else:
+            message = (f"{where} (expected {self.expected}); held-out text must not be fitted on, so instead of "
+                       "refitting use --tokenizer byte-bpe, which encodes any text")
+        return type(self)(message, what=self.what, document_id=self.document_id, kind=self.kind,
+                          expected=self.expected, advice=self.advice)
+
+
 def tokenizer_from_json(obj: Any, source: str = "<memory>") -> Tokenizer:
     """Rebuild a tokenizer from the parsed JSON of its file, checking format, version and hash."""
+    _import_kinds()  # registered before dispatching on "kind"
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise TokenizerError(f"{source}: not an engine tokenizer file (expected \"format\": \"{FORMAT}\")")
     version = obj.get("version")
@@ -223,9 +272,7 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
     does, else it is ``cl100k`` for a file of exactly 100,256 ranks (cl100k_base) and ``gpt2``
     otherwise. Files without special tokens get ``<|endoftext|>`` after the last id
     (``tokenizer.notes`` says so)."""
-    # Import the kinds so their classes are registered before dispatching on "kind".
-    import engine.tokenizers  # noqa: F401
-
+    _import_kinds()  # registered before dispatching on "kind"
     path = Path(path)
     try:
         raw = path.read_bytes()

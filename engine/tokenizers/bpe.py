@@ -11,6 +11,8 @@ Encoding applies merge k = 0..N-1 in order to each distinct word (left to right,
 once per distinct word (``engine.kernels.bpe_encode``, the ``ordered`` rule), then scatters pieces
 to occurrences.
 Training 200 merges on 1 MB of text takes tens of milliseconds; 5,000 well under a second.
+``BpeTrainer.train_from_counts`` trains from a word-type table counted elsewhere (``prepare``
+counts batches on threads or machines), with the result ``train`` gives on the texts themselves.
 """
 
 from __future__ import annotations
@@ -23,14 +25,24 @@ from engine.errors import ConfigurationError, TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, encode_words, map_symbols, scatter_documents
 from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, train_merges
 from engine.kernels.wordsplit import code_points
-from engine.tokenizers.base import Tokenizer, check_encodable, check_ids, check_text, check_texts, register_tokenizer
+from engine.tokenizers.base import (
+    FitOptions,
+    _iter_texts,
+    Tokenizer,
+    check_encodable,
+    check_ids,
+    check_text,
+    check_texts,
+    register_tokenizer,
+    trainer_for,
+)
 from engine.tokenizers.char import (
     SPECIALS,
     check_alphabet,
     raise_unknown_in_documents,
     symbol_table,
 )
-from engine.tokenizers.word import WordAnalysis, analyse_words
+from engine.tokenizers.word import WordAnalysis, analyse_words, count_word_types
 
 __all__ = ["BpeTrainer", "BpeTokenizer", "fit_tokenizer"]
 
@@ -75,14 +87,40 @@ class BpeTrainer:
         self.pattern = pattern
         self.tie_break = tie_break
 
+    def _byte_level(self):
+        from engine.tokenizers.byte_bpe import ByteBpeTrainer
+
+        return ByteBpeTrainer(merges=self.merges, vocab_size=self.vocab_size, pattern=self.pattern,
+                              tie_break=self.tie_break)
+
     def train(self, texts: Iterable[str] | str) -> "BpeTokenizer":
         if self.level == "byte":
-            from engine.tokenizers.byte_bpe import ByteBpeTrainer
+            return self._byte_level().train(texts)
+        return self._train_words(analyse_words(texts))
 
-            return ByteBpeTrainer(
-                merges=self.merges, vocab_size=self.vocab_size, pattern=self.pattern, tie_break=self.tie_break
-            ).train(texts)
-        analysis = analyse_words(texts)
+    def count_types(self, texts: Sequence[str]) -> tuple[list, np.ndarray]:
+        """Distinct words of a batch (first appearance) with int64 counts; see ``train_from_counts``."""
+        if self.level == "byte":
+            return self._byte_level().count_types(texts)
+        return count_word_types(texts)
+
+    def train_from_counts(self, words: Sequence, counts) -> "BpeTokenizer":
+        """Train on distinct words (numbered by first appearance in the training text) and their counts:
+        the tokenizer ``train`` gives on that text (same merges, history and hash)."""
+        if self.level == "byte":
+            return self._byte_level().train_from_counts(words, counts)
+        words = list(words)
+        word_cps = code_points("".join(words))
+        word_offsets = np.zeros(len(words) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter((len(w) for w in words), dtype=np.int64, count=len(words)), out=word_offsets[1:])
+        empty = np.zeros(0, dtype=np.int64)
+        return self._train_words(WordAnalysis(
+            cps=word_cps, bounds=np.array([0, word_cps.shape[0]], dtype=np.int64), starts=word_offsets[:-1],
+            ends=word_offsets[1:], word_of_piece=empty, first_piece=np.arange(len(words), dtype=np.int64),
+            counts=np.ascontiguousarray(counts, dtype=np.int64), word_cps=word_cps, word_offsets=word_offsets,
+        ))
+
+    def _train_words(self, analysis: WordAnalysis) -> "BpeTokenizer":
         if analysis.word_cps.shape[0] == 0:
             raise TokenizerError("BPE trainer: the training text is empty (expected at least one character)")
         alphabet_cps = np.unique(analysis.word_cps)
@@ -133,6 +171,9 @@ class BpeTokenizer(Tokenizer):
     """Character-level BPE: ``merges`` (left, right) in training order, ``history`` (k, tokens)."""
 
     kind = "bpe"
+    fit_name = "bpe"
+    fit_options = frozenset({"merges", "vocab_size", "tie_break"})
+    thread_safe_encode = True
 
     def __init__(self, alphabet: str, merges: Sequence[tuple[str, str]], history: Sequence[tuple[int, int]] = ()):
         self.alphabet = check_alphabet(alphabet, self.kind)
@@ -163,6 +204,11 @@ class BpeTokenizer(Tokenizer):
         self._alphabet_cps = code_points(alphabet)
         self._char_table = symbol_table(self._alphabet_cps, 0)
         self._texts = np.array(["", ""] + pieces, dtype=object)
+
+    @classmethod
+    def trainer(cls, options: FitOptions) -> BpeTrainer:
+        return BpeTrainer(options.merges_or_default(), vocab_size=options.vocab_size,
+                          tie_break=options.tie_break or "first")
 
     @property
     def vocab_size(self) -> int:
@@ -252,14 +298,7 @@ def _check_history(history) -> list[tuple[int, int]]:
 
 
 def fit_tokenizer(kind: str, texts: Iterable[str] | str, *, merges: int = 200, unknown: str | None = None) -> Tokenizer:
-    """Fit a ``char``, ``word`` or ``bpe`` (character level) tokenizer on training text(s)."""
-    from engine.tokenizers.char import CharTokenizer
-    from engine.tokenizers.word import WordTokenizer
-
-    if kind == "char":
-        return CharTokenizer.fit(texts)
-    if kind == "word":
-        return WordTokenizer.fit(texts, unknown=unknown)
-    if kind == "bpe":
-        return BpeTrainer(merges).train(texts)
-    raise ConfigurationError(f"tokenizer kind {kind!r} is unknown (expected one of: char, word, bpe)")
+    """Fit a ``char``, ``word`` or ``bpe`` (character level) tokenizer, or any kind ``prepare`` fits,
+    on training text(s)."""
+    trainer = trainer_for(kind, FitOptions(merges=merges, unknown=unknown))
+    return trainer.train_from_counts(*trainer.count_types(list(_iter_texts(texts))))

@@ -27,7 +27,7 @@ from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_token_map, encode_bytes
 from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
 from engine.kernels.pretokenize import pretokenize_ends
-from engine.tokenizers.base import (MAX_VOCAB_SIZE, Tokenizer, _iter_texts, check_ids, check_special_ids,
+from engine.tokenizers.base import (MAX_VOCAB_SIZE, FitOptions, Tokenizer, _iter_texts, check_ids, check_special_ids,
                                    check_texts, register_tokenizer)
 from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
 from engine.tokenizers.unicode_tables import code_point_classes
@@ -60,6 +60,9 @@ class ByteBpeTokenizer(Tokenizer):
     """Frozen byte-level BPE. ``tokens[id]`` is the byte string of ``id`` (``None`` for specials)."""
 
     kind = "bpe-byte"
+    fit_name = "byte-bpe"
+    fit_options = frozenset({"merges", "vocab_size", "pattern", "tie_break"})
+    thread_safe_encode = True
 
     def __init__(
         self,
@@ -86,6 +89,11 @@ class ByteBpeTokenizer(Tokenizer):
         self.bos, self.eos = bos, eos
         self.bos_id, self.eos_id = self.specials[bos], self.specials[eos]
         self._build_tables()
+
+    @classmethod
+    def trainer(cls, options: FitOptions) -> "ByteBpeTrainer":
+        return ByteBpeTrainer(options.merges_or_default(), vocab_size=options.vocab_size,
+                              pattern=options.pattern or "gpt2", tie_break=options.tie_break or "first")
 
     # -- tables -------------------------------------------------------------------------------
     def _build_tables(self) -> None:
@@ -309,6 +317,12 @@ class ByteBpeTrainer:
                 batch, size = [], 0
         counts.add(batch)
         return counts
+
+    def count_types(self, texts: Sequence[str]) -> tuple[list[bytes], np.ndarray]:
+        """Distinct pieces of one batch (``bytes``, first appearance) and their int64 counts."""
+        table = self.count_words(texts)
+        pool, starts = table.pool.tobytes(), table.starts[: table.total + 1].tolist()
+        return [pool[starts[w]:starts[w + 1]] for w in range(table.total)], table.counts[: table.total].copy()
 
     def train(self, texts: Iterable[str] | str) -> ByteBpeTokenizer:
         words = self.count_words(texts)

@@ -2,7 +2,8 @@
 
 Encoding is one table look-up per code point (a Numba kernel over the UTF-32 view of the text);
 decoding gathers code points and decodes them as UTF-32. Both are O(n). A character the
-training text lacked is a ``TokenizerError`` naming it, its document and its offset.
+training text lacked is an ``UnknownInputError`` naming it, its document and its offset.
+``CharTrainer`` fits it from the distinct characters of batches counted apart (``prepare``).
 """
 
 from __future__ import annotations
@@ -15,16 +16,18 @@ from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import map_symbols
 from engine.kernels.wordsplit import code_points
 from engine.tokenizers.base import (
-    check_ids,
+    FitOptions,
     Tokenizer,
+    UnknownInputError,
     _iter_texts,
     check_encodable,
+    check_ids,
     check_text,
     check_texts,
     register_tokenizer,
 )
 
-__all__ = ["CharTokenizer", "unknown_character_error", "symbol_table", "check_alphabet"]
+__all__ = ["CharTokenizer", "CharTrainer", "unknown_character_error", "symbol_table", "check_alphabet"]
 
 SPECIALS = 2
 
@@ -35,13 +38,10 @@ def describe_character(ch: str) -> str:
 
 def unknown_character_error(
     text: str, offset: int, document_id: str | None, kind: str, vocabulary: str
-) -> TokenizerError:
+) -> UnknownInputError:
     """The error for a character ``kind`` cannot encode: what, which document, which offset."""
-    where = f"at offset {offset}" + (f" of document {document_id!r}" if document_id is not None else "")
-    return TokenizerError(
-        f"character {describe_character(text[offset])} {where} is not in the {kind} tokenizer's "
-        f"vocabulary (expected one of its {vocabulary}; refit on text that contains it)"
-    )
+    return UnknownInputError.build(f"character {describe_character(text[offset])} at offset {offset}", document_id,
+                                   kind, f"one of its {vocabulary}", "refit on text that contains it")
 
 
 def symbol_table(alphabet_cps: np.ndarray, first_id: int) -> np.ndarray:
@@ -84,6 +84,8 @@ class CharTokenizer(Tokenizer):
     """One id per character: ``<bos>``=0, ``<eos>``=1, then characters sorted by code point."""
 
     kind = "char"
+    fit_name = "char"
+    thread_safe_encode = True
 
     def __init__(self, alphabet: str):
         self.alphabet = check_alphabet(alphabet, self.kind)
@@ -99,6 +101,10 @@ class CharTokenizer(Tokenizer):
         if not seen:
             raise TokenizerError("char tokenizer: the training text is empty (expected at least one character)")
         return cls("".join(sorted(seen)))
+
+    @classmethod
+    def trainer(cls, options: FitOptions) -> "CharTrainer":
+        return CharTrainer()
 
     @property
     def vocab_size(self) -> int:
@@ -143,3 +149,16 @@ class CharTokenizer(Tokenizer):
         if not isinstance(alphabet, str):
             raise TokenizerError("char tokenizer payload: \"alphabet\" must be a string")
         return cls(alphabet)
+
+
+class CharTrainer:
+    """Fits ``CharTokenizer`` from batches: types are the distinct characters, counts their occurrences."""
+
+    def count_types(self, texts) -> tuple[list[str], np.ndarray]:
+        distinct, counts = np.unique(code_points("".join(texts)), return_counts=True)
+        return list(distinct.tobytes().decode("utf-32-le", "surrogatepass")), counts.astype(np.int64)
+
+    def train_from_counts(self, types, counts) -> CharTokenizer:
+        if not len(types):
+            raise TokenizerError("char tokenizer: the training text is empty (expected at least one character)")
+        return CharTokenizer("".join(sorted(types)))

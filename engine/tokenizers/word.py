@@ -9,6 +9,9 @@ Unknown pieces: without ``unknown`` they are a ``TokenizerError`` (naming the fi
 training text never had, or else the piece, with document id and offset). With ``unknown`` they
 map to its id and are counted in ``last_unknown_count``; decoding that id yields the unknown
 token's text, so decoding is byte-exact only for text without unknown pieces.
+
+``count_word_types`` gives a batch's distinct pieces with counts (what ``WordTrainer`` and the
+classic BPE trainer fit from when ``prepare`` counts batches apart).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from engine.errors import ConfigurationError, TokenizerError
 from engine.kernels.bpe_encode import scatter_documents
 from engine.kernels.wordsplit import intern_words, split_words
 from engine.tokenizers.base import (
+    FitOptions,
     Tokenizer,
+    UnknownInputError,
     _iter_texts,
     check_encodable,
     check_ids,
@@ -32,7 +37,7 @@ from engine.tokenizers.base import (
 )
 from engine.tokenizers.char import SPECIALS, describe_character, join_documents
 
-__all__ = ["WordTokenizer", "WordAnalysis", "analyse_words"]
+__all__ = ["WordTokenizer", "WordTrainer", "WordAnalysis", "analyse_words", "count_word_types"]
 
 
 @dataclass
@@ -78,11 +83,21 @@ def analyse_words(texts: Iterable[str] | str) -> WordAnalysis:
     return WordAnalysis(cps, bounds, starts, ends, word_of_piece, first_piece, counts, word_cps, word_offsets)
 
 
+def count_word_types(texts) -> tuple[list[str], np.ndarray]:
+    """The distinct pieces of ``texts`` in order of first appearance and their int64 counts (kernels)."""
+    analysis = analyse_words(texts)
+    flat = analysis.word_cps.tobytes().decode("utf-32-le", "surrogatepass")
+    bounds = analysis.word_offsets.tolist()
+    return [flat[bounds[w]:bounds[w + 1]] for w in range(len(bounds) - 1)], analysis.counts.astype(np.int64)
+
+
 @register_tokenizer
 class WordTokenizer(Tokenizer):
     """One id per word, punctuation mark or whitespace character."""
 
     kind = "word"
+    fit_name = "word"
+    fit_options = frozenset({"unknown"})
 
     def __init__(self, pieces: list[str], *, unknown: str | None = None):
         if isinstance(pieces, str) or not isinstance(pieces, (list, tuple)) or not all(isinstance(p, str) for p in pieces):
@@ -113,6 +128,10 @@ class WordTokenizer(Tokenizer):
             raise TokenizerError("word tokenizer: the training text is empty (expected at least one character)")
         pieces = sorted(analysis.word_text(w) for w in range(analysis.first_piece.shape[0]))
         return cls(pieces, unknown=unknown)
+
+    @classmethod
+    def trainer(cls, options: FitOptions) -> "WordTrainer":
+        return WordTrainer(unknown=options.unknown)
 
     @property
     def unknown_id(self) -> int | None:
@@ -146,19 +165,14 @@ class WordTokenizer(Tokenizer):
         doc = int(np.searchsorted(analysis.bounds, position, side="right") - 1)
         offset = position - int(analysis.bounds[doc])
         doc_id = None if document_ids is None else document_ids[doc]
-        where = "at offset {}" + (f" of document {doc_id!r}" if doc_id is not None else "")
+        advice = 'build it with unknown="<unk>" to map unseen pieces'
         for k, ch in enumerate(word):
             if ch not in self._alphabet:
-                raise TokenizerError(
-                    f"character {describe_character(ch)} {where.format(offset + k)} is not in the word "
-                    f"tokenizer's vocabulary (expected characters of its training text; build it with "
-                    f"unknown=\"<unk>\" to map unseen pieces)"
-                )
-        raise TokenizerError(
-            f"piece {word!r} (first character {describe_character(word[0])}) {where.format(offset)} is not in "
-            f"the word tokenizer's vocabulary (expected one of its {len(self.pieces)} training pieces; build it "
-            f"with unknown=\"<unk>\" to map unseen pieces)"
-        )
+                raise UnknownInputError.build(f"character {describe_character(ch)} at offset {offset + k}", doc_id,
+                                              "word", "characters of its training text", advice)
+        raise UnknownInputError.build(
+            f"piece {word!r} (first character {describe_character(word[0])}) at offset {offset}", doc_id, "word",
+            f"one of its {len(self.pieces)} training pieces", advice)
 
     def _encode(self, text: str, document_id: str | None) -> np.ndarray:
         values, _ = self._encode_many([text], None if document_id is None else [document_id], wrap=False)
@@ -201,3 +215,18 @@ class WordTokenizer(Tokenizer):
         if not isinstance(pieces, list) or not all(isinstance(p, str) for p in pieces):
             raise TokenizerError("word tokenizer payload: \"pieces\" must be a list of strings")
         return cls(pieces, unknown=payload.get("unknown"))
+
+
+class WordTrainer:
+    """Fits ``WordTokenizer`` from batches: types are the distinct pieces (``count_word_types``)."""
+
+    def __init__(self, unknown: str | None = None):
+        self.unknown = unknown
+
+    def count_types(self, texts) -> tuple[list[str], np.ndarray]:
+        return count_word_types(texts)
+
+    def train_from_counts(self, types, counts) -> WordTokenizer:
+        if not len(types):
+            raise TokenizerError("word tokenizer: the training text is empty (expected at least one character)")
+        return WordTokenizer(sorted(types), unknown=self.unknown)

@@ -1,0 +1,147 @@
+"""The registry of tokenizer kinds: what loading and ``prepare`` need to know about each.
+
+Every kind is one module (listed in ``KIND_MODULES``) whose ``Tokenizer`` subclass is decorated
+with ``@register_tokenizer``. The class declares ``kind`` (its file kind), ``fit_name`` (the
+``prepare --tokenizer NAME`` that fits it, or None), ``fit_options`` (which ``FitOptions`` its fit
+reads), ``thread_safe_encode`` and ``trainer(options)``: a ``Trainer`` that fits it from type
+counts folded batch by batch, on threads or on Ray. ``load_tokenizer`` dispatches on ``kind``;
+the pipeline asks ``fittable_kinds`` and ``trainer_for`` and never lists kinds. Adding a kind is
+one new module plus its line in ``KIND_MODULES``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, Sequence
+
+import numpy as np
+
+from engine.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from engine.tokenizers.base import Tokenizer
+
+__all__ = [
+    "KIND_MODULES", "register_tokenizer", "fittable_kinds", "fittable_class", "trainer_for", "FitOptions",
+    "Trainer", "TIE_BREAKS", "DEFAULT_MERGES",
+]
+
+#: The modules that define tokenizer kinds, in the order ``prepare --help`` lists them. A new kind
+#: is a new module with a ``@register_tokenizer`` class, plus its line here.
+KIND_MODULES = (
+    "engine.tokenizers.char",
+    "engine.tokenizers.word",
+    "engine.tokenizers.bpe",
+    "engine.tokenizers.byte_bpe",
+)
+
+_REGISTRY: dict[str, type["Tokenizer"]] = {}  # file kind -> class
+_FITTABLE: dict[str, type["Tokenizer"]] = {}  # prepare --tokenizer NAME -> class
+
+
+def register_tokenizer(cls: type["Tokenizer"]) -> type["Tokenizer"]:
+    """Class decorator: ``load_tokenizer`` rebuilds files of ``cls.kind``; ``prepare`` fits ``cls.fit_name``."""
+    _REGISTRY[cls.kind] = cls
+    if cls.fit_name is not None:
+        _FITTABLE[cls.fit_name] = cls
+    return cls
+
+
+def _import_kinds() -> None:
+    for module in KIND_MODULES:
+        importlib.import_module(module)
+
+
+# -- fitting -----------------------------------------------------------------------------------
+
+TIE_BREAKS = ("first", "hf")
+DEFAULT_MERGES = 200  # merges a BPE fit trains when given neither merges nor a vocabulary size
+_IGNORABLE = frozenset({"merges", "unknown"})
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """What a fit may read, checked on construction (messages use the CLI's spellings).
+
+    ``merges``: merges to train; ``vocab_size``: ids to stop at (specials included); ``pattern``:
+    the byte-level pre-tokenizer (``gpt2``, ``cl100k``); ``tie_break``: ``first`` or ``hf``;
+    ``unknown``: the token unseen pieces map to, for kinds that have one. None: the kind's default.
+    """
+
+    merges: int | None = None
+    vocab_size: int | None = None
+    pattern: str | None = None
+    tie_break: str | None = None
+    unknown: str | None = None
+
+    def __post_init__(self) -> None:
+        from engine.checks import as_int
+        from engine.tokenizers.pretokenize import PATTERNS
+
+        for name, flag in (("merges", "--merges"), ("vocab_size", "--vocab-size")):
+            value = getattr(self, name)
+            if value is not None:
+                value = as_int(value, flag, expected="a whole number")
+                if value < 0:
+                    raise ConfigurationError(f"{flag} must be >= 0, got {value}")
+                object.__setattr__(self, name, value)
+        if self.pattern is not None and self.pattern not in PATTERNS:
+            raise ConfigurationError(f"--pattern {self.pattern!r} is unknown (expected one of: {', '.join(PATTERNS)})")
+        if self.tie_break is not None and self.tie_break not in TIE_BREAKS:
+            raise ConfigurationError(f"--tie-break {self.tie_break!r} is unknown (expected one of: {', '.join(TIE_BREAKS)})")
+
+    def merges_or_default(self) -> int | None:
+        """``merges``; else None when ``vocab_size`` bounds the training; else ``DEFAULT_MERGES``."""
+        if self.merges is not None or self.vocab_size is not None:
+            return self.merges
+        return DEFAULT_MERGES
+
+    def given(self) -> list[str]:
+        """Names of the options that are set (not None)."""
+        return [name for name in ("merges", "vocab_size", "pattern", "tie_break", "unknown")
+                if getattr(self, name) is not None]
+
+
+class Trainer(Protocol):
+    """How ``prepare`` fits a kind from training text on any number of threads or machines.
+
+    ``count_types(texts)``: the distinct units of one batch of training texts (``str`` or
+    ``bytes``, numbered by first appearance) and their int64 counts; a pure function of the batch,
+    safe on any thread, and the trainer pickles (Ray ships it to its workers). Folding the batches
+    in stream order (``engine.parallel.TypeCounts``) gives the types of the whole stream, numbered
+    by first appearance, with their counts. ``train_from_counts(types, counts)``: the tokenizer
+    the same trainer fits on the whole stream at once (same hash).
+    """
+
+    def count_types(self, texts: Sequence[str]) -> tuple[list, np.ndarray]: ...
+
+    def train_from_counts(self, types: Sequence, counts: np.ndarray) -> "Tokenizer": ...
+
+
+def fittable_kinds() -> tuple[str, ...]:
+    """The names ``prepare --tokenizer`` fits, in ``KIND_MODULES`` order."""
+    _import_kinds()
+    order = {module: i for i, module in enumerate(KIND_MODULES)}
+    return tuple(sorted(_FITTABLE, key=lambda name: order.get(_FITTABLE[name].__module__, len(order))))
+
+
+def fittable_class(name: str) -> type[Tokenizer]:
+    """The class ``prepare --tokenizer name`` fits; ConfigurationError naming the known names."""
+    _import_kinds()
+    cls = _FITTABLE.get(name)
+    if cls is None:
+        raise ConfigurationError(f"tokenizer kind {name!r} is unknown (expected one of: {', '.join(fittable_kinds())})")
+    return cls
+
+
+def trainer_for(name: str, options: FitOptions | None = None) -> Trainer:
+    """The ``Trainer`` of kind ``name`` with ``options``, checked before any text is read."""
+    cls = fittable_class(name)
+    options = options if options is not None else FitOptions()
+    for option in options.given():
+        if option not in cls.fit_options and option not in _IGNORABLE:
+            users = [n for n in fittable_kinds() if option in _FITTABLE[n].fit_options]
+            raise ConfigurationError(
+                f"--{option.replace('_', '-')} applies to --tokenizer {', '.join(users)}, not {name}")
+    return cls.trainer(options)
