@@ -40,7 +40,7 @@ def test_packed_batch_flattening_loop(benchmark, epoch):
 @pytest.mark.benchmark(group="block-mask")
 def test_block_mask_engine(benchmark, segments):
     pytest.importorskip("torch", reason="torch is not installed (pip install torch)")
-    from engine.torch_masks import block_mask
+    from engine.torch import block_mask
 
     benchmark(block_mask, segments)
 
@@ -50,7 +50,7 @@ def test_block_mask_create_block_mask(benchmark, segments):
     torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch)")
     from torch.nn.attention.flex_attention import create_block_mask
 
-    from engine.torch_masks import document_causal_mask_mod
+    from engine.torch import document_causal_mask_mod
 
     rows, length = segments.shape
     mod = document_causal_mask_mod(torch.from_numpy(segments))

@@ -1,7 +1,7 @@
 """Packed epochs and FlexAttention block masks beside their peers.
 
 - Block mask [8, 8192] on CPU (quick: [2, 4096]) from packed rows, block 128:
-  ``engine.torch_masks.block_mask`` (tables by a Numba kernel, then ``BlockMask.from_kv_blocks``)
+  ``engine.torch.block_mask`` (tables by a Numba kernel, then ``BlockMask.from_kv_blocks``)
   vs torch's ``create_block_mask`` with the same document-causal ``mask_mod``; the two masks are
   checked equal field by field first. Target: >= 100x.
 - Packed ``batch(k)``, B = 8, L = 4096, from a shuffled ``PackedEpoch`` of log-normal documents
@@ -87,7 +87,7 @@ def block_mask_rows(quick: bool) -> list[dict]:
         from torch.nn.attention.flex_attention import create_block_mask
     except ImportError:
         return []
-    from engine.torch_masks import block_mask, document_causal_mask_mod
+    from engine.torch import block_mask, document_causal_mask_mod
 
     rows, length = (2, 4096) if quick else (8, 8192)
     epoch = packed_epoch(documents=4_000)

@@ -15,7 +15,7 @@ Devices as ``engine.masks``: ``device="auto"`` runs the numba-cuda kernels when 
 else the CPU kernels; both give identical tables. Cost: ``O(B L + B nq nk)`` for rows whose ids
 rise or fall monotonically, as packed rows do (see ``engine.kernels.block_masks``); measured
 about 1 ms on CPU for ``[8, 8192]``, where ``create_block_mask`` takes seconds.
-``engine.torch_masks.block_mask`` wraps the tables in a ``BlockMask``.
+``engine.torch.block_mask`` wraps the tables in a ``BlockMask``.
 """
 
 from __future__ import annotations

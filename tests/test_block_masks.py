@@ -124,7 +124,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 def torch_reference(seg, block):
     from torch.nn.attention.flex_attention import create_block_mask
 
-    from engine.torch_masks import document_causal_mask_mod
+    from engine.torch import document_causal_mask_mod
 
     rows, length = seg.shape
     mod = document_causal_mask_mod(torch.from_numpy(seg))
@@ -140,7 +140,7 @@ def test_tables_equal_create_block_mask(seg, block):
 
 @pytest.mark.parametrize("seg, block", random_cases(seed=9, count=6))
 def test_block_mask_equals_create_block_mask_field_by_field(seg, block):
-    from engine.torch_masks import block_mask
+    from engine.torch import block_mask
 
     reference = torch_reference(seg, block)
     mine = block_mask(seg, block)
@@ -156,7 +156,7 @@ def test_flex_attention_with_the_block_mask_equals_dense_attention():
     from torch.nn.attention.flex_attention import flex_attention
 
     from engine.masks import attention_mask
-    from engine.torch_masks import block_mask
+    from engine.torch import block_mask
 
     seg = packed_rows(np.random.default_rng(2), 2, 37)
     generator = torch.Generator().manual_seed(0)
