@@ -92,3 +92,22 @@ def test_load_tokenizer_tells_formats_apart(tmp_path, hf_file):
     (tmp_path / "junk.txt").write_text("not a tokenizer at all\n", encoding="utf-8")
     with pytest.raises(TokenizerError, match="junk.txt: not a tokenizer file: expected JSON .* or a tiktoken rank file"):
         load_tokenizer(tmp_path / "junk.txt")
+
+
+def test_hf_tokenizer_json_without_specials_gets_endoftext_like_tiktoken(tmp_path):
+    _, _, texts = corpus_texts()
+    tok = hf_tokenizers.Tokenizer(hf_tokenizers.models.BPE())
+    tok.pre_tokenizer = hf_tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = hf_tokenizers.decoders.ByteLevel()
+    trainer = hf_tokenizers.trainers.BpeTrainer(vocab_size=500, show_progress=False,
+                                                initial_alphabet=hf_tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(list(texts.values()), trainer)
+    path = tmp_path / "plain.json"
+    tok.save(str(path))
+    assert json.loads(path.read_text())["added_tokens"] == []
+    size = tok.get_vocab_size()
+    ids, output = prepared_ids(tmp_path, path)
+    for doc_id, text in texts.items():
+        assert ids[doc_id] == [size] + tok.encode(text, add_special_tokens=False).ids + [size], doc_id
+    assert f"note: the file names no special tokens: <|endoftext|> added as id {size}, wrapping every document" in output
+    assert load_tokenizer(path).specials == {"<|endoftext|>": size}

@@ -287,9 +287,7 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
         chosen = pattern or ("cl100k" if ranks == 100_256 else "gpt2")
         tok = load_tiktoken(path, pattern=chosen)
         tok.notes = (f"tiktoken rank file: pre-tokenizer pattern {chosen}"
-                     + ("" if pattern else " (pass pattern= to choose another)"),
-                     f"the file names no special tokens: <|endoftext|> added as id {tok.vocab_size - 1}, "
-                     "wrapping every document")
+                     + ("" if pattern else " (pass pattern= to choose another)"), *tok.notes)
         return tok
     try:
         obj = json.loads(raw.decode("utf-8"))

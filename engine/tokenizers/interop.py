@@ -100,7 +100,13 @@ def load_tiktoken(path: str | os.PathLike, *, pattern: str = "gpt2", special_tok
             raise TokenizerError(f"{path}: special token {name!r} id {i} is already the rank of {ranks[i]!r}")
     bos, eos = _choose_wrappers(specials, bos, eos, str(path))
     tokens = [ranks.get(i) for i in range(size)]
-    return ByteBpeTokenizer(tokens, merges=None, specials=specials, pattern=pattern, bos=bos, eos=eos)
+    tokenizer = ByteBpeTokenizer(tokens, merges=None, specials=specials, pattern=pattern, bos=bos, eos=eos)
+    tokenizer.notes = () if special_tokens else (_added_endoftext(size),)
+    return tokenizer
+
+
+def _added_endoftext(token_id: int) -> str:
+    return f"the file names no special tokens: {ENDOFTEXT} added as id {token_id}, wrapping every document"
 
 
 def save_tiktoken(tokenizer: ByteBpeTokenizer, path: str | os.PathLike) -> Path:
@@ -205,12 +211,18 @@ def load_hf_tokenizer_json(path: str | os.PathLike, *, bos: str | None = None, e
         if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(p, str) and p in vocab for p in parts):
             raise TokenizerError(f"{source}: merge {k} {merge!r}: expected two vocabulary tokens")
         pairs.append((vocab[parts[0]], vocab[parts[1]]))
+    notes: tuple[str, ...] = ()
+    if not specials:  # like a tiktoken rank file: documents need a wrapping token
+        specials = {ENDOFTEXT: size}
+        notes = (_added_endoftext(size),)
     bos, eos = _choose_wrappers(specials, bos, eos, source)
     try:
-        return ByteBpeTokenizer(tokens, merges=pairs, specials=specials, pattern=pattern, bos=bos, eos=eos,
-                                whole_piece_first=bool(model.get("ignore_merges")))
+        tokenizer = ByteBpeTokenizer(tokens, merges=pairs, specials=specials, pattern=pattern, bos=bos, eos=eos,
+                                     whole_piece_first=bool(model.get("ignore_merges")))
     except TokenizerError as exc:
         raise TokenizerError(f"{source}: {exc}") from None
+    tokenizer.notes = notes
+    return tokenizer
 
 
 def _vocab_ids(vocab: dict) -> dict[int, str]:
