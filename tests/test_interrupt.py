@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Sends SIGINT to itself when the CLI starts importing ``module``: the interrupt lands in start-up.
 INTERRUPT_DURING_IMPORT = """
 import builtins, os, runpy, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # even when the parent ignores SIGINT (a background job)
 real_import = builtins.__import__
 def hook(name, *args, **kwargs):
     if name == sys.argv[1]:
@@ -27,6 +28,12 @@ builtins.__import__ = hook
 sys.argv = ["engine", *sys.argv[2:]]
 runpy.run_module("engine", run_name="__main__", alter_sys=True)
 """
+
+
+def default_sigint() -> None:
+    """In the child before exec: SIGINT back to its default (a background job's shell ignores it), so
+    Python installs its KeyboardInterrupt handler as it does in a terminal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def environment():
@@ -50,7 +57,8 @@ def test_sigint_at_real_start_up_times(tmp_path):
         process = subprocess.Popen(
             [sys.executable, "-m", "engine", "prepare", str(tmp_path / "c.txt"), "--out", str(tmp_path / "o"),
              "--quiet"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(), cwd=tmp_path)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(), cwd=tmp_path,
+            preexec_fn=default_sigint)
         time.sleep(delay)
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=120)
