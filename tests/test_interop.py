@@ -195,3 +195,22 @@ def test_o200k_pattern_ids_equal_tiktoken(tmp_path, shakespeare_text):
     for i, text in enumerate(texts):
         assert got[i].tolist() == want[i], f"text {i}: {text[:60]!r}"
     assert np.array_equal(trained.encode(shakespeare_text), ours.encode(shakespeare_text))
+
+
+def test_o200k_base_sized_rank_file_defaults_to_o200k(tmp_path):
+    """A rank file of exactly 199,998 ranks (o200k_base's count) is read with the o200k pattern."""
+    import base64
+    import itertools
+
+    tokens = [bytes([i]) for i in range(256)] + [bytes(pair) for pair in itertools.product(range(256), repeat=2)]
+    tokens += [bytes(t) for t in itertools.islice(itertools.product(range(256), repeat=3), 199_998 - len(tokens))]
+    path = tmp_path / "o200k_sized.tiktoken"
+    path.write_text("".join(f"{base64.b64encode(t).decode('ascii')} {i}\n" for i, t in enumerate(tokens)),
+                    encoding="ascii")
+    tok = load_tokenizer(path)
+    assert tok.pattern == "o200k"
+    assert tok.notes[0] == "tiktoken rank file: pre-tokenizer pattern o200k (pass pattern= to choose another)"
+    enc = tiktoken.Encoding("o200k_sized", pat_str=PATTERNS["o200k"],
+                            mergeable_ranks={t: i for i, t in enumerate(tokens)}, special_tokens={})
+    text = "".join(O200K_TEXTS) + "".join(ADVERSARIAL[:12])
+    assert tok.encode(text).tolist() == enc.encode_ordinary(text)
