@@ -1,6 +1,7 @@
 """tiktoken and tokenizer.json interop: the same ranks give the same ids in engine, tiktoken and HF."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +22,10 @@ models, pre_tokenizers, trainers = hf_tokenizers.models, hf_tokenizers.pre_token
 ADVERSARIAL = ["a" * 20_000, " " * 5000 + "x", "\t \n\r\n \x0b\x0c\x85\xa0\u2028\u3000 end", "😀" * 300 + "👍🏽🇫🇷",
                "\x00\x00abc\x00", "line\r\nline\r\n\r\n", "don't I'LL 'S", "1234567890" * 50, "ſ'ſ", "", " ",
                "mixed  \t\n  whitespace\n\n\n   x", "中文字符" * 100, "e\u0301" * 200, "'" * 99]
+
+O200K_TEXTS = ["HELLOworld helloWORLD HelloWorld", "don'T DON'T I'M we'Re they'VE she'LL it'ſ", "ǅemo ǄEMO aǅb ᾈᾀ",
+               "e\u0301\u0301 E\u0301X \u0301ABC \u0301abc !!\u0301", "1 12 123 1234 1234567 ١٢٣٤ Ⅷ12 x123y",
+               "a\r\n\r\n  b \r\n\n\t x  ", "!/ !\n/\n/x a/b //x", "(HELLO) $HELLO #Hashtag 😀HELLO ’S ’s", "trailing   "]
 
 
 @pytest.fixture(scope="module")
@@ -95,15 +100,16 @@ def test_export_tokenizer_json_loads_in_hf_with_same_ids(three, tmp_path, shakes
         assert np.array_equal(again.encode(text), ours.encode(text))
 
 
-def test_cl100k_pattern_round_trip(tmp_path, shakespeare_text):
+@pytest.mark.parametrize("pattern", ["cl100k", "o200k"])
+def test_pattern_round_trip(pattern, tmp_path, shakespeare_text):
     from engine.tokenizers.byte_bpe import ByteBpeTrainer
 
-    ours = ByteBpeTrainer(vocab_size=1000, pattern="cl100k").train([shakespeare_text])
-    path = save_hf_tokenizer_json(ours, tmp_path / "cl.json")
+    ours = ByteBpeTrainer(vocab_size=1000, pattern=pattern).train([shakespeare_text])
+    path = save_hf_tokenizer_json(ours, tmp_path / f"{pattern}.json")
     hf = HfTokenizer.from_file(str(path))
-    text = shakespeare_text[:100_000] + "".join(ADVERSARIAL)
+    text = shakespeare_text[:100_000] + "".join(ADVERSARIAL) + "".join(O200K_TEXTS)
     assert hf.encode(text, add_special_tokens=False).ids == ours.encode(text).tolist()
-    assert load_hf_tokenizer_json(path).pattern == "cl100k"
+    assert load_hf_tokenizer_json(path).pattern == pattern
 
 
 def test_merges_as_strings_accepted(hf_pair, tmp_path):
@@ -155,3 +161,56 @@ def test_cli_import_both_formats(hf_pair, tmp_path, three):
     assert load_tokenizer(out) == three[3]
     result = runner.invoke(import_command, [str(ranks), "--special", "oops", "--out", str(out)])
     assert result.exit_code != 0 and "expected TOKEN=ID" in str(result.exception)
+    result = runner.invoke(import_command, [str(ranks), "--pattern", "o200k", "--special", "<|endoftext|>=0",
+                                            "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert load_tokenizer(out).pattern == "o200k"
+
+
+def test_cli_pattern_choices_are_the_library_patterns():
+    from engine.commands.prepare import command as prepare_command
+    from engine.commands.tokenizers import train
+
+    for cmd in (import_command, train, prepare_command):
+        choices = next(p.type.choices for p in cmd.params if p.name == "pattern")
+        assert list(choices) == list(PATTERNS) == ["gpt2", "cl100k", "o200k"], cmd.name
+
+
+def test_o200k_pattern_ids_equal_tiktoken(tmp_path, shakespeare_text):
+    """tiktoken-style ranks with the o200k pattern: load_tokenizer(..., pattern="o200k") encodes as tiktoken."""
+    from engine.tokenizers.byte_bpe import ByteBpeTrainer
+
+    corpus_path = Path(__file__).resolve().parent.parent / "data" / "corpus.jsonl"
+    corpus = [json.loads(line)["text"] for line in corpus_path.read_text(encoding="utf-8").splitlines()]
+    trained = ByteBpeTrainer(vocab_size=2000, pattern="o200k").train([shakespeare_text] + corpus)
+    rank_file = save_tiktoken(trained, tmp_path / "o200k_style.tiktoken")
+    ours = load_tokenizer(rank_file, pattern="o200k")
+    assert ours.pattern == "o200k" and ours.notes[0] == "tiktoken rank file: pre-tokenizer pattern o200k"
+    ranks = {t: i for i, t in enumerate(ours.tokens) if t is not None}
+    enc = tiktoken.Encoding("o200k_style", pat_str=PATTERNS["o200k"], mergeable_ranks=ranks, special_tokens={})
+    texts = ([shakespeare_text] + shakespeare_text.split("\n\n")[:2000] + corpus + ADVERSARIAL + O200K_TEXTS
+             + stdlib_texts(300_000) + ["\n".join(corpus) * 3 + "".join(O200K_TEXTS) * 20])
+    want = enc.encode_ordinary_batch(texts)
+    got = ours.encode_batch(texts, threads=2)
+    for i, text in enumerate(texts):
+        assert got[i].tolist() == want[i], f"text {i}: {text[:60]!r}"
+    assert np.array_equal(trained.encode(shakespeare_text), ours.encode(shakespeare_text))
+
+
+def test_o200k_base_sized_rank_file_defaults_to_o200k(tmp_path):
+    """A rank file of exactly 199,998 ranks (o200k_base's count) is read with the o200k pattern."""
+    import base64
+    import itertools
+
+    tokens = [bytes([i]) for i in range(256)] + [bytes(pair) for pair in itertools.product(range(256), repeat=2)]
+    tokens += [bytes(t) for t in itertools.islice(itertools.product(range(256), repeat=3), 199_998 - len(tokens))]
+    path = tmp_path / "o200k_sized.tiktoken"
+    path.write_text("".join(f"{base64.b64encode(t).decode('ascii')} {i}\n" for i, t in enumerate(tokens)),
+                    encoding="ascii")
+    tok = load_tokenizer(path)
+    assert tok.pattern == "o200k"
+    assert tok.notes[0] == "tiktoken rank file: pre-tokenizer pattern o200k (pass pattern= to choose another)"
+    enc = tiktoken.Encoding("o200k_sized", pat_str=PATTERNS["o200k"],
+                            mergeable_ranks={t: i for i, t in enumerate(tokens)}, special_tokens={})
+    text = "".join(O200K_TEXTS) + "".join(ADVERSARIAL[:12])
+    assert tok.encode(text).tolist() == enc.encode_ordinary(text)

@@ -9,18 +9,19 @@ from hypothesis import strategies as st
 
 from engine.errors import TokenizerError
 from engine.tokenizers.pretokenize import pretokenize, pretokenize_bytes
-from engine.tokenizers.unicode_tables import LETTER, NUMBER, SPACE, WHITE_SPACE, code_point_classes
+from engine.tokenizers.unicode_tables import LETTER, LOWER, NUMBER, SPACE, UPPER, WHITE_SPACE, code_point_classes
 from tests.naive_byte_bpe import naive_pretokenize, stdlib_texts
 
 regex = pytest.importorskip("regex", reason="needs the bench extra (pip install -e '.[bench]')")
 
-PATTERNS = ["gpt2", "cl100k"]
+PATTERNS = ["gpt2", "cl100k", "o200k"]
 WHITESPACE = [" ", "\t", "\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f", "\x85", "\xa0",
               "\u1680", "\u2000", "\u2009", "\u200b", "\u2028", "\u2029", "\u202f", "\u3000", "  ", "\n\n", " \n "]
-LETTERS = ["a", "Z", "é", "ß", "Ω", "Ж", "ع", "ह", "中", "ア", "한", "ſ", "ǅ", "ʰ", "e\u0301", "\u0308", "x"]
+LETTERS = ["a", "Z", "é", "ß", "Ω", "Ж", "ع", "ह", "中", "ア", "한", "ſ", "ǅ", "ʰ", "e\u0301", "\u0308", "x",
+           "HELLO", "World", "ǈ", "ᾈ", "ⅰ", "Ⅰ", "ª", "ᵃ", "ǃ", "\u0903", "\u20dd", "\U0001d400"]
 DIGITS = ["0", "7", "٣", "५", "Ⅷ", "²", "½", "123", "4567"]
 OTHER = ["'", "''", "'s", "'S", "'t", "'Ll", "'lL", "'ve", "'VE", "'re", "'rE", "'m", "'M", "'d", "'D", "'ſ", "'x",
-         "!", "?!", ".", "-", "_", "(", "😀", "👍🏽", "\x00", "\x01", "\u200d", "\ufeff", "€", "’s", "🇫🇷"]
+         "!", "?!", ".", "-", "_", "(", "/", "//", "😀", "👍🏽", "\x00", "\x01", "\u200d", "\ufeff", "€", "’s", "🇫🇷"]
 FRAGMENTS = WHITESPACE + LETTERS + DIGITS + OTHER
 
 
@@ -58,10 +59,31 @@ def test_edge_cases(pattern):
         assert_same_pieces(text, pattern)
 
 
+O200K_EDGES = [
+    "HELLOworld", "helloWORLD", "HelloWorld", "HELLO", "HELLO world", "don'T", "DON'T", "don'tcha", "I'M", "we'Re",
+    "they'VE", "she'LL", "it'ſ", "HE'S", "x'q", "'s", "''s", "ǅemo", "ǅ", "ǄEMO", "Ǆemo", "aǅb", "ᾈᾀ",
+    "e\u0301", "E\u0301", "\u0301", "\u0301\u0301a", "A\u0301B", "AB\u0301", "AB\u0301c", "\u0301ABC", "\u0301ABCd",
+    " \u0301", "!\u0301", "!!\u0301x", "\u0301 ", "a\u20dd", "ʰAʰ", "ABʰ", "ABʰC", "A中B", "中A", "ªB", "Bª'd",
+    "1", "12", "123", "1234", "1234567", "١٢٣٤", "Ⅷ12", "x123y", " 123", "a1b2",
+    "\r\n", "\n", "\r", "\r\r\n\n", " \r\n", "a\r\n", "\r\n  ", " \t\r\n \n  x", "x\r\n\r\n",
+    "a ", "a  ", "a   ", "  ", "a \t", " \u3000", "a\u00a0", "x\u00a0y", "\ty", "\u3000Y", "\nX", "\rX",
+    "!/", "!\n/\n/x", " !\r\n/", "a/b", "//x", " / ", "(HELLO)", "\"Quote\"", "$HELLO", "$hello", "#Hashtag",
+    "😀HELLO", "😀x", "\x00A", "\u200dA", "\ufeffa", "’S", "’s",
+]
+
+
+@pytest.mark.parametrize("text", O200K_EDGES)
+def test_o200k_edge_cases(text):
+    assert_same_pieces(text, "o200k")
+    assert_same_pieces(text + " " + text + "\n" + text.upper() + "\t" + text.lower(), "o200k")
+
+
 def test_known_pieces():
     assert pretokenize("Hello world's  end\n", "gpt2") == ["Hello", " world", "'s", " ", " end", "\n"]
     assert pretokenize("I'LL 12345 go!\r\n\r\n", "cl100k") == ["I", "'LL", " ", "123", "45", " go", "!\r\n\r\n"]
     assert pretokenize("I'LL go", "gpt2") == ["I", "'", "LL", " go"]
+    assert pretokenize("HELLOworld don'T I'LL 12345 ǅemo\r\n/x  ", "o200k") == [
+        "HELLOworld", " don'T", " I'LL", " ", "123", "45", " ǅemo", "\r\n", "/x", "  "]
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
@@ -93,10 +115,13 @@ def test_whitespace_table_is_regex_backslash_s():
 
 def test_letter_number_tables_follow_unicodedata():
     classes = code_point_classes()
-    for cp in [0x41, 0xE9, 0x4E2D, 0x10400, 0x20000, 0x30, 0x663, 0x2167, 0xB2, 0x1F600, 0x301]:
+    for cp in [0x41, 0xE9, 0x4E2D, 0x10400, 0x20000, 0x30, 0x663, 0x2167, 0xB2, 0x1F600, 0x301, 0x1C5, 0x2B0, 0x903,
+               0x20DD, 0x2170]:
         category = unicodedata.category(chr(cp))
         assert bool(classes[cp] & LETTER) == (category[0] == "L")
         assert bool(classes[cp] & NUMBER) == (category[0] == "N")
+        assert bool(classes[cp] & UPPER) == (category in ("Lu", "Lt", "Lm", "Lo") or category[0] == "M")
+        assert bool(classes[cp] & LOWER) == (category in ("Ll", "Lm", "Lo") or category[0] == "M")
 
 
 def test_unknown_pattern_and_surrogate():
@@ -107,7 +132,7 @@ def test_unknown_pattern_and_surrogate():
 
 
 def test_character_classes_equal_regex_for_every_code_point():
-    """The letter/number/space table is generated from ``regex`` (scripts/make_unicode_ranges.py):
+    """The letter/number/space/upper/lower table is generated from ``regex`` (scripts/make_unicode_ranges.py):
     no code point may be classified differently, so pieces match regex.findall on any text."""
     from engine.tokenizers.unicode_ranges import REGEX_VERSION
     from engine.tokenizers.unicode_tables import divergent_code_points

@@ -9,6 +9,7 @@ import click
 
 from engine.commands._options import column_options, split_options
 from engine.errors import ConfigurationError, CorpusError
+from engine.tokenizers.pretokenize import PATTERNS
 
 
 @click.group(name="tokenizers")
@@ -96,7 +97,7 @@ def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | No
 @click.option("--merges", type=int, default=None, help="BPE merges (default 200 unless --vocab-size).")
 @click.option("--level", type=click.Choice(["char", "byte"]), default="char", show_default=True, help="BPE level.")
 @click.option("--vocab-size", type=int, default=None, help="BPE: stop at this many ids (specials included).")
-@click.option("--pattern", type=click.Choice(["gpt2", "cl100k"]), default="gpt2", show_default=True,
+@click.option("--pattern", type=click.Choice(list(PATTERNS)), default="gpt2", show_default=True,
               help="Byte-level BPE pre-tokenizer pattern.")
 @click.option("--tie-break", type=click.Choice(["first", "hf"]), default="first", show_default=True,
               help="BPE tie rule: first occurrence (SPEC) or Hugging Face order.")

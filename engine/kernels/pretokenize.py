@@ -1,4 +1,4 @@
-"""Pre-tokenizer scanners: split UTF-8 bytes exactly as the GPT-2 / cl100k regexes do.
+"""Pre-tokenizer scanners: split UTF-8 bytes exactly as the GPT-2 / cl100k / o200k regexes do.
 
 Each pattern is an ordered alternation; at a piece start the scanners try the alternatives in
 the regex's order and return where the first matching one ends, reproducing greedy, possessive
@@ -9,6 +9,12 @@ and backtracking behaviour by hand:
 - ``\\s*[\\r\\n]`` (cl100k): the run up to and including its last ``\\r``/``\\n``.
 - ``[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+`` (cl100k): the possessive optional character is taken
   whenever it is in the class, so the alternative fails if no letter follows it.
+- o200k's ``[^\\r\\n\\p{L}\\p{N}]?U*L+C?`` then ``[^\\r\\n\\p{L}\\p{N}]?U+L*C?`` (U, L: the
+  upper and lower case classes, which share ``\\p{Lm}\\p{Lo}\\p{M}``; C: the contractions): the
+  optional character is not possessive, so each alternative is tried with it, then without it.
+  Greedy ``U*`` backtracks to the last character of the upper run that is also lower (see
+  ``cased_word``). ``\\s*[\\r\\n]+`` ends where ``\\s*[\\r\\n]`` does, after the last
+  ``\\r``/``\\n`` of the run.
 
 Input is valid UTF-8 (from ``str.encode``); classes come from ``unicode_tables`` (uint8 flags per
 code point). Cost: one pass over the bytes, O(1) per byte plus one lookahead per whitespace run.
@@ -21,14 +27,18 @@ from numba import njit
 
 GPT2 = 0
 CL100K = 1
+O200K = 2
 
 LETTER = 1
 NUMBER = 2
 SPACE = 4
 CR_LF = 8
 ASCII_SPACE = 16
+UPPER = 32
+LOWER = 64
 LETTER_NUMBER_SPACE = 7
 LETTER_NUMBER_CR_LF = 11
+UPPER_LOWER = 96
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -187,9 +197,95 @@ def cl100k_piece_end(buf, pos, end, classes):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def cased_word(buf, s, end, classes):
+    """(end of ``U*L+`` at ``s`` or -1, end of the upper run at ``s``) for the o200k case classes.
+
+    Greedy ``U*`` takes the upper run ``[s, u)``; ``L+`` then runs on from ``u`` if ``u`` is lower,
+    else ``U*`` backtracks to the run's last character that is also lower, and ``L+`` takes just it.
+    """
+    i = s
+    last_lower_end = -1
+    while i < end:
+        flags, width = class_at(buf, i, classes)
+        if (flags & UPPER) == 0:
+            if flags & LOWER:
+                return run_end(buf, i + width, end, classes, LOWER), i
+            break
+        i += width
+        if flags & LOWER:
+            last_lower_end = i
+    return last_lower_end, i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def contraction_end(buf, i, end):
+    """End of ``(?i:'s|'t|'re|'ve|'m|'ll|'d)?`` at ``i``."""
+    if i + 1 < end and buf[i] == 39:
+        b1 = lower_ascii(buf[i + 1])
+        if b1 == 115 or b1 == 116 or b1 == 109 or b1 == 100:
+            return i + 2
+        if buf[i + 1] == 0xC5 and i + 2 < end and buf[i + 2] == 0xBF:  # U+017F folds to "s"
+            return i + 3
+        if i + 2 < end:
+            b2 = lower_ascii(buf[i + 2])
+            if (b1 == 114 and b2 == 101) or (b1 == 118 and b2 == 101) or (b1 == 108 and b2 == 108):
+                return i + 3
+    return i
+
+
+@njit(cache=True, nogil=True)
+def o200k_piece_end(buf, pos, end, classes):
+    """End of the o200k piece starting at ``pos`` (``pos < end``)."""
+    flags, width = class_at(buf, pos, classes)
+    if flags & UPPER_LOWER:  # a letter or a mark: no optional character (unless a mark)
+        if (flags & LETTER) == 0 and pos + width < end:  # a mark is in [^\r\n\p{L}\p{N}]
+            word_end, _ = cased_word(buf, pos + width, end, classes)
+            if word_end >= 0:
+                return contraction_end(buf, word_end, end)
+        word_end, upper_end = cased_word(buf, pos, end, classes)
+        if word_end >= 0:  # always for a lower character or a mark
+            return contraction_end(buf, word_end, end)
+        return contraction_end(buf, upper_end, end)  # U+L*C? on an upper run with nothing lower after it
+    # [^\r\n\p{L}\p{N}]? then a cased word
+    if (flags & LETTER_NUMBER_CR_LF) == 0 and pos + width < end:
+        word_end, upper_end = cased_word(buf, pos + width, end, classes)
+        if word_end >= 0:
+            return contraction_end(buf, word_end, end)
+        if upper_end > pos + width:
+            return contraction_end(buf, upper_end, end)
+    # \p{N}{1,3}
+    if flags & NUMBER:
+        i = pos + width
+        for _ in range(2):
+            if i >= end:
+                break
+            next_flags, next_width = class_at(buf, i, classes)
+            if (next_flags & NUMBER) == 0:
+                break
+            i += next_width
+        return i
+    #  ?[^\s\p{L}\p{N}]+[\r\n/]*
+    start = -1
+    if (flags & LETTER_NUMBER_SPACE) == 0:
+        start = pos + width
+    elif (flags & ASCII_SPACE) and pos + 1 < end:
+        next_flags, next_width = class_at(buf, pos + 1, classes)
+        if (next_flags & LETTER_NUMBER_SPACE) == 0:
+            start = pos + 1 + next_width
+    if start >= 0:
+        i = other_run_end(buf, start, end, classes)
+        while i < end and (buf[i] == 13 or buf[i] == 10 or buf[i] == 47):
+            i += 1
+        return i
+    return whitespace_piece_end(buf, pos, end, classes, True)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def piece_end(buf, pos, end, classes, pattern):
     if pattern == CL100K:
         return cl100k_piece_end(buf, pos, end, classes)
+    if pattern == O200K:
+        return o200k_piece_end(buf, pos, end, classes)
     return gpt2_piece_end(buf, pos, end, classes)
 
 

@@ -269,8 +269,8 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
     """Load a tokenizer file, recognised by its content: an engine file (``Tokenizer.save``), a
     Hugging Face ``tokenizer.json`` with a byte-level BPE model, or a tiktoken rank file
     (``<base64 token> <rank>`` lines). A tiktoken file does not name its pre-tokenizer: ``pattern``
-    does, else it is ``cl100k`` for a file of exactly 100,256 ranks (cl100k_base) and ``gpt2``
-    otherwise. Files without special tokens get ``<|endoftext|>`` after the last id
+    does, else it is ``cl100k`` for a file of exactly 100,256 ranks (cl100k_base), ``o200k`` for
+    one of exactly 199,998 ranks (o200k_base) and ``gpt2`` otherwise. Files without special tokens get ``<|endoftext|>`` after the last id
     (``tokenizer.notes`` says so)."""
     _import_kinds()  # registered before dispatching on "kind"
     path = Path(path)
@@ -284,7 +284,7 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
         from engine.tokenizers.interop import load_tiktoken
 
         ranks = sum(1 for line in raw.splitlines() if line.strip())
-        chosen = pattern or ("cl100k" if ranks == 100_256 else "gpt2")
+        chosen = pattern or {100_256: "cl100k", 199_998: "o200k"}.get(ranks, "gpt2")
         tok = load_tiktoken(path, pattern=chosen)
         tok.notes = (f"tiktoken rank file: pre-tokenizer pattern {chosen}"
                      + ("" if pattern else " (pass pattern= to choose another)"), *tok.notes)

@@ -27,7 +27,7 @@ from engine.tokenizers.pretokenize import PATTERNS
 __all__ = ["load_tiktoken", "save_tiktoken", "load_hf_tokenizer_json", "save_hf_tokenizer_json", "merges_from_ranks"]
 
 # tiktoken spells the GPT-2 pattern with a grouped contraction; both split identically.
-_PATTERN_NAMES = {PATTERNS["gpt2"]: "gpt2", PATTERNS["cl100k"]: "cl100k",
+_PATTERN_NAMES = {PATTERNS["gpt2"]: "gpt2", PATTERNS["cl100k"]: "cl100k", PATTERNS["o200k"]: "o200k",
                   r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""": "gpt2"}
 ENDOFTEXT = "<|endoftext|>"
 
@@ -158,7 +158,7 @@ def _pattern_of(pre_tokenizer, source: str) -> str:
                 return _PATTERN_NAMES[regex]
     raise TokenizerError(
         f"{source}: unsupported pre_tokenizer {json.dumps(pre_tokenizer)[:200]}; expected ByteLevel(use_regex=true) "
-        "or Sequence[Split(gpt2 or cl100k regex, Isolated), ByteLevel(use_regex=false)]")
+        "or Sequence[Split(gpt2, cl100k or o200k regex, Isolated), ByteLevel(use_regex=false)]")
 
 
 def load_hf_tokenizer_json(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None) -> ByteBpeTokenizer:

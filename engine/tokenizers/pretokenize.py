@@ -1,10 +1,14 @@
 """Pre-tokenization: split text into the pieces byte-level BPE merges within.
 
-Two patterns, matched exactly as the ``regex`` module matches them (see
+Three patterns, matched exactly as the ``regex`` module matches them (see
 ``engine.kernels.pretokenize`` for how the scanners reproduce the regex semantics):
 
 - ``"gpt2"``:   ``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``
 - ``"cl100k"``: ``'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+``
+- ``"o200k"``: tiktoken's ``o200k_base`` pattern (the GPT-4o family): cased words
+  ``[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+``
+  and ``...[upper]+[lower]*``, each with an optional ``(?i:'s|'t|'re|'ve|'m|'ll|'d)``, then
+  ``\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+``
 
 ``pretokenize(text)`` gives the pieces as strings; ``pretokenize_bytes(data)`` gives the end byte
 offsets of the pieces of UTF-8 data (int64), the form the encoder and trainer use.
@@ -16,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.errors import TokenizerError
-from engine.kernels.pretokenize import CL100K, GPT2, pretokenize_ends
+from engine.kernels.pretokenize import CL100K, GPT2, O200K, pretokenize_ends
 from engine.tokenizers.unicode_tables import code_point_classes
 
 __all__ = ["PATTERNS", "pattern_code", "pretokenize", "pretokenize_bytes", "utf8_bytes"]
@@ -24,15 +28,24 @@ __all__ = ["PATTERNS", "pattern_code", "pretokenize", "pretokenize_bytes", "utf8
 PATTERNS = {
     "gpt2": r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
     "cl100k": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+""",
+    "o200k": "|".join([
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]),
 }
-_CODES = {"gpt2": GPT2, "cl100k": CL100K}
+_CODES = {"gpt2": GPT2, "cl100k": CL100K, "o200k": O200K}
 
 
 def pattern_code(pattern: str) -> int:
     """Kernel code of a pattern name; ``TokenizerError`` for an unknown name."""
     code = _CODES.get(pattern)
     if code is None:
-        raise TokenizerError(f"unknown pre-tokenizer pattern {pattern!r} (expected one of: gpt2, cl100k)")
+        raise TokenizerError(f"unknown pre-tokenizer pattern {pattern!r} (expected one of: {', '.join(_CODES)})")
     return code
 
 
@@ -61,7 +74,7 @@ def pretokenize_bytes(data: bytes | np.ndarray, pattern: str = "gpt2") -> np.nda
 
 
 def pretokenize(text: str, pattern: str = "gpt2") -> list[str]:
-    """The pieces of ``text`` under ``pattern`` ("gpt2" or "cl100k"), as ``regex.findall`` gives them."""
+    """The pieces of ``text`` under ``pattern`` ("gpt2", "cl100k" or "o200k"), as ``regex.findall`` gives them."""
     data = utf8_bytes(text)
     ends = pretokenize_bytes(data, pattern)
     pieces = []

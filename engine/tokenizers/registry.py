@@ -65,7 +65,7 @@ class FitOptions:
     """What a fit may read, checked on construction (messages use the CLI's spellings).
 
     ``merges``: merges to train; ``vocab_size``: ids to stop at (specials included); ``pattern``:
-    the byte-level pre-tokenizer (``gpt2``, ``cl100k``); ``tie_break``: ``first`` or ``hf``;
+    the byte-level pre-tokenizer (``gpt2``, ``cl100k``, ``o200k``); ``tie_break``: ``first`` or ``hf``;
     ``unknown``: the token unseen pieces map to, for kinds that have one. None: the kind's default.
     """
 

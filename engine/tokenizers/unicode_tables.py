@@ -10,6 +10,8 @@ The table covers all 0x110000 code points (1.1 MB, uint8) and is built once, laz
 - ``SPACE``: the Unicode White_Space property, which is what the ``regex`` module's ``\\s``
   matches (25 code points; unlike ``str.isspace`` it excludes U+001C..U+001F)
 - ``CR_LF``: ``\\r`` and ``\\n``;  ``ASCII_SPACE``: U+0020 (the `` ?`` of the patterns)
+- ``UPPER``: ``[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]`` and ``LOWER``: ``[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]``,
+  the case classes of the o200k pattern (generated from ``regex`` like the letters)
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ __all__ = [
     "SPACE",
     "CR_LF",
     "ASCII_SPACE",
+    "UPPER",
+    "LOWER",
     "WHITE_SPACE",
     "code_point_classes",
     "divergent_code_points",
@@ -34,6 +38,8 @@ NUMBER = np.uint8(2)
 SPACE = np.uint8(4)
 CR_LF = np.uint8(8)
 ASCII_SPACE = np.uint8(16)
+UPPER = np.uint8(32)
+LOWER = np.uint8(64)
 
 # The Unicode White_Space property (PropList.txt); stable since Unicode 6.3.
 WHITE_SPACE = (
@@ -48,10 +54,11 @@ MAX_CODE_POINT = 0x110000
 @functools.lru_cache(maxsize=1)
 def code_point_classes() -> np.ndarray:
     """uint8 flags for every code point (read-only; built on first use, then cached)."""
-    from engine.tokenizers.unicode_ranges import LETTER_RANGES, NUMBER_RANGES
+    from engine.tokenizers.unicode_ranges import LETTER_RANGES, LOWER_RANGES, NUMBER_RANGES, UPPER_RANGES
 
     classes = np.zeros(MAX_CODE_POINT, dtype=np.uint8)
-    for ranges, flag in ((LETTER_RANGES, LETTER), (NUMBER_RANGES, NUMBER)):
+    for ranges, flag in ((LETTER_RANGES, LETTER), (NUMBER_RANGES, NUMBER), (UPPER_RANGES, UPPER),
+                         (LOWER_RANGES, LOWER)):
         for first, last in ranges:
             classes[first : last + 1] |= flag
     classes[np.asarray(WHITE_SPACE, dtype=np.int64)] |= SPACE
@@ -62,7 +69,7 @@ def code_point_classes() -> np.ndarray:
 
 
 def divergent_code_points() -> list[int]:
-    """Code points whose letter/number/space class differs between this table and ``regex``.
+    """Code points whose letter/number/space/upper/lower class differs between this table and ``regex``.
 
     Needs the ``regex`` package (the ``bench`` extra). Empty when both use the same Unicode.
     """
@@ -72,6 +79,8 @@ def divergent_code_points() -> list[int]:
     letter = regex.compile(r"\p{L}")
     number = regex.compile(r"\p{N}")
     space = regex.compile(r"\s")
+    upper = regex.compile(r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]")
+    lower = regex.compile(r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]")
     out = []
     for cp in range(MAX_CODE_POINT):
         ch = chr(cp)
@@ -80,6 +89,8 @@ def divergent_code_points() -> list[int]:
             bool(flags & LETTER) != bool(letter.match(ch))
             or bool(flags & NUMBER) != bool(number.match(ch))
             or bool(flags & SPACE) != bool(space.match(ch))
+            or bool(flags & UPPER) != bool(upper.match(ch))
+            or bool(flags & LOWER) != bool(lower.match(ch))
         ):
             out.append(cp)
     return out
