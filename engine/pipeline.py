@@ -27,8 +27,10 @@ Output is byte-identical for every thread count: chunk boundaries depend on the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +48,7 @@ from engine.errors import ConfigurationError, CorpusError
 from engine.parallel import OrderedPool, count_types, encode_lock, resolve_threads
 from engine.progress import Progress
 from engine.store import TokenStore
+from engine.store.layout import source_digest
 from engine.tokenizers.base import FitOptions, Tokenizer, Trainer, UnknownInputError, fittable_kinds, load_tokenizer, trainer_for
 
 __all__ = [
@@ -307,7 +310,7 @@ def window_warnings(tallies: dict[Partition, PartitionTally], context_length: in
 
 def finish_report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], *,
                   threads: int, seconds: dict[str, float] | None = None, read: ReadReport | None = None,
-                  ) -> PrepareResult:
+                  resume: dict | None = None) -> PrepareResult:
     """Save the tokenizer beside the store and write ``report.json`` (atomically).
 
     ``read`` (what the corpus reader counted: skipped lines and documents, replaced or dropped
@@ -331,6 +334,8 @@ def finish_report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partiti
         "warnings": window_warnings(tallies, options.context_length),
         "seconds": {k: round(v, 3) for k, v in (seconds or {}).items()},
     }
+    if resume is not None:
+        report["resume"] = resume
     tmp = report_path.with_name(f".{report_path.name}.tmp")
     tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, report_path)
@@ -449,13 +454,61 @@ def run_local(options: PrepareOptions) -> PrepareResult:
         tok = options.load_tokenizer()
     fitted = time.perf_counter()
     tallies = {p: PartitionTally() for p in PARTITIONS}
-    _encode_and_write(tok, source, tallies, options, threads, total_documents)
+    resume = _encode_and_write(tok, source, tallies, options, threads, total_documents)
     seconds = {"fit": fitted - started, "encode": time.perf_counter() - fitted}
-    return finish_report(options, tok, tallies, threads=threads, seconds=seconds, read=source.reads[-1])
+    return finish_report(options, tok, tallies, threads=threads, seconds=seconds, read=source.reads[-1],
+                         resume=resume)
+
+
+def _resumed_mismatch(writer, source: _Source) -> str | None:
+    """Why the files kept from an interrupted run are not this corpus's (None: they are).
+
+    Reads the corpus up to the kept documents of every partition and compares, file by file, the
+    sha256 over its documents' ``source_digest`` (ids and text) with what the interrupted run recorded.
+    """
+    rows = writer.max_rows_per_file
+    kept = {p: writer.resumed_sources(p) for p in PARTITIONS}
+    wanted = {p: len(kept[p]) * rows for p in PARTITIONS}
+    for part in PARTITIONS:
+        if None in kept[part]:
+            index = kept[part].index(None)
+            return (f"{part.value} file part-{index:05d}.parquet has no record of the documents it was encoded from")
+    seen = dict.fromkeys(PARTITIONS, 0)
+    digests: dict[Partition, list[str]] = {p: [] for p in PARTITIONS}
+    hashers = {p: hashlib.sha256() for p in PARTITIONS}
+    if source.options.continuous:
+        assign = source.assign
+    else:
+        def assign(doc_id: str) -> Partition | None:
+            try:
+                return source.manifest.partition_of(doc_id)
+            except CorpusError:
+                return None
+    for batch in source.batches():
+        for doc in batch:
+            part = assign(doc.id)
+            if part is None or seen[part] >= wanted[part]:
+                continue
+            hashers[part].update(source_digest(doc.id, doc.text))
+            seen[part] += 1
+            if seen[part] % rows == 0:
+                digests[part].append(hashers[part].hexdigest())
+                hashers[part] = hashlib.sha256()
+        if all(seen[p] >= wanted[p] for p in PARTITIONS):
+            break
+    for part in PARTITIONS:
+        for index, expected in enumerate(kept[part]):
+            if index >= len(digests[part]):
+                return (f"the corpus has {seen[part]:,} {part.value} document(s), fewer than the "
+                        f"{wanted[part]:,} kept from the interrupted run")
+            if digests[part][index] != expected:
+                return (f"{part.value} file part-{index:05d}.parquet was encoded from other documents "
+                        "(their ids or text differ from this corpus)")
+    return None
 
 
 def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, PartitionTally],
-                      options: PrepareOptions, threads: int, total: int | None) -> None:
+                      options: PrepareOptions, threads: int, total: int | None) -> dict | None:
     """Pass 2: chunks of each partition -> encode on ``threads`` threads -> row groups, in order.
 
     With ``resume``, the first ``writer.resumed[p]`` documents of each partition are already in
@@ -481,6 +534,9 @@ def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, 
         yield from chunker.rest()
 
     def encode(item: tuple[Partition, list[Document]]):
+        return encode_only(item) + ([source_digest(d.id, d.text) for d in item[1]],)
+
+    def encode_only(item: tuple[Partition, list[Document]]):
         part, docs = item
         ids = [d.id for d in docs]
         texts = [d.text for d in docs]
@@ -495,19 +551,35 @@ def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, 
         tally = chunk_tally(offsets, sum(len(t) for t in texts), options)
         return part, ids, values, offsets, tally, sum(len(t.encode("utf-8")) for t in texts)
 
-    with open_store_writer(options.store_path, tok, resume=options.resume) as writer, \
-            Progress(f"pass 2: encoding on {threads} threads", total=total, quiet=options.quiet) as bar:
-        for part in PARTITIONS:
-            lengths = writer.resumed_lengths(part)
-            if lengths.size:
-                skip[part] = int(lengths.size)
-                offsets = np.zeros(lengths.size + 1, dtype=np.int64)
-                np.cumsum(lengths, out=offsets[1:])
-                tallies[part].add({"tokens": int(offsets[-1]),
-                                   **window_counts(offsets, options.context_length, options.stride)})
-                bar.update(int(lengths.size))
-        for part, ids, values, offsets, tally, nbytes in OrderedPool(encode, threads).map(chunks()):
-            writer.write_chunk(part, ids, values, offsets)
-            tallies[part].add(tally)
-            bar.update(len(ids), nbytes)
-        source.checked()  # a tokenizer file: one pass, so the manifest is checked before the commit
+    resume = None
+    with open_store_writer(options.store_path, tok, resume=options.resume) as writer:
+        if options.resume:
+            why = _resumed_mismatch(writer, source) if any(writer.resumed.values()) else None
+            if why is not None:
+                writer.start_fresh()
+                resume = {"kept": None, "started_afresh": why}
+                message = f"resume: starting afresh: {why}"
+            else:
+                resume = {"kept": {p.value: {"files": len(writer.resumed_sources(p)), "documents": writer.resumed[p]}
+                                   for p in PARTITIONS}}
+                message = "resume: kept " + ", ".join(
+                    f"{len(writer.resumed_sources(p)):,} files ({writer.resumed[p]:,} documents) of {p.value}"
+                    for p in PARTITIONS)
+            if why is not None or any(writer.resumed.values()):
+                print(message, file=sys.stderr, flush=True)
+        with Progress(f"pass 2: encoding on {threads} threads", total=total, quiet=options.quiet) as bar:
+            for part in PARTITIONS:
+                lengths = writer.resumed_lengths(part)
+                if lengths.size:
+                    skip[part] = int(lengths.size)
+                    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+                    np.cumsum(lengths, out=offsets[1:])
+                    tallies[part].add({"tokens": int(offsets[-1]),
+                                       **window_counts(offsets, options.context_length, options.stride)})
+                    bar.update(int(lengths.size))
+            for part, ids, values, offsets, tally, nbytes, sources in OrderedPool(encode, threads).map(chunks()):
+                writer.write_chunk(part, ids, values, offsets, sources=sources)
+                tallies[part].add(tally)
+                bar.update(len(ids), nbytes)
+            source.checked()  # a tokenizer file: one pass, so the manifest is checked before the commit
+    return resume
