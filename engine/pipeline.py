@@ -27,8 +27,10 @@ Output is byte-identical for every thread count: chunk boundaries depend on the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,11 +44,15 @@ from engine.corpus import (
 )
 from engine.corpus import check_columns_apply
 from engine.corpus.readers import INVALID_UTF8_POLICIES, TEXT_COLUMN
-from engine.errors import ConfigurationError, CorpusError
+from engine.errors import ConfigurationError, CorpusError, TokenizerError
 from engine.parallel import OrderedPool, count_types, encode_lock, resolve_threads
 from engine.progress import Progress
 from engine.store import TokenStore
-from engine.tokenizers.base import FitOptions, Tokenizer, Trainer, UnknownInputError, fittable_kinds, load_tokenizer, trainer_for
+from engine.store.layout import source_digest
+from engine.store.writer import check_replaceable
+from engine.tokenizers.base import (
+    FitOptions, Tokenizer, Trainer, UnknownInputError, fittable_kinds, load_tokenizer, tokenizer_from_json, trainer_for,
+)
 
 __all__ = [
     "prepare", "run", "PrepareOptions", "PrepareResult", "EXECUTORS", "default_corpus_paths", "iter_corpus_batches",
@@ -66,6 +72,9 @@ READ_BATCH_CHARS = 1 << 20
 EXECUTORS = ("local", "ray")
 # The unknown token of kinds that have one: prepare never stops on an unseen word.
 UNKNOWN_TOKEN = "<unk>"
+# report.json's first key; reports written before it existed are recognised by REPORT_KEYS.
+REPORT_FORMAT = "engine.report"
+REPORT_KEYS = ("corpus", "splits", "store", "tokenizer", "context_length", "stride", "threads", "partitions")
 
 
 @dataclass(frozen=True)
@@ -305,19 +314,114 @@ def window_warnings(tallies: dict[Partition, PartitionTally], context_length: in
     return warnings
 
 
+def _is_engine_report(obj: Any) -> bool:
+    if not isinstance(obj, dict):
+        return False
+    if "format" in obj:
+        return obj["format"] == REPORT_FORMAT
+    partitions, tokenizer = obj.get("partitions"), obj.get("tokenizer")
+    return (all(key in obj for key in REPORT_KEYS) and isinstance(partitions, dict)
+            and set(partitions) == {p.value for p in PARTITIONS} and isinstance(tokenizer, dict)
+            and isinstance(tokenizer.get("hash"), str))
+
+
+def check_out_dir(options: PrepareOptions) -> None:
+    """Before anything is read: ``--out`` holds nothing engine did not write where outputs go.
+
+    ``tokenizer.json`` must be an engine tokenizer file (format and content hash), ``report.json``
+    an engine report, ``store`` an engine token store (``check_replaceable``); else the error names
+    the file. Leftover staged outputs of dead runs are removed."""
+    out = options.out_dir
+    if out.exists() and not out.is_dir():
+        raise ConfigurationError(f"{out}: --out exists and is not a folder")
+    tokenizer_path, report_path = out / "tokenizer.json", out / "report.json"
+    if tokenizer_path.exists() or tokenizer_path.is_symlink():
+        try:
+            if tokenizer_path.is_symlink():
+                raise OSError("a symbolic link")
+            tokenizer_from_json(json.loads(tokenizer_path.read_text(encoding="utf-8")), str(tokenizer_path))
+        except (OSError, ValueError, TokenizerError) as exc:
+            raise ConfigurationError(f"{tokenizer_path}: exists and is not an engine tokenizer file "
+                                     f"({type(exc).__name__}); refusing to overwrite it (move it or choose another --out)"
+                                     ) from None
+    if report_path.exists() or report_path.is_symlink():
+        try:
+            ours = not report_path.is_symlink() and _is_engine_report(json.loads(report_path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            ours = False
+        if not ours:
+            raise ConfigurationError(f"{report_path}: exists and is not an engine report; refusing to overwrite it "
+                                     "(move it or choose another --out)")
+    check_replaceable(options.store_path)
+    if out.is_dir():
+        for stale in list(out.glob(".tokenizer.json.staged-*")) + list(out.glob(".report.json.staged-*")):
+            if not _pid_alive(stale.name.rsplit("-", 1)[-1]):
+                stale.unlink(missing_ok=True)
+
+
+def _pid_alive(text: str) -> bool:
+    try:
+        os.kill(int(text), 0)
+    except (ValueError, OverflowError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stage_outputs(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], *,
+                  threads: int, seconds: dict[str, float] | None = None, read: ReadReport | None = None,
+                  resume: dict | None = None) -> tuple[PrepareResult, list[tuple[Path, Path]]]:
+    """Write ``tokenizer.json`` and ``report.json`` to hidden temporaries in ``--out`` (see
+    ``finish_report``); returns the result and the (temporary, final) pairs ``commit_outputs`` renames."""
+    out_dir = options.out_dir
+    tokenizer_path, report_path = out_dir / "tokenizer.json", out_dir / "report.json"
+    staged_tokenizer = out_dir / f".tokenizer.json.staged-{os.getpid()}"
+    staged_report = out_dir / f".report.json.staged-{os.getpid()}"
+    staged = [(staged_tokenizer, tokenizer_path), (staged_report, report_path)]
+    try:
+        tok.save(staged_tokenizer)
+        report = _report(options, tok, tallies, tokenizer_path, threads=threads, seconds=seconds, read=read,
+                         resume=resume)
+        staged_report.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    except BaseException:
+        drop_staged(staged)
+        raise
+    return PrepareResult(out_dir, options.store_path, tokenizer_path, report_path, report), staged
+
+
+def commit_outputs(staged: list[tuple[Path, Path]]) -> None:
+    for tmp, final in staged:
+        os.replace(tmp, final)
+
+
+def drop_staged(staged: list[tuple[Path, Path]]) -> None:
+    for tmp, _ in staged:
+        tmp.unlink(missing_ok=True)
+
+
 def finish_report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], *,
                   threads: int, seconds: dict[str, float] | None = None, read: ReadReport | None = None,
-                  ) -> PrepareResult:
-    """Save the tokenizer beside the store and write ``report.json`` (atomically).
+                  resume: dict | None = None) -> PrepareResult:
+    """Save the tokenizer beside the store and write ``report.json`` (staged, then renamed).
 
     ``read`` (what the corpus reader counted: skipped lines and documents, replaced or dropped
     invalid UTF-8, made ids) goes to ``report["read"]``; ``report["warnings"]`` names partitions
     without complete windows and short documents.
     """
-    out_dir = options.out_dir
-    tokenizer_path, report_path = out_dir / "tokenizer.json", out_dir / "report.json"
-    tok.save(tokenizer_path)
+    result, staged = stage_outputs(options, tok, tallies, threads=threads, seconds=seconds, read=read, resume=resume)
+    try:
+        commit_outputs(staged)
+    except BaseException:
+        drop_staged(staged)
+        raise
+    return result
+
+
+def _report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], tokenizer_path: Path,
+            *, threads: int, seconds: dict[str, float] | None, read: ReadReport | None, resume: dict | None) -> dict:
     report: dict[str, Any] = {
+        "format": REPORT_FORMAT,
         "corpus": str(options.corpus),
         "splits": str(options.splits) if options.splits is not None else None,
         "store": str(options.store_path),
@@ -331,10 +435,9 @@ def finish_report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partiti
         "warnings": window_warnings(tallies, options.context_length),
         "seconds": {k: round(v, 3) for k, v in (seconds or {}).items()},
     }
-    tmp = report_path.with_name(f".{report_path.name}.tmp")
-    tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, report_path)
-    return PrepareResult(out_dir, options.store_path, tokenizer_path, report_path, report)
+    if resume is not None:
+        report["resume"] = resume
+    return report
 
 
 def fit_from_table(options: PrepareOptions, trainer: Trainer, table) -> Tokenizer:
@@ -381,7 +484,9 @@ def prepare(corpus_path: str | os.PathLike | None = None, splits_path: str | os.
 
 
 def run(options: PrepareOptions) -> PrepareResult:
-    """Run ``options`` on its executor (a continuous text is one document per partition: local)."""
+    """Run ``options`` on its executor (a continuous text is one document per partition: local).
+    ``--out`` is checked first (``check_out_dir``): only engine's own files there are replaced."""
+    check_out_dir(options)
     if options.executor == "ray" and not options.continuous:
         from engine.distributed import run_on_ray
 
@@ -449,13 +554,76 @@ def run_local(options: PrepareOptions) -> PrepareResult:
         tok = options.load_tokenizer()
     fitted = time.perf_counter()
     tallies = {p: PartitionTally() for p in PARTITIONS}
-    _encode_and_write(tok, source, tallies, options, threads, total_documents)
-    seconds = {"fit": fitted - started, "encode": time.perf_counter() - fitted}
-    return finish_report(options, tok, tallies, threads=threads, seconds=seconds, read=source.reads[-1])
+    results: list[PrepareResult] = []
+    staged: list[tuple[Path, Path]] = []
+
+    def before_commit(resume: dict | None) -> None:
+        # tokenizer.json and report.json are staged before the store is renamed into place, and
+        # renamed after it: a failure on the way leaves --out as it was.
+        seconds = {"fit": fitted - started, "encode": time.perf_counter() - fitted}
+        result, files = stage_outputs(options, tok, tallies, threads=threads, seconds=seconds, read=source.reads[-1],
+                                      resume=resume)
+        results.append(result)
+        staged.extend(files)
+
+    try:
+        _encode_and_write(tok, source, tallies, options, threads, total_documents, before_commit)
+        commit_outputs(staged)
+    except BaseException:
+        drop_staged(staged)
+        raise
+    return results[0]
+
+
+def _resumed_mismatch(writer, source: _Source) -> str | None:
+    """Why the files kept from an interrupted run are not this corpus's (None: they are).
+
+    Reads the corpus up to the kept documents of every partition and compares, file by file, the
+    sha256 over its documents' ``source_digest`` (ids and text) with what the interrupted run recorded.
+    """
+    rows = writer.max_rows_per_file
+    kept = {p: writer.resumed_sources(p) for p in PARTITIONS}
+    wanted = {p: len(kept[p]) * rows for p in PARTITIONS}
+    for part in PARTITIONS:
+        if None in kept[part]:
+            index = kept[part].index(None)
+            return (f"{part.value} file part-{index:05d}.parquet has no record of the documents it was encoded from")
+    seen = dict.fromkeys(PARTITIONS, 0)
+    digests: dict[Partition, list[str]] = {p: [] for p in PARTITIONS}
+    hashers = {p: hashlib.sha256() for p in PARTITIONS}
+    if source.options.continuous:
+        assign = source.assign
+    else:
+        def assign(doc_id: str) -> Partition | None:
+            try:
+                return source.manifest.partition_of(doc_id)
+            except CorpusError:
+                return None
+    for batch in source.batches():
+        for doc in batch:
+            part = assign(doc.id)
+            if part is None or seen[part] >= wanted[part]:
+                continue
+            hashers[part].update(source_digest(doc.id, doc.text))
+            seen[part] += 1
+            if seen[part] % rows == 0:
+                digests[part].append(hashers[part].hexdigest())
+                hashers[part] = hashlib.sha256()
+        if all(seen[p] >= wanted[p] for p in PARTITIONS):
+            break
+    for part in PARTITIONS:
+        for index, expected in enumerate(kept[part]):
+            if index >= len(digests[part]):
+                return (f"the corpus has {seen[part]:,} {part.value} document(s), fewer than the "
+                        f"{wanted[part]:,} kept from the interrupted run")
+            if digests[part][index] != expected:
+                return (f"{part.value} file part-{index:05d}.parquet was encoded from other documents "
+                        "(their ids or text differ from this corpus)")
+    return None
 
 
 def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, PartitionTally],
-                      options: PrepareOptions, threads: int, total: int | None) -> None:
+                      options: PrepareOptions, threads: int, total: int | None, before_commit=None) -> dict | None:
     """Pass 2: chunks of each partition -> encode on ``threads`` threads -> row groups, in order.
 
     With ``resume``, the first ``writer.resumed[p]`` documents of each partition are already in
@@ -481,6 +649,9 @@ def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, 
         yield from chunker.rest()
 
     def encode(item: tuple[Partition, list[Document]]):
+        return encode_only(item) + ([source_digest(d.id, d.text) for d in item[1]],)
+
+    def encode_only(item: tuple[Partition, list[Document]]):
         part, docs = item
         ids = [d.id for d in docs]
         texts = [d.text for d in docs]
@@ -495,19 +666,37 @@ def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, 
         tally = chunk_tally(offsets, sum(len(t) for t in texts), options)
         return part, ids, values, offsets, tally, sum(len(t.encode("utf-8")) for t in texts)
 
-    with open_store_writer(options.store_path, tok, resume=options.resume) as writer, \
-            Progress(f"pass 2: encoding on {threads} threads", total=total, quiet=options.quiet) as bar:
-        for part in PARTITIONS:
-            lengths = writer.resumed_lengths(part)
-            if lengths.size:
-                skip[part] = int(lengths.size)
-                offsets = np.zeros(lengths.size + 1, dtype=np.int64)
-                np.cumsum(lengths, out=offsets[1:])
-                tallies[part].add({"tokens": int(offsets[-1]),
-                                   **window_counts(offsets, options.context_length, options.stride)})
-                bar.update(int(lengths.size))
-        for part, ids, values, offsets, tally, nbytes in OrderedPool(encode, threads).map(chunks()):
-            writer.write_chunk(part, ids, values, offsets)
-            tallies[part].add(tally)
-            bar.update(len(ids), nbytes)
-        source.checked()  # a tokenizer file: one pass, so the manifest is checked before the commit
+    resume = None
+    with open_store_writer(options.store_path, tok, resume=options.resume) as writer:
+        if options.resume:
+            why = _resumed_mismatch(writer, source) if any(writer.resumed.values()) else None
+            if why is not None:
+                writer.start_fresh()
+                resume = {"kept": None, "started_afresh": why}
+                message = f"resume: starting afresh: {why}"
+            else:
+                resume = {"kept": {p.value: {"files": len(writer.resumed_sources(p)), "documents": writer.resumed[p]}
+                                   for p in PARTITIONS}}
+                message = "resume: kept " + ", ".join(
+                    f"{len(writer.resumed_sources(p)):,} files ({writer.resumed[p]:,} documents) of {p.value}"
+                    for p in PARTITIONS)
+            if why is not None or any(writer.resumed.values()):
+                print(message, file=sys.stderr, flush=True)
+        with Progress(f"pass 2: encoding on {threads} threads", total=total, quiet=options.quiet) as bar:
+            for part in PARTITIONS:
+                lengths = writer.resumed_lengths(part)
+                if lengths.size:
+                    skip[part] = int(lengths.size)
+                    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+                    np.cumsum(lengths, out=offsets[1:])
+                    tallies[part].add({"tokens": int(offsets[-1]),
+                                       **window_counts(offsets, options.context_length, options.stride)})
+                    bar.update(int(lengths.size))
+            for part, ids, values, offsets, tally, nbytes, sources in OrderedPool(encode, threads).map(chunks()):
+                writer.write_chunk(part, ids, values, offsets, sources=sources)
+                tallies[part].add(tally)
+                bar.update(len(ids), nbytes)
+            source.checked()  # a tokenizer file: one pass, so the manifest is checked before the commit
+        if before_commit is not None:
+            before_commit(resume)
+    return resume

@@ -34,11 +34,11 @@ def interrupt_after(monkeypatch, chunks: int):
     real_write, real_abort = TokenStoreWriter.write_chunk, TokenStoreWriter.abort
     calls = [0]
 
-    def write_chunk(self, *args):
+    def write_chunk(self, *args, **kwargs):
         if calls[0] == chunks:
             raise KeyboardInterrupt
         calls[0] += 1
-        return real_write(self, *args)
+        return real_write(self, *args, **kwargs)
 
     def abort(self):
         for out in self._outputs.values():
@@ -80,7 +80,7 @@ def test_resume_equals_fresh_run(tmp_path, monkeypatch, small_files, chunks):
     written = []
     real_write = TokenStoreWriter.write_chunk
     monkeypatch.setattr(TokenStoreWriter, "write_chunk",
-                        lambda self, part, ids, *a: (written.extend(ids), real_write(self, part, ids, *a)))
+                        lambda self, part, ids, *a, **k: (written.extend(ids), real_write(self, part, ids, *a, **k)))
     resumed = prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=True)
 
     assert manifest(out) == manifest(tmp_path / "fresh")
@@ -100,3 +100,104 @@ def test_resume_flag_on_the_cli(tmp_path):
     assert json.loads(result.output)["partitions"]["train"]["documents"] == 39
     bad = CliRunner().invoke(main, ["prepare", "--resume", "--executor", "ray", "--out", str(tmp_path / "r")])
     assert bad.exit_code == 2 and "--resume applies to --executor local only" in bad.output
+
+
+def interrupt_with_ctrl_c_after(monkeypatch, chunks: int):
+    """Raise KeyboardInterrupt (what SIGINT raises) in the writer after ``chunks`` chunks; nothing else patched."""
+    real_write = TokenStoreWriter.write_chunk
+    calls = [0]
+
+    def write_chunk(self, *args, **kwargs):
+        if calls[0] == chunks:
+            raise KeyboardInterrupt
+        calls[0] += 1
+        return real_write(self, *args, **kwargs)
+
+    monkeypatch.setattr(TokenStoreWriter, "write_chunk", write_chunk)
+    return lambda: monkeypatch.setattr(TokenStoreWriter, "write_chunk", real_write)
+
+
+def reversed_corpus(path):
+    """The bundled corpus with every text reversed: same ids, same characters and counts (so the same
+    char tokenizer), different documents."""
+    corpus, _ = default_corpus_paths()
+    rows = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
+    path.write_text("".join(json.dumps({"id": r["id"], "text": r["text"][::-1]}) + "\n" for r in rows),
+                    encoding="utf-8")
+    return path
+
+
+def test_ctrl_c_keeps_finished_files_and_resume_says_what_it_kept(tmp_path, monkeypatch, small_files, capsys):
+    corpus, splits = default_corpus_paths()
+    fresh = prepare(corpus, splits, tmp_path / "fresh", tokenizer="char", context_length=8, threads=2, quiet=True)
+    out = tmp_path / "out"
+    restore = interrupt_with_ctrl_c_after(monkeypatch, 11)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, quiet=True)
+    restore()
+    assert not (out / "store").exists() and not (out / "store.lock").exists()
+    leftover = [p for p in out.iterdir() if p.name.startswith(".store.tmp-")]
+    assert len(leftover) == 1
+    files = sorted(str(p.relative_to(leftover[0])) for p in leftover[0].rglob("*.parquet"))
+    assert files == [f"split=train/part-{i:05d}.parquet" for i in range(6)]  # the cut seventh file is gone
+    recorded = json.loads((leftover[0] / "_resume.json").read_text())["files"]
+    assert sorted(recorded) == files and all(len(v["source_sha256"]) == 64 and v["rows"] == 4
+                                             for v in recorded.values())
+    capsys.readouterr()
+
+    resumed = prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=True)
+    err = capsys.readouterr().err
+    assert err == ("resume: kept 6 files (24 documents) of train, 0 files (0 documents) of validation, "
+                   "0 files (0 documents) of test\n")
+    assert resumed.report["resume"] == {"kept": {"train": {"files": 6, "documents": 24},
+                                                 "validation": {"files": 0, "documents": 0},
+                                                 "test": {"files": 0, "documents": 0}}}
+    assert manifest(out) == manifest(tmp_path / "fresh")
+    assert resumed.report["partitions"] == fresh.report["partitions"]
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+    assert not (out / "store" / "_resume.json").exists()
+
+
+def test_resume_on_a_changed_corpus_starts_afresh_and_says_why(tmp_path, monkeypatch, small_files, capsys):
+    corpus_a, splits = default_corpus_paths()
+    corpus_b = reversed_corpus(tmp_path / "b.jsonl")
+    fresh_b = prepare(corpus_b, splits, tmp_path / "fresh", tokenizer="char", context_length=8, threads=2, quiet=True)
+
+    out = tmp_path / "out"
+    restore = interrupt_after(monkeypatch, 11)  # SIGKILL-like leftover built from corpus A
+    with pytest.raises(KeyboardInterrupt):
+        prepare(corpus_a, splits, out, tokenizer="char", context_length=8, threads=2, quiet=True)
+    restore()
+    leftover = [p for p in out.iterdir() if p.name.startswith(".store.tmp-")]
+    assert len(leftover) == 1 and len(list(leftover[0].glob("split=train/part-*.parquet"))) >= 2
+    capsys.readouterr()
+
+    written = []
+    real_write = TokenStoreWriter.write_chunk
+    monkeypatch.setattr(TokenStoreWriter, "write_chunk",
+                        lambda self, part, ids, *a, **k: (written.extend(ids), real_write(self, part, ids, *a, **k)))
+    resumed = prepare(corpus_b, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=True)
+    why = "train file part-00000.parquet was encoded from other documents (their ids or text differ from this corpus)"
+    assert capsys.readouterr().err == f"resume: starting afresh: {why}\n"
+    assert resumed.report["resume"] == {"kept": None, "started_afresh": why}
+    assert manifest(out) == manifest(tmp_path / "fresh")
+    assert resumed.report["partitions"] == fresh_b.report["partitions"]
+    assert len(written) == 49  # every document encoded again
+    TokenStore.open(out / "store").verify()
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+
+
+def test_resume_refuses_files_without_a_record_of_their_documents(tmp_path, monkeypatch, small_files, capsys):
+    corpus, splits = default_corpus_paths()
+    out = tmp_path / "out"
+    restore = interrupt_with_ctrl_c_after(monkeypatch, 11)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, quiet=True)
+    restore()
+    leftover = next(p for p in out.iterdir() if p.name.startswith(".store.tmp-"))
+    (leftover / "_resume.json").unlink()  # e.g. left by a writer that was not given the documents
+    capsys.readouterr()
+    resumed = prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=True)
+    why = "train file part-00000.parquet has no record of the documents it was encoded from"
+    assert capsys.readouterr().err == f"resume: starting afresh: {why}\n"
+    assert resumed.report["resume"] == {"kept": None, "started_afresh": why}

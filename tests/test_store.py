@@ -224,11 +224,11 @@ def test_failure_mid_write_keeps_the_previous_store(tmp_path, monkeypatch):
     calls = []
     real_append = TokenStoreWriter._append
 
-    def append_then_fail(self, out, table):
+    def append_then_fail(self, out, table, *rest):
         calls.append(table.num_rows)
         if len(calls) > 1:
             raise OSError("disk full (injected)")
-        real_append(self, out, table)
+        real_append(self, out, table, *rest)
 
     monkeypatch.setattr(TokenStoreWriter, "_append", append_then_fail)
     many = [EncodedDocument(f"n{i}", Partition.TRAIN, TOK.encode_document("new")) for i in range(10)]

@@ -15,7 +15,7 @@ from engine.errors import StoreError
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "MANIFEST_NAME", "TOKENIZER_NAME", "ROW_GROUP_SIZE", "CHUNK_DOCUMENTS", "TOKENS_TYPE",
-    "EncodedDocument", "store_partition", "split_dir", "sha256_file", "fsync",
+    "EncodedDocument", "store_partition", "split_dir", "sha256_file", "fsync", "RESUME_NAME", "source_digest",
 ]
 
 FORMAT = "engine.token_store"
@@ -24,6 +24,9 @@ MANIFEST_NAME = "_engine.json"
 # "_" prefix (like the manifest's): dataset readers (pyarrow.dataset, pq.read_table(DIR)) skip the
 # file, so DIR reads as one Parquet dataset partitioned by split.
 TOKENIZER_NAME = "_tokenizer.json"
+# Only inside a writer's temporary directory: per finished file, the digest of the source documents
+# it was encoded from, so that a resumed run can prove the file belongs to its corpus.
+RESUME_NAME = "_resume.json"
 ROW_GROUP_SIZE = 16384
 CHUNK_DOCUMENTS = 4096
 TOKENS_TYPE = pa.large_list(pa.uint32())
@@ -44,6 +47,17 @@ def split_dir(partition: Partition) -> str:
 def sha256_file(path: Path) -> str:
     with open(path, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def source_digest(doc_id: str, text: str) -> bytes:
+    """sha256 of one source document (id and text, each length-prefixed): what a store file's
+    ``source_sha256`` (sha256 over its documents' digests, in row order) is made of."""
+    h = hashlib.sha256()
+    for part in (doc_id, text):
+        data = part.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.digest()
 
 
 def fsync(path: Path) -> None:

@@ -4,11 +4,16 @@ Chunks go into Parquet row groups (memory bounded by one chunk) inside a tempora
 ``.DIR.tmp-<pid>``, which is renamed into place on success, so ``DIR`` is always the old complete
 store or the new one; ``DIR.lock`` keeps a second writer out. Row groups and files hold fixed row
 counts, so the bytes depend only on the documents; with ``resume=True`` a writer keeps the
-complete files an interrupted writer of the same tokenizer left behind.
+complete files an interrupted writer of the same tokenizer left behind. Given each document's
+``source_digest`` (``write_chunk(..., sources=...)``), the temporary directory's ``_resume.json``
+records per finished file the sha256 of its source documents, so a resumed run can prove the kept
+files belong to its corpus (``resumed_sources``) or drop them (``start_fresh``). An interrupt
+(KeyboardInterrupt) keeps the finished files for ``resume``; any other exception removes them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -22,12 +27,66 @@ import pyarrow.parquet as pq
 from engine.corpus import PARTITIONS, Partition
 from engine.errors import StoreError
 from engine.store.layout import (
-    CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
+    CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, RESUME_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
     EncodedDocument, fsync, sha256_file, split_dir, store_partition,
 )
 from engine.store.lock import WriterLock
 
-__all__ = ["TokenStoreWriter"]
+__all__ = ["TokenStoreWriter", "check_replaceable"]
+
+
+def _manifest_files(manifest) -> set[str] | str:
+    """The file names a store manifest lists, or why it is not an engine store manifest."""
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        return f'no "format": "{FORMAT}"'
+    if manifest.get("format_version") != FORMAT_VERSION or isinstance(manifest.get("format_version"), bool):
+        return f"format_version {manifest.get('format_version')!r}, expected {FORMAT_VERSION}"
+    tokenizer, splits = manifest.get("tokenizer"), manifest.get("splits")
+    if not isinstance(tokenizer, dict) or not isinstance(tokenizer.get("hash"), str):
+        return "no tokenizer hash"
+    if not isinstance(splits, dict) or set(splits) != {p.value for p in PARTITIONS}:
+        return "its splits are not train, validation and test"
+    names: set[str] = set()
+    for part in PARTITIONS:
+        files = splits[part.value].get("files") if isinstance(splits[part.value], dict) else None
+        if not isinstance(files, list):
+            return f"split {part.value} lists no files"
+        for entry in files:
+            name = entry.get("name") if isinstance(entry, dict) else None
+            if not isinstance(name, str) or not name.startswith(f"{split_dir(part)}/part-") or "/" in name[len(split_dir(part)) + 1:]:
+                return f"split {part.value} lists a file named {name!r}"
+            names.add(name)
+    return names
+
+
+def check_replaceable(path: str | os.PathLike) -> None:
+    """StoreError unless ``path`` is absent, an empty folder, or provably an engine token store: a
+    valid ``_engine.json`` and nothing but the files it lists, ``_tokenizer.json`` and split folders."""
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return
+    if path.is_symlink() or not path.is_dir():
+        raise StoreError(f"{path}: exists and is not a token store (no {MANIFEST_NAME}); refusing to replace it")
+    if not any(path.iterdir()):
+        return
+    manifest_file = path / MANIFEST_NAME
+    if manifest_file.is_symlink() or not manifest_file.is_file():
+        raise StoreError(f"{path}: exists and is not a token store (no {MANIFEST_NAME}); refusing to replace it")
+    try:
+        listed = _manifest_files(json.loads(manifest_file.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        listed = f"unreadable JSON ({type(exc).__name__})"
+    if isinstance(listed, str):
+        raise StoreError(f"{manifest_file}: not a valid engine store manifest ({listed}); refusing to replace {path}")
+    folders = {split_dir(p) for p in PARTITIONS}
+    for item in sorted(path.rglob("*")):
+        name = item.relative_to(path).as_posix()
+        if name in folders and item.is_dir() and not item.is_symlink():
+            continue
+        if (name in listed or name in (MANIFEST_NAME, TOKENIZER_NAME)) and item.is_file() and not item.is_symlink():
+            continue
+        raise StoreError(f"{item}: not part of the token store at {path} (its {MANIFEST_NAME} does not list it); "
+                         f"refusing to replace {path}")
 
 
 class _SplitOutput:
@@ -43,6 +102,8 @@ class _SplitOutput:
         self.pending: list[pa.Table] = []  # rows not yet written as a full row group
         self.pending_rows = 0
         self.resumed_lengths = np.empty(0, dtype=np.int64)  # token counts of documents kept on resume
+        self.sources: list[str | None] = []  # per finished file: sha256 of its source documents, None if unknown
+        self.hasher: "hashlib._Hash | None" = None  # the current file's, None once a chunk came without sources
 
     def current_name(self) -> str:
         return f"{split_dir(self.partition)}/part-{len(self.files):05d}.parquet"
@@ -110,9 +171,29 @@ class TokenStoreWriter:
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is None:
             self.close()
+        elif issubclass(exc_type, KeyboardInterrupt) and self.max_rows_per_file is not None and self._active:
+            self.suspend()
         else:
             self.abort()
         return False
+
+    def resumed_sources(self, partition: Partition | str) -> list[str | None]:
+        """Per file kept from an interrupted run, in order: the sha256 over its documents'
+        ``source_digest`` (None where the interrupted writer was not given them)."""
+        return list(self._outputs[store_partition(partition)].sources)
+
+    def start_fresh(self) -> None:
+        """Drop every file kept from an interrupted run (before anything new is written)."""
+        self._check_active()
+        for part, out in self._outputs.items():
+            if out.writer is not None or out.pending_rows or (out.documents != self.resumed[part]):
+                raise StoreError(f"{self.path}: start_fresh() must come before any document is written")
+            for name, _ in out.files:
+                (self.tmp / name).unlink()
+            self._outputs[part] = _SplitOutput(part)
+            self.resumed[part] = 0
+        self._ids.clear()
+        self._save_resume_state()
 
     def open(self) -> None:
         """Take the lock, check what ``path`` holds now, start the temporary directory."""
@@ -122,10 +203,7 @@ class TokenStoreWriter:
             if self.path.exists():
                 if not self.overwrite:
                     raise StoreError(f"{self.path}: already exists (pass overwrite=True to replace it)")
-                if self.path.is_file() or (any(self.path.iterdir()) and not (self.path / MANIFEST_NAME).is_file()):
-                    raise StoreError(
-                        f"{self.path}: exists and is not a token store (no {MANIFEST_NAME}); refusing to replace it"
-                    )
+                check_replaceable(self.path)
             # We hold the lock, so leftovers of this path's earlier writers are dead: resume from
             # the newest one if asked (and it was written with the same tokenizer), clear the rest.
             leftovers = sorted(self.path.parent.glob(f".{self.path.name}.tmp-*"), key=lambda d: d.stat().st_mtime)
@@ -137,6 +215,7 @@ class TokenStoreWriter:
                 shutil.rmtree(stale, ignore_errors=True)
             if self.tmp.is_dir():
                 self._restore_finished_files()
+                self._save_resume_state()
             else:
                 self.tmp.mkdir()
                 for p in PARTITIONS:
@@ -161,6 +240,12 @@ class TokenStoreWriter:
     def _restore_finished_files(self) -> None:
         """Keep each split's leading run of complete files (footer readable, ``max_rows_per_file`` rows
         or fewer only if last); delete the rest. Restores counts and ids so writing continues after them."""
+        try:
+            recorded = json.loads((self.tmp / RESUME_NAME).read_text(encoding="utf-8"))["files"]
+            if not isinstance(recorded, dict):
+                recorded = {}
+        except (OSError, ValueError, KeyError, TypeError):
+            recorded = {}
         for part in PARTITIONS:
             out = self._outputs[part]
             directory = self.tmp / split_dir(part)
@@ -179,6 +264,10 @@ class TokenStoreWriter:
                         ids = table.column("id").to_pylist()
                         self._ids.update(dict.fromkeys(ids, part))
                         out.files.append((f"{split_dir(part)}/{name}", table.num_rows))
+                        entry = recorded.get(f"{split_dir(part)}/{name}")
+                        digest = entry.get("source_sha256") if isinstance(entry, dict) else None
+                        rows_ok = isinstance(entry, dict) and entry.get("rows") == table.num_rows
+                        out.sources.append(digest if isinstance(digest, str) and rows_ok else None)
                         out.documents += table.num_rows
                         tokens = table.column("tokens").combine_chunks()
                         out.tokens += int(len(tokens.values))
@@ -196,15 +285,22 @@ class TokenStoreWriter:
         if not self._active:
             raise StoreError(f"{self.path}: writer is not open (use it as `with TokenStore.writer(...) as w:`)")
 
-    def write_chunk(self, partition: Partition | str, ids: Sequence[str], values: np.ndarray, offsets: np.ndarray) -> None:
+    def write_chunk(self, partition: Partition | str, ids: Sequence[str], values: np.ndarray, offsets: np.ndarray,
+                    *, sources: Sequence[bytes] | None = None) -> None:
         """Append ``len(ids)`` documents: document ``i`` is ``values[offsets[i]:offsets[i+1]]``.
 
         ``values`` uint32 1-D; ``offsets`` int64, ``len(ids) + 1`` entries, starting at 0, never
         decreasing, ending at ``len(values)``; every document starts with BOS and ends with EOS;
         ids are non-empty strings, unique in the whole store. Checked before anything is written.
+        ``sources``: each document's ``source_digest`` (32 bytes), recorded per file for ``resume``.
         """
         self._check_active()
         part = store_partition(partition)
+        if sources is not None:
+            sources = list(sources)
+            if len(sources) != len(ids) or not all(isinstance(d, bytes) and len(d) == 32 for d in sources):
+                raise StoreError(f"{part.value} chunk: sources must be one 32-byte source_digest per id "
+                                 f"({len(ids)}), got {len(sources)} item(s)")
         if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
             raise StoreError(f"{part.value} chunk: ids is {type(ids).__name__}, expected a list of str")
         ids = list(ids)
@@ -232,7 +328,7 @@ class TokenStoreWriter:
             schema=self.schema,
         )
         out = self._outputs[part]
-        self._append(out, table)
+        self._append(out, table, sources)
         out.documents += len(ids)
         out.tokens += int(values.shape[0])
 
@@ -275,17 +371,22 @@ class TokenStoreWriter:
                 )
 
 
-    def _append(self, out: _SplitOutput, table: pa.Table) -> None:
+    def _append(self, out: _SplitOutput, table: pa.Table, sources: list[bytes] | None = None) -> None:
         """Add rows to the split's current file; row groups hold exactly ``row_group_size`` rows
         (the last of a file fewer), whatever the chunk sizes, so the bytes depend only on the rows."""
         start = 0
         while start < table.num_rows or out.writer is None:
             if out.writer is None:
                 out.writer = pq.ParquetWriter(self.tmp / out.current_name(), self.schema)
+                out.hasher = hashlib.sha256()
             room = table.num_rows - start
             if self.max_rows_per_file is not None:
                 room = min(room, self.max_rows_per_file - out.rows_in_file)
             piece = table.slice(start, room)
+            if sources is None:
+                out.hasher = None
+            elif out.hasher is not None:
+                out.hasher.update(b"".join(sources[start:start + piece.num_rows]))
             if piece.num_rows:
                 out.pending.append(piece)
                 out.pending_rows += piece.num_rows
@@ -317,7 +418,18 @@ class TokenStoreWriter:
         self._write_row_groups(out, final=True)
         out.writer.close()
         out.files.append((out.current_name(), out.rows_in_file))
-        out.writer, out.rows_in_file = None, 0
+        out.sources.append(out.hasher.hexdigest() if out.hasher is not None else None)
+        out.writer, out.rows_in_file, out.hasher = None, 0, None
+        if self.max_rows_per_file is not None:
+            self._save_resume_state()
+
+    def _save_resume_state(self) -> None:
+        """``_resume.json`` in the temporary directory: every finished file's rows and source digest."""
+        files = {name: {"rows": rows, "source_sha256": digest}
+                 for out in self._outputs.values() for (name, rows), digest in zip(out.files, out.sources)}
+        tmp = self.tmp / f".{RESUME_NAME}.tmp"
+        tmp.write_text(json.dumps({"files": files}, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, self.tmp / RESUME_NAME)
 
     def write_documents(self, partition: Partition | str, documents: Iterable[EncodedDocument]) -> int:
         """Append encoded documents in chunks of ``chunk_documents``; returns how many were written."""
@@ -376,6 +488,8 @@ class TokenStoreWriter:
                               "bos_id": self.bos_id, "eos_id": self.eos_id, "file": TOKENIZER_NAME},
                 "splits": splits,
             }
+            (self.tmp / RESUME_NAME).unlink(missing_ok=True)
+            (self.tmp / f".{RESUME_NAME}.tmp").unlink(missing_ok=True)
             (self.tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
             for directory in [self.tmp / split_dir(p) for p in PARTITIONS] + [self.tmp]:
                 fsync(directory)
@@ -400,6 +514,25 @@ class TokenStoreWriter:
         else:
             os.rename(self.tmp, self.path)
         fsync(self.path.parent)
+
+    def suspend(self) -> None:
+        """Interrupted: keep the finished files (and ``_resume.json``) in the temporary directory for a
+        later ``resume=True`` writer; drop the file being written; ``path`` keeps what it held before."""
+        try:
+            for out in self._outputs.values():
+                if out.writer is not None:
+                    try:
+                        out.writer.close()
+                    except Exception:  # already failing: the short file goes below
+                        pass
+                    (self.tmp / out.current_name()).unlink(missing_ok=True)
+                    out.writer = None
+            self._save_resume_state()
+        except BaseException:
+            self.abort()
+            raise
+        self._active = False
+        self._lock.release()
 
     def abort(self) -> None:
         """Drop everything written so far; ``path`` keeps what it held before."""

@@ -1,0 +1,116 @@
+"""engine prepare --out DIR replaces only what engine wrote there, and a failed run changes nothing."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from engine.cli import main
+from engine.pipeline import prepare
+from engine.tokenizers.base import Tokenizer
+
+
+def run_prepare(out, *extra):
+    return CliRunner().invoke(main, ["prepare", "--out", str(out), "--tokenizer", "char", "--context", "8",
+                                     "--threads", "1", "--quiet", *extra])
+
+
+def snapshot(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_foreign_tokenizer_json_is_not_overwritten(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "BPE", "vocab": {}}}')
+    result = run_prepare(out)
+    assert result.exit_code == 2
+    assert result.output == (f"error: {out / 'tokenizer.json'}: exists and is not an engine tokenizer file "
+                             "(TokenizerError); refusing to overwrite it (move it or choose another --out)\n")
+    assert snapshot(out) == {"tokenizer.json": b'{"version": "1.0", "model": {"type": "BPE", "vocab": {}}}'}
+
+
+def test_an_engine_tokenizer_with_a_wrong_hash_is_not_overwritten(tmp_path):
+    out = tmp_path / "out"
+    assert run_prepare(out).exit_code == 0
+    data = json.loads((out / "tokenizer.json").read_text())
+    data["hash"] = "0" * len(data["hash"])
+    (out / "tokenizer.json").write_text(json.dumps(data))
+    before = snapshot(out)
+    result = run_prepare(out)
+    assert result.exit_code == 2
+    assert result.output.startswith(f"error: {out / 'tokenizer.json'}: exists and is not an engine tokenizer file")
+    assert snapshot(out) == before
+
+
+def test_a_foreign_report_json_is_not_overwritten(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.json").write_text('{"quarterly": "numbers"}')
+    result = run_prepare(out)
+    assert result.exit_code == 2
+    assert result.output == (f"error: {out / 'report.json'}: exists and is not an engine report; refusing to "
+                             "overwrite it (move it or choose another --out)\n")
+    assert snapshot(out) == {"report.json": b'{"quarterly": "numbers"}'}
+
+
+def test_a_report_without_the_format_marker_is_still_recognised(tmp_path):
+    out = tmp_path / "out"
+    assert run_prepare(out).exit_code == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["format"] == "engine.report"
+    del report["format"]  # written before the marker existed
+    (out / "report.json").write_text(json.dumps(report))
+    assert run_prepare(out).exit_code == 0
+    assert json.loads((out / "report.json").read_text())["format"] == "engine.report"
+
+
+def test_a_store_folder_with_a_fake_manifest_is_not_replaced(tmp_path):
+    out = tmp_path / "out"
+    (out / "store").mkdir(parents=True)
+    (out / "store" / "_engine.json").write_text("{}")
+    (out / "store" / "thesis.tex").write_text("precious")
+    result = run_prepare(out)
+    assert result.exit_code == 2
+    assert result.output == (f"error: {out / 'store' / '_engine.json'}: not a valid engine store manifest "
+                             f'(no "format": "engine.token_store"); refusing to replace {out / "store"}\n')
+    assert snapshot(out) == {"store/_engine.json": b"{}", "store/thesis.tex": b"precious"}
+
+
+def test_a_store_holding_unlisted_files_is_not_replaced(tmp_path):
+    out = tmp_path / "out"
+    assert run_prepare(out).exit_code == 0
+    (out / "store" / "notes.txt").write_text("mine")
+    before = snapshot(out)
+    result = run_prepare(out)
+    assert result.exit_code == 2
+    assert result.output == (f"error: {out / 'store' / 'notes.txt'}: not part of the token store at {out / 'store'} "
+                             f"(its _engine.json does not list it); refusing to replace {out / 'store'}\n")
+    assert snapshot(out) == before
+
+
+def test_a_failed_tokenizer_write_changes_nothing(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    assert run_prepare(out).exit_code == 0
+    before = snapshot(out)
+    real_save = Tokenizer.save
+
+    def save(self, path):
+        if path.parent == out:  # OUT/tokenizer.json (or its staged temporary), not the store's copy
+            raise OSError(28, "No space left on device (injected)")
+        return real_save(self, path)
+
+    monkeypatch.setattr(Tokenizer, "save", save)
+    with pytest.raises(OSError, match="injected"):  # a different tokenizer: every output would change
+        prepare(None, None, out, tokenizer="word", context_length=4, threads=1, quiet=True)
+    assert snapshot(out) == before
+    assert sorted(p.name for p in out.iterdir()) == ["report.json", "store", "tokenizer.json"]
+
+
+def test_a_leftover_old_store_is_removed(tmp_path):
+    out = tmp_path / "out"
+    assert run_prepare(out).exit_code == 0
+    (out / ".store.old-99999999").mkdir()
+    (out / ".store.old-99999999" / "_engine.json").write_text("{}")
+    assert run_prepare(out).exit_code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["report.json", "store", "tokenizer.json"]
