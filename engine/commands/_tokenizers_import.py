@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from engine.errors import TokenizerError
+from engine.tokenizers.pretokenize import PATTERNS
 
 __all__ = ["import_command", "detect_format"]
 
@@ -68,7 +69,7 @@ import_command = click.command("import")(
     click.argument("file", type=click.Path(path_type=Path))(
         click.option("--format", "fmt", type=click.Choice(["tiktoken", "tokenizer.json"]), default=None,
                      help="Input format (default: detected from the extension and content).")(
-            click.option("--pattern", type=click.Choice(["gpt2", "cl100k"]), default="gpt2", show_default=True,
+            click.option("--pattern", type=click.Choice(list(PATTERNS)), default="gpt2", show_default=True,
                          help="Pre-tokenizer of a tiktoken file (tokenizer.json names its own).")(
                 click.option("--bos", default=None, help="Special token written before each document.")(
                     click.option("--eos", default=None, help="Special token written after each document.")(
