@@ -181,12 +181,6 @@ class MiniBatch:
             for d, s in zip(self.document_index.tolist(), self.start.tolist())
         ]
 
-    def input_row(self, row: int) -> np.ndarray:
-        return self.inputs[row]
-
-    def target_row(self, row: int) -> np.ndarray:
-        return self.targets[row]
-
     def __repr__(self) -> str:
         return f"MiniBatch(index={self.index}, shape={list(self.shape)}, partition={self.partition.value!r})"
 

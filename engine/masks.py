@@ -17,7 +17,8 @@ segments. Padding (``-1``) may appear anywhere, any number of times.
 Outputs: ``attention_mask(kind="dense")`` bool ``[B, L, L]`` (True = may attend),
 ``kind="additive"`` float32 ``[B, L, L]`` (0 / -inf, add to the scores before softmax),
 ``position_ids`` (restart at 0 in every run of equal ids, 0 on padding) and
-``cu_seqlens`` / ``max_seqlen`` for variable-length kernels (flash-attn varlen convention).
+``varlen_boundaries`` (``cu_seqlens``, ``max_seqlen``) for variable-length kernels (flash-attn varlen
+convention).
 
 Devices: ``device="auto"`` runs the numba-cuda kernels (``engine.cuda.masks``, imported only
 then) when ``numba.cuda.is_available()``, else the CPU kernels (``engine.kernels.masks``); if
@@ -41,8 +42,6 @@ from engine.kernels import masks as cpu_kernels
 __all__ = [
     "attention_mask",
     "mask_buffer",
-    "cu_seqlens",
-    "max_seqlen",
     "varlen_boundaries",
     "position_ids",
     "loss_mask",
@@ -295,16 +294,6 @@ def _check_flat_size(shape: tuple) -> None:
         raise ConfigurationError(
             f"segment_ids of shape {tuple(shape)} hold more than 2**31 - 1 tokens; int32 cu_seqlens cannot index them"
         )
-
-
-def cu_seqlens(segment_ids: Any, *, device: str = "auto", to_host: bool = False):
-    """The int32 ``cu_seqlens`` of :func:`varlen_boundaries`."""
-    return varlen_boundaries(segment_ids, device=device, to_host=to_host)[0]
-
-
-def max_seqlen(segment_ids: Any, *, device: str = "auto") -> int:
-    """The longest run (sequence) of :func:`varlen_boundaries`, padding runs included."""
-    return varlen_boundaries(segment_ids, device=device)[1]
 
 
 def loss_mask(segment_ids: Any) -> np.ndarray:

@@ -272,8 +272,6 @@ class SplitManifest:
         os.replace(tmp, path)
         return path
 
-    save = to_json
-
     def partition(self, corpus: Sequence[Document]) -> "CorpusPartitions":
         """The corpus documents of each partition, in corpus order; the manifest must name each exactly once."""
         corpus = corpus if isinstance(corpus, Corpus) else Corpus(corpus)
