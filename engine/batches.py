@@ -30,13 +30,13 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from engine.buffers import as_token_buffers
-from engine.checks import as_int
+from engine.checks import as_int, check_batch_size, check_rank, check_seed
 from engine.corpus import Partition
 from engine.errors import BatchError, ConfigurationError
 from engine.kernels import shuffle as shuffle_kernels
 from engine.kernels import windows as window_kernels
 from engine.store import TokenStore
-from engine.windows import CausalWindowConfig, check_int32_rows, check_seed, prepare_rows
+from engine.windows import CausalWindowConfig, check_int32_rows, prepare_rows
 
 __all__ = ["BatchOrder", "MiniBatchConfig", "MiniBatchEpoch", "MiniBatch", "Provenance"]
 
@@ -108,9 +108,7 @@ class MiniBatchConfig:
 
     def __post_init__(self) -> None:
         size = self.batch_size
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-            raise BatchError(f"batch size must be a positive integer, got {size!r}")
-        object.__setattr__(self, "batch_size", int(size))
+        object.__setattr__(self, "batch_size", check_batch_size(size))
         if not isinstance(self.order, BatchOrder):
             raise ConfigurationError(
                 f"order must be BatchOrder.sequential() or BatchOrder.shuffled(seed), got {self.order!r}"
@@ -294,12 +292,7 @@ class MiniBatchEpoch:
             return lo, hi
         if rank is None or world_size is None:
             raise ConfigurationError("pass both rank and world_size, or neither")
-        for name, value in (("rank", rank), ("world_size", world_size)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise ConfigurationError(f"{name} must be an integer, got {value!r}")
-        if world_size < 1 or not 0 <= rank < world_size:
-            raise ConfigurationError(f"need world_size >= 1 and 0 <= rank < world_size, got rank={rank}, "
-                                     f"world_size={world_size}")
+        rank, world_size = check_rank(rank, world_size)
         width = hi - lo
         return lo + rank * width // world_size, lo + (rank + 1) * width // world_size
 

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from engine.buffers import as_token_buffers
+from engine.checks import check_count
 from engine.errors import ConfigurationError, PackingError
 from engine.kernels import packing as kernels
 from engine.windows import check_int32_rows, row_dtype
@@ -72,8 +73,7 @@ INT64_MAX = 2**63 - 1
 
 
 def _check_row_length(row_length: Any) -> int:
-    if isinstance(row_length, bool) or not isinstance(row_length, (int, np.integer)) or row_length < 1:
-        raise ConfigurationError(f"row_length={row_length!r}: expected an integer >= 1")
+    row_length = check_count(row_length, "row_length", low=1)
     if row_length > MAX_ROW_LENGTH:
         raise ConfigurationError(
             f"row_length={row_length}: expected at most {MAX_ROW_LENGTH} (position and segment ids are int32)"
@@ -312,7 +312,7 @@ def pack_documents(
     )
 
 
-def _list_column(rows: np.ndarray) -> pa.LargeListArray:
+def _list_column(rows: np.ndarray) -> Any:
     """A ``large_list`` column over a ``[rows, L]`` array without copying per row."""
     import pyarrow as pa
 

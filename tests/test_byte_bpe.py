@@ -110,6 +110,20 @@ def test_trainer_options_errors():
         ByteBpeTrainer(merges=3).train(["ok", "bad\udc80"])
 
 
+@pytest.mark.parametrize("keyword, value", [("merges", "5"), ("merges", 2.5), ("merges", True), ("merges", -1),
+                                            ("vocab_size", "300"), ("vocab_size", 300.0)])
+def test_trainer_counts_must_be_integers(keyword, value):
+    with pytest.raises(TokenizerError) as caught:
+        ByteBpeTrainer(**{keyword: value})
+    assert str(caught.value) == f"{keyword}={value!r}: expected an integer >= 0"
+
+
+def test_trainer_counts_accept_numpy_integers():
+    trainer = ByteBpeTrainer(np.int64(5), vocab_size=np.int32(300))
+    assert (trainer.merges, trainer.vocab_size) == (5, 300)
+    assert type(trainer.merges) is int and type(trainer.vocab_size) is int
+
+
 def hf_merges(texts, vocab_size, pattern):
     tk = pytest.importorskip("tokenizers", reason="needs the bench extra (pip install -e '.[bench]')")
     Regex, Tokenizer, models, pre_tokenizers, trainers = tk.Regex, tk.Tokenizer, tk.models, tk.pre_tokenizers, tk.trainers
