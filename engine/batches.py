@@ -30,7 +30,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from engine.buffers import as_token_buffers
-from engine.checks import as_int, check_batch_size, check_rank, check_seed
+from engine.checks import as_int, check_batch_size, check_partition, check_rank, check_seed
 from engine.corpus import Partition
 from engine.errors import BatchError, ConfigurationError
 from engine.kernels import shuffle as shuffle_kernels
@@ -212,12 +212,7 @@ class MiniBatchEpoch:
             raise ConfigurationError(f"windows must be a CausalWindowConfig, got {type(windows).__name__}")
         if not isinstance(batches, MiniBatchConfig):
             raise ConfigurationError(f"batches must be a MiniBatchConfig, got {type(batches).__name__}")
-        try:
-            partition = Partition(partition)
-        except ValueError:
-            raise ConfigurationError(
-                f"unknown partition {partition!r}; expected one of: train, validation, test"
-            ) from None
+        partition = check_partition(partition)
         buffers = as_token_buffers(documents, partition, error=BatchError, kind_error=ConfigurationError)
         values, offsets, document_ids = buffers.values, buffers.offsets, list(buffers.ids)
         # A store stays the source (a rebuild reads it again); any other form is replaced by its buffers.

@@ -7,7 +7,8 @@ thing and raises the same error class.
 - ``positive_int``: an integer in ``1..limit`` (window sizes, strides, sample counts);
 - ``check_seed``: a SplitMix64 seed, ``0..2^64-1``;
 - ``check_batch_size``: rows per mini-batch (BatchError, the same in every epoch and mixture);
-- ``check_rank``: a rank and world size of a data-parallel split of a batch.
+- ``check_rank``: a rank and world size of a data-parallel split of a batch;
+- ``check_partition``: a ``Partition`` or its name (the error class of the caller's area).
 """
 
 from __future__ import annotations
@@ -85,3 +86,14 @@ def check_rank(rank, world_size) -> tuple[int, int]:
         raise ConfigurationError(f"need world_size >= 1 and 0 <= rank < world_size, got rank={rank}, "
                                  f"world_size={world_size}")
     return rank, world_size
+
+
+def check_partition(value, error: type[Exception] = ConfigurationError):
+    """``Partition`` from a Partition or its string value, else ``error``
+    ``"unknown partition <value!r> (expected train, validation or test)"``."""
+    from engine.corpus.splits import Partition
+
+    try:
+        return Partition(value)
+    except ValueError:
+        raise error(f"unknown partition {value!r} (expected train, validation or test)") from None

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.checks import check_count
 from engine.errors import ConfigurationError, DeviceError, PackingError
 from engine.kernels import masks as cpu_kernels
 
@@ -228,10 +229,8 @@ def mask_buffer(batch: int, length: int, kind: str = "dense") -> np.ndarray:
     streaming-store kernel can write it; allocate once and reuse it every step."""
     if kind not in MASK_KINDS:
         raise ConfigurationError(f"kind={kind!r} is not one of {tuple(MASK_KINDS)}")
-    for name, value in (("batch", batch), ("length", length)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise ConfigurationError(f"mask_buffer: {name}={value!r}, expected an integer >= 0")
-    return _aligned_empty((int(batch), int(length), int(length)), MASK_KINDS[kind])
+    batch, length = check_count(batch, "mask_buffer: batch"), check_count(length, "mask_buffer: length")
+    return _aligned_empty((batch, length, length), MASK_KINDS[kind])
 
 
 def _aligned_empty(shape: tuple[int, ...], dtype) -> np.ndarray:

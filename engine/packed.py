@@ -31,7 +31,7 @@ import numpy as np
 
 from engine.batches import MiniBatchConfig, epoch_seed
 from engine.buffers import as_token_buffers
-from engine.checks import check_count, check_rank
+from engine.checks import check_count, check_partition, check_rank
 from engine.corpus import Partition
 from engine.errors import BatchError, ConfigurationError, PackingError
 from engine.kernels import packed_epoch as kernels
@@ -116,10 +116,7 @@ class PackedEpoch:
         if strategy not in PACKED_STRATEGIES:
             raise ConfigurationError(f"strategy={strategy!r} is not one of {PACKED_STRATEGIES}")
         buffer_size = check_count(buffer_size, "buffer_size", low=1)
-        try:
-            partition = Partition(partition)
-        except ValueError:
-            raise ConfigurationError(f"unknown partition {partition!r}; expected one of: train, validation, test") from None
+        partition = check_partition(partition)
         buffers = as_token_buffers(documents, partition, error=BatchError, kind_error=ConfigurationError)
         values, offsets, document_ids = buffers.values, buffers.offsets, buffers.ids
         document_ids = tuple(document_ids)

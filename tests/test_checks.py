@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine.batches import MiniBatchConfig
-from engine.checks import as_int, check_batch_size, check_count, check_rank, check_seed, positive_int
+from engine.checks import as_int, check_batch_size, check_count, check_partition, check_rank, check_seed, positive_int
 from engine.errors import BatchError, ConfigurationError, TokenizerError
 
 
@@ -61,3 +61,13 @@ def test_check_rank():
     with pytest.raises(ConfigurationError, match="^need world_size >= 1 and 0 <= rank < world_size, got rank=2, "
                                                  "world_size=2$"):
         check_rank(2, 2)
+
+
+def test_check_partition_names_the_value_with_the_callers_error_class():
+    from engine.corpus import Partition
+
+    assert check_partition("validation") is Partition.VALIDATION
+    assert check_partition(Partition.TEST) is Partition.TEST
+    for error in (ConfigurationError, TokenizerError, BatchError):
+        with pytest.raises(error, match=r"^unknown partition 'dev' \(expected train, validation or test\)$"):
+            check_partition("dev", error)

@@ -51,10 +51,9 @@ PARTITIONS = (Partition.TRAIN, Partition.VALIDATION, Partition.TEST)
 
 def as_partition(value: Partition | str) -> Partition:
     """``Partition`` from a Partition or its string value; CorpusError names the bad value."""
-    try:
-        return Partition(value)
-    except ValueError:
-        raise CorpusError(f"unknown partition {value!r} (expected train, validation or test)") from None
+    from engine.checks import check_partition
+
+    return check_partition(value, CorpusError)
 
 
 def _check_ratios(ratios) -> tuple[float, float, float]:

@@ -293,9 +293,9 @@ class ByteBpeTrainer:
         if merges is None and vocab_size is None:
             raise TokenizerError("give merges=N or vocab_size=V (the vocabulary size, specials and bytes included)")
         if merges is not None:
-            merges = check_count(merges, "merges", error=TokenizerError)
+            merges = check_count(merges, "merges")
         if vocab_size is not None:
-            vocab_size = check_count(vocab_size, "vocab_size", error=TokenizerError)
+            vocab_size = check_count(vocab_size, "vocab_size")
         if vocab_size is not None and vocab_size < len(special_tokens) + 256:
             raise TokenizerError(
                 f"vocab_size={vocab_size} is smaller than the {len(special_tokens)} specials plus 256 bytes "
