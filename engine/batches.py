@@ -30,13 +30,13 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from engine.buffers import as_token_buffers
-from engine.checks import as_int
+from engine.checks import as_int, check_batch_size, check_partition, check_rank, check_seed
 from engine.corpus import Partition
 from engine.errors import BatchError, ConfigurationError
 from engine.kernels import shuffle as shuffle_kernels
 from engine.kernels import windows as window_kernels
 from engine.store import TokenStore
-from engine.windows import CausalWindowConfig, check_int32_rows, check_seed, prepare_rows
+from engine.windows import CausalWindowConfig, check_int32_rows, prepare_rows
 
 __all__ = ["BatchOrder", "MiniBatchConfig", "MiniBatchEpoch", "MiniBatch", "Provenance"]
 
@@ -108,9 +108,7 @@ class MiniBatchConfig:
 
     def __post_init__(self) -> None:
         size = self.batch_size
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-            raise BatchError(f"batch size must be a positive integer, got {size!r}")
-        object.__setattr__(self, "batch_size", int(size))
+        object.__setattr__(self, "batch_size", check_batch_size(size))
         if not isinstance(self.order, BatchOrder):
             raise ConfigurationError(
                 f"order must be BatchOrder.sequential() or BatchOrder.shuffled(seed), got {self.order!r}"
@@ -181,12 +179,6 @@ class MiniBatch:
             for d, s in zip(self.document_index.tolist(), self.start.tolist())
         ]
 
-    def input_row(self, row: int) -> np.ndarray:
-        return self.inputs[row]
-
-    def target_row(self, row: int) -> np.ndarray:
-        return self.targets[row]
-
     def __repr__(self) -> str:
         return f"MiniBatch(index={self.index}, shape={list(self.shape)}, partition={self.partition.value!r})"
 
@@ -220,12 +212,7 @@ class MiniBatchEpoch:
             raise ConfigurationError(f"windows must be a CausalWindowConfig, got {type(windows).__name__}")
         if not isinstance(batches, MiniBatchConfig):
             raise ConfigurationError(f"batches must be a MiniBatchConfig, got {type(batches).__name__}")
-        try:
-            partition = Partition(partition)
-        except ValueError:
-            raise ConfigurationError(
-                f"unknown partition {partition!r}; expected one of: train, validation, test"
-            ) from None
+        partition = check_partition(partition)
         buffers = as_token_buffers(documents, partition, error=BatchError, kind_error=ConfigurationError)
         values, offsets, document_ids = buffers.values, buffers.offsets, list(buffers.ids)
         # A store stays the source (a rebuild reads it again); any other form is replaced by its buffers.
@@ -300,12 +287,7 @@ class MiniBatchEpoch:
             return lo, hi
         if rank is None or world_size is None:
             raise ConfigurationError("pass both rank and world_size, or neither")
-        for name, value in (("rank", rank), ("world_size", world_size)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise ConfigurationError(f"{name} must be an integer, got {value!r}")
-        if world_size < 1 or not 0 <= rank < world_size:
-            raise ConfigurationError(f"need world_size >= 1 and 0 <= rank < world_size, got rank={rank}, "
-                                     f"world_size={world_size}")
+        rank, world_size = check_rank(rank, world_size)
         width = hi - lo
         return lo + rank * width // world_size, lo + (rank + 1) * width // world_size
 

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from engine.errors import ConfigurationError
+from engine.checks import check_count
 from engine.kernels import block_masks as cpu_kernels
 from engine.masks import _device_segment_ids, _host_segment_ids, resolve_device
 
@@ -43,9 +43,7 @@ class BlockMaskTensors(NamedTuple):
 
 
 def check_block_size(block_size: Any) -> int:
-    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
-        raise ConfigurationError(f"block_size={block_size!r}: expected an integer >= 1")
-    return int(block_size)
+    return check_count(block_size, "block_size", low=1)
 
 
 def block_mask_tensors(segment_ids: Any, block_size: int = DEFAULT_BLOCK_SIZE, *, device: str = "auto",

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from engine.checks import check_partition
 from engine.corpus import Partition
 from engine.errors import ConfigurationError, EngineError
 
@@ -54,10 +55,7 @@ def _flat_array(array: Any) -> np.ndarray:
 def _partition_or_none(value: Any, error: type[EngineError]) -> Partition | None:
     if value is None:
         return None
-    try:
-        return Partition(value)
-    except ValueError:
-        raise error(f"unknown partition {value!r} (expected train, validation or test)") from None
+    return check_partition(value, error)
 
 
 def _checked_ids(ids: Any, error: type[EngineError]) -> tuple[str, ...]:

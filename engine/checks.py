@@ -1,10 +1,24 @@
-"""Integer arguments at public boundaries: one check, so every site says the same thing."""
+"""Argument checks at public boundaries: one check per kind of argument, so every site says the same
+thing and raises the same error class.
+
+- ``as_int``: any integer type (never a bool) as a Python int;
+- ``check_count``: an integer ``>= low`` named as the keyword it came from (``row_length=0: expected
+  an integer >= 1``), ConfigurationError unless another class is asked for;
+- ``positive_int``: an integer in ``1..limit`` (window sizes, strides, sample counts);
+- ``check_seed``: a SplitMix64 seed, ``0..2^64-1``;
+- ``check_batch_size``: rows per mini-batch (BatchError, the same in every epoch and mixture);
+- ``check_rank``: a rank and world size of a data-parallel split of a batch;
+- ``check_partition``: a ``Partition`` or its name (the error class of the caller's area).
+"""
 
 from __future__ import annotations
 
 import operator
 
-from engine.errors import ConfigurationError
+from engine.errors import BatchError, ConfigurationError
+
+INT64_MAX = (1 << 63) - 1
+UINT64_MAX = (1 << 64) - 1
 
 
 def as_int(value, name: str, *, expected: str = "an integer") -> int:
@@ -16,3 +30,70 @@ def as_int(value, name: str, *, expected: str = "an integer") -> int:
         return operator.index(value)
     except TypeError:
         raise ConfigurationError(f"{name} must be {expected}, got {type(value).__name__} {value!r}") from None
+
+
+def _is_int(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
+
+
+def check_count(value, name: str, *, low: int = 0, error: type[Exception] = ConfigurationError) -> int:
+    """``value`` as an int ``>= low`` (never a bool, a float or a string), else ``error``
+    ``"<name>=<value!r>: expected an integer >= <low>"``."""
+    if not _is_int(value) or operator.index(value) < low:
+        raise error(f"{name}={value!r}: expected an integer >= {low}")
+    return operator.index(value)
+
+
+def positive_int(value, name: str, *, limit: int = INT64_MAX, why: str = "") -> int:
+    """``value`` as an int in ``1..limit``, else ConfigurationError naming ``name``."""
+    number = as_int(value, name)
+    if number < 1:
+        raise ConfigurationError(f"{name} must be positive (>= 1), got {number}")
+    if number > limit:
+        raise ConfigurationError(f"{name} is {number}, larger than the largest allowed value {limit}{why}")
+    return number
+
+
+def check_seed(seed) -> int:
+    """A SplitMix64 seed: an integer in 0..2^64-1, else ConfigurationError."""
+    number = as_int(seed, "seed", expected="an integer in 0..2^64-1")
+    if not 0 <= number <= UINT64_MAX:
+        raise ConfigurationError(f"seed must be an integer in 0..2^64-1, got {number}")
+    return number
+
+
+def check_batch_size(size) -> int:
+    """Rows per mini-batch: an integer >= 1, else BatchError."""
+    if not _is_int(size) or operator.index(size) < 1:
+        raise BatchError(f"batch size must be a positive integer, got {size!r}")
+    return operator.index(size)
+
+
+def check_rank(rank, world_size) -> tuple[int, int]:
+    """``(rank, world_size)`` as ints with ``world_size >= 1`` and ``0 <= rank < world_size``, else
+    ConfigurationError."""
+    for name, value in (("rank", rank), ("world_size", world_size)):
+        if not _is_int(value):
+            raise ConfigurationError(f"{name} must be an integer, got {value!r}")
+    rank, world_size = operator.index(rank), operator.index(world_size)
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ConfigurationError(f"need world_size >= 1 and 0 <= rank < world_size, got rank={rank}, "
+                                 f"world_size={world_size}")
+    return rank, world_size
+
+
+def check_partition(value, error: type[Exception] = ConfigurationError):
+    """``Partition`` from a Partition or its string value, else ``error``
+    ``"unknown partition <value!r> (expected train, validation or test)"``."""
+    from engine.corpus.splits import Partition
+
+    try:
+        return Partition(value)
+    except ValueError:
+        raise error(f"unknown partition {value!r} (expected train, validation or test)") from None

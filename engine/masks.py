@@ -17,7 +17,8 @@ segments. Padding (``-1``) may appear anywhere, any number of times.
 Outputs: ``attention_mask(kind="dense")`` bool ``[B, L, L]`` (True = may attend),
 ``kind="additive"`` float32 ``[B, L, L]`` (0 / -inf, add to the scores before softmax),
 ``position_ids`` (restart at 0 in every run of equal ids, 0 on padding) and
-``cu_seqlens`` / ``max_seqlen`` for variable-length kernels (flash-attn varlen convention).
+``varlen_boundaries`` (``cu_seqlens``, ``max_seqlen``) for variable-length kernels (flash-attn varlen
+convention).
 
 Devices: ``device="auto"`` runs the numba-cuda kernels (``engine.cuda.masks``, imported only
 then) when ``numba.cuda.is_available()``, else the CPU kernels (``engine.kernels.masks``); if
@@ -35,14 +36,13 @@ from typing import Any
 
 import numpy as np
 
+from engine.checks import check_count
 from engine.errors import ConfigurationError, DeviceError, PackingError
 from engine.kernels import masks as cpu_kernels
 
 __all__ = [
     "attention_mask",
     "mask_buffer",
-    "cu_seqlens",
-    "max_seqlen",
     "varlen_boundaries",
     "position_ids",
     "loss_mask",
@@ -229,10 +229,8 @@ def mask_buffer(batch: int, length: int, kind: str = "dense") -> np.ndarray:
     streaming-store kernel can write it; allocate once and reuse it every step."""
     if kind not in MASK_KINDS:
         raise ConfigurationError(f"kind={kind!r} is not one of {tuple(MASK_KINDS)}")
-    for name, value in (("batch", batch), ("length", length)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise ConfigurationError(f"mask_buffer: {name}={value!r}, expected an integer >= 0")
-    return _aligned_empty((int(batch), int(length), int(length)), MASK_KINDS[kind])
+    batch, length = check_count(batch, "mask_buffer: batch"), check_count(length, "mask_buffer: length")
+    return _aligned_empty((batch, length, length), MASK_KINDS[kind])
 
 
 def _aligned_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
@@ -295,16 +293,6 @@ def _check_flat_size(shape: tuple) -> None:
         raise ConfigurationError(
             f"segment_ids of shape {tuple(shape)} hold more than 2**31 - 1 tokens; int32 cu_seqlens cannot index them"
         )
-
-
-def cu_seqlens(segment_ids: Any, *, device: str = "auto", to_host: bool = False):
-    """The int32 ``cu_seqlens`` of :func:`varlen_boundaries`."""
-    return varlen_boundaries(segment_ids, device=device, to_host=to_host)[0]
-
-
-def max_seqlen(segment_ids: Any, *, device: str = "auto") -> int:
-    """The longest run (sequence) of :func:`varlen_boundaries`, padding runs included."""
-    return varlen_boundaries(segment_ids, device=device)[1]
 
 
 def loss_mask(segment_ids: Any) -> np.ndarray:

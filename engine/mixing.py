@@ -28,6 +28,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from engine.batches import MiniBatchEpoch
+from engine.checks import check_batch_size, check_count, check_rank
 from engine.errors import BatchError, ConfigurationError
 from engine.kernels import mixing as kernels
 from engine.kernels import packed_epoch as packed_kernels
@@ -98,8 +99,7 @@ class Mixture:
                                          f"{_width(epochs[0])}; every source needs the same T (or L)")
             if _samples(source) == 0:
                 raise ConfigurationError(f"sources[{index}] has no samples (an empty epoch); expected at least one")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise BatchError(f"batch size must be a positive integer, got {batch_size!r}")
+        batch_size = check_batch_size(batch_size)
         self.names = tuple(str(n) for n in names) if names is not None else tuple(
             f"source{i}:{s.partition.value}" for i, s in enumerate(epochs))
         if len(self.names) != len(epochs):
@@ -172,12 +172,7 @@ class Mixture:
             raise BatchError(f"batch index must be an integer, got {type(k).__name__} {k!r}") from None
         if k < 0:
             raise BatchError(f"batch {k}: expected an index >= 0 (a mixture has no last batch)")
-        for name, value in (("rank", rank), ("world_size", world_size)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise ConfigurationError(f"{name} must be an integer, got {value!r}")
-        if world_size < 1 or not 0 <= rank < world_size:
-            raise ConfigurationError(f"need world_size >= 1 and 0 <= rank < world_size, got rank={rank}, "
-                                     f"world_size={world_size}")
+        rank, world_size = check_rank(rank, world_size)
         if world_size > self.batch_size:
             raise BatchError(f"a batch has {self.batch_size} rows, fewer than world_size={world_size}")
         lo = rank * self.batch_size // world_size
@@ -270,8 +265,7 @@ class Mixture:
                 raise ConfigurationError(f"state {key}={state.get(key)!r} does not match this mixture's "
                                          f"{expected[key]!r}; resume with the same sources, weights and batch size")
         next_batch = state.get("next_batch")
-        if isinstance(next_batch, bool) or not isinstance(next_batch, int) or next_batch < 0:
-            raise ConfigurationError(f"state next_batch={next_batch!r}: expected an integer >= 0")
+        next_batch = check_count(next_batch, "state next_batch")
         self.next_batch = next_batch
 
     def __repr__(self) -> str:

@@ -31,6 +31,7 @@ import numpy as np
 
 from engine.batches import MiniBatchConfig, epoch_seed
 from engine.buffers import as_token_buffers
+from engine.checks import check_count, check_partition, check_rank
 from engine.corpus import Partition
 from engine.errors import BatchError, ConfigurationError, PackingError
 from engine.kernels import packed_epoch as kernels
@@ -114,12 +115,8 @@ class PackedEpoch:
             raise ConfigurationError(f"batches must be a MiniBatchConfig, got {type(batches).__name__}")
         if strategy not in PACKED_STRATEGIES:
             raise ConfigurationError(f"strategy={strategy!r} is not one of {PACKED_STRATEGIES}")
-        if isinstance(buffer_size, bool) or not isinstance(buffer_size, (int, np.integer)) or buffer_size < 1:
-            raise ConfigurationError(f"buffer_size={buffer_size!r}: expected an integer >= 1")
-        try:
-            partition = Partition(partition)
-        except ValueError:
-            raise ConfigurationError(f"unknown partition {partition!r}; expected one of: train, validation, test") from None
+        buffer_size = check_count(buffer_size, "buffer_size", low=1)
+        partition = check_partition(partition)
         buffers = as_token_buffers(documents, partition, error=BatchError, kind_error=ConfigurationError)
         values, offsets, document_ids = buffers.values, buffers.offsets, buffers.ids
         document_ids = tuple(document_ids)
@@ -135,9 +132,8 @@ class PackedEpoch:
         order = batches.order
         if epoch is None:
             epoch = getattr(order, "epoch", 0) or 0
-        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
-            raise ConfigurationError(f"epoch={epoch!r}: expected an integer >= 0")
-        row_order, seed = _row_order(plan.rows, order, int(epoch))
+        epoch = check_count(epoch, "epoch")
+        row_order, seed = _row_order(plan.rows, order, epoch)
         return cls(source=documents, partition=partition, document_ids=document_ids, values=values, offsets=offsets,
                    roles=flags, row_length=row_length, batches=batches, strategy=strategy, plan=plan,
                    row_first=row_first, row_pieces=row_pieces, row_order=row_order, cropped=int(cropped), seed=seed)
@@ -145,9 +141,8 @@ class PackedEpoch:
     def with_epoch(self, epoch: int) -> "PackedEpoch":
         """Epoch ``epoch`` of the same run: the same plan, rows reordered with ``epoch_seed(seed, epoch)``
         of the order's seed (SPEC §6); a sequential order is the same every epoch."""
-        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
-            raise ConfigurationError(f"epoch={epoch!r}: expected an integer >= 0")
-        row_order, seed = _row_order(self.rows, self.batch_config.order, int(epoch))
+        epoch = check_count(epoch, "epoch")
+        row_order, seed = _row_order(self.rows, self.batch_config.order, epoch)
         return PackedEpoch(source=self.source, partition=self.partition, document_ids=self.document_ids,
                            values=self.values, offsets=self.offsets, roles=self._roles, row_length=self.row_length,
                            batches=self.batch_config, strategy=self.strategy, plan=self.plan,
@@ -201,12 +196,7 @@ class PackedEpoch:
         if isinstance(k, bool) or not 0 <= index < self._batch_count:
             valid = f"0..{self._batch_count - 1}" if self._batch_count else "none: the epoch is empty"
             raise BatchError(f"batch {k!r} is out of range: this epoch has {self._batch_count} batches (valid: {valid})")
-        for name, value in (("rank", rank), ("world_size", world_size)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise ConfigurationError(f"{name} must be an integer, got {value!r}")
-        if world_size < 1 or not 0 <= rank < world_size:
-            raise ConfigurationError(f"need world_size >= 1 and 0 <= rank < world_size, got rank={rank}, "
-                                     f"world_size={world_size}")
+        rank, world_size = check_rank(rank, world_size)
         lo = index * self._batch_size
         hi = min(lo + self._batch_size, self.rows)
         width = hi - lo

@@ -27,16 +27,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from engine.buffers import as_token_buffers
+from engine.checks import check_count
 from engine.errors import ConfigurationError, PackingError
 from engine.kernels import packing as kernels
 from engine.windows import check_int32_rows, row_dtype
 
-__all__ = ["PackedBatch", "PackingPlan", "pack_documents", "plan_packing", "STRATEGIES"]
+__all__ = ["PackedBatch", "PackingPlan", "pack_documents", "plan_packing", "write_packed", "STRATEGIES", "PACKED_FILES"]
 
 STRATEGIES = ("bfd", "sequential")
 
@@ -71,8 +73,7 @@ INT64_MAX = 2**63 - 1
 
 
 def _check_row_length(row_length: Any) -> int:
-    if isinstance(row_length, bool) or not isinstance(row_length, (int, np.integer)) or row_length < 1:
-        raise ConfigurationError(f"row_length={row_length!r}: expected an integer >= 1")
+    row_length = check_count(row_length, "row_length", low=1)
     if row_length > MAX_ROW_LENGTH:
         raise ConfigurationError(
             f"row_length={row_length}: expected at most {MAX_ROW_LENGTH} (position and segment ids are int32)"
@@ -309,3 +310,68 @@ def pack_documents(
         document_ids=ids,
         skipped_documents=plan.skipped_documents,
     )
+
+
+def _list_column(rows: np.ndarray) -> Any:
+    """A ``large_list`` column over a ``[rows, L]`` array without copying per row."""
+    import pyarrow as pa
+
+    count, length = rows.shape
+    offsets = pa.array(np.arange(count + 1, dtype=np.int64) * length)
+    return pa.LargeListArray.from_arrays(offsets, pa.array(rows.reshape(-1)))
+
+
+PACKED_FILES = ("rows.parquet", "segments.parquet")
+
+
+def write_packed(packed: PackedBatch, out_dir: str | os.PathLike) -> None:
+    """Write ``packed`` as ``out_dir/rows.parquet`` (list columns inputs, targets, segment_ids,
+    position_ids, loss_weights; one Parquet row per packed row) and ``out_dir/segments.parquet``
+    (provenance: row, segment_id, column, document_id, source_start, length), atomically: into a
+    temporary directory renamed into place. ``out_dir`` must be new or an earlier output of this
+    function (ConfigurationError otherwise: nothing else is ever replaced)."""
+    import shutil
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigurationError(f"--out {out_dir}: exists and is not a directory")
+    if out_dir.is_dir():
+        foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in PACKED_FILES)
+        if foreign:
+            # Replacing the directory would delete these (a token store, for one): never do that.
+            raise ConfigurationError(
+                f"--out {out_dir}: holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, not only "
+                f"{' and '.join(PACKED_FILES)}; expected a new directory or an earlier `engine pack` output"
+            )
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        rows = pa.table({
+            name: _list_column(getattr(packed, name))
+            for name in ("inputs", "targets", "segment_ids", "position_ids", "loss_weights")
+        })
+        pq.write_table(rows, staging / "rows.parquet")
+        segments = pa.table({
+            "row": packed.segment_row,
+            "segment_id": packed.segment_id,
+            "column": packed.segment_column,
+            "document_id": pa.array([packed.document_ids[d] for d in packed.segment_document.tolist()], pa.string()),
+            "source_start": packed.segment_source_start,
+            "length": packed.segment_length,
+        })
+        pq.write_table(segments, staging / "segments.parquet")
+        if out_dir.exists():
+            previous = out_dir.with_name(f".{out_dir.name}.previous")
+            shutil.rmtree(previous, ignore_errors=True)  # left by a run killed between the two renames
+            os.replace(out_dir, previous)
+            os.replace(staging, out_dir)
+            shutil.rmtree(previous)
+        else:
+            os.replace(staging, out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

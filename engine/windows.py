@@ -20,7 +20,8 @@ from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
-from engine.checks import as_int
+from engine.checks import INT64_MAX, UINT64_MAX, as_int, check_seed
+from engine.checks import positive_int as _positive_int
 from engine.errors import ConfigurationError
 from engine.kernels import shuffle as shuffle_kernels
 from engine.kernels import windows as kernels
@@ -37,26 +38,7 @@ __all__ = [
     "sample_windows",
 ]
 
-INT64_MAX = (1 << 63) - 1
-UINT64_MAX = (1 << 64) - 1
 ROW_DTYPES = (np.dtype(np.uint32), np.dtype(np.int32), np.dtype(np.int64))
-
-
-def _positive_int(value, name: str, *, limit: int = INT64_MAX, why: str = "") -> int:
-    number = as_int(value, name)
-    if number < 1:
-        raise ConfigurationError(f"{name} must be positive (>= 1), got {number}")
-    if number > limit:
-        raise ConfigurationError(f"{name} is {number}, larger than the largest allowed value {limit}{why}")
-    return number
-
-
-def check_seed(seed) -> int:
-    """A SplitMix64 seed: an integer in 0..2^64-1, else ConfigurationError."""
-    number = as_int(seed, "seed", expected="an integer in 0..2^64-1")
-    if not 0 <= number <= UINT64_MAX:
-        raise ConfigurationError(f"seed must be an integer in 0..2^64-1, got {number}")
-    return number
 
 
 class Window(NamedTuple):

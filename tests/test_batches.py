@@ -51,7 +51,7 @@ def test_seed_7_worked_epoch():
     assert last.targets.tolist() == [[10, 11], [12, 1]]
     assert first.provenance[0] == Provenance(TRAIN, 1, "train-b", 1)
     assert last.provenance == [Provenance(TRAIN, 0, "train-a", 0), Provenance(TRAIN, 0, "train-a", 2)]
-    assert first.input_row(2).tolist() == [0, 20] and first.target_row(0).tolist() == [21, 1]
+    assert first.inputs[2].tolist() == [0, 20] and first.targets[0].tolist() == [21, 1]
     assert first.inputs.dtype == np.uint32 and first.inputs.flags.c_contiguous
 
 

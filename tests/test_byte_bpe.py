@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import TokenizerError
+from engine.errors import ConfigurationError, TokenizerError
 from engine.tokenizers.base import load_tokenizer
 from engine.tokenizers.byte_bpe import ByteBpeTokenizer, ByteBpeTrainer, bytes_to_unicode
 from tests.naive_byte_bpe import naive_encode_merges, naive_pretokenize, naive_train, stdlib_texts
@@ -108,6 +108,20 @@ def test_trainer_options_errors():
         ByteBpeTrainer()
     with pytest.raises(TokenizerError, match="training text 1, character offset 3"):
         ByteBpeTrainer(merges=3).train(["ok", "bad\udc80"])
+
+
+@pytest.mark.parametrize("keyword, value", [("merges", "5"), ("merges", 2.5), ("merges", True), ("merges", -1),
+                                            ("vocab_size", "300"), ("vocab_size", 300.0)])
+def test_trainer_counts_must_be_integers(keyword, value):
+    with pytest.raises(ConfigurationError) as caught:  # as for BpeTrainer: a bad argument, not a bad tokenizer
+        ByteBpeTrainer(**{keyword: value})
+    assert str(caught.value) == f"{keyword}={value!r}: expected an integer >= 0"
+
+
+def test_trainer_counts_accept_numpy_integers():
+    trainer = ByteBpeTrainer(np.int64(5), vocab_size=np.int32(300))
+    assert (trainer.merges, trainer.vocab_size) == (5, 300)
+    assert type(trainer.merges) is int and type(trainer.vocab_size) is int
 
 
 def hf_merges(texts, vocab_size, pattern):

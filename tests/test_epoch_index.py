@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from engine.cli import main
 from engine.corpus import Partition
+from engine.errors import BatchError
 from engine.store import TokenStore
 from tests.test_batches_cli import DecimalIdsTokenizer, encoded, write_store
 
@@ -141,3 +142,27 @@ def test_error_lines_escape_control_characters_from_the_manifest(epoch):
     result = run("batches", "show", out, "--batch", 0)
     assert result.exit_code == 2 and len(result.output.splitlines()) == 1
     assert '"store_manifest_sha256" is str \'' in result.output and "expected a sha256 hex string" in result.output
+
+
+def test_library_save_and_load_match_the_command(tmp_path, epoch):
+    from engine.batches import BatchOrder, MiniBatchConfig, MiniBatchEpoch
+    from engine.epoch_index import load_epoch_index, save_epoch_index
+    from engine.windows import CausalWindowConfig
+
+    store_path, command_out = epoch
+    store = TokenStore.open(store_path)
+    built = MiniBatchEpoch.build(store, "train", windows=CausalWindowConfig(2, 1),
+                                 batches=MiniBatchConfig(3, BatchOrder.shuffled(7)))
+    written = save_epoch_index(built, tmp_path / "lib", store=store)
+    assert written["index_sha256"] == hashlib.sha256((tmp_path / "lib" / "index.parquet").read_bytes()).hexdigest()
+    assert json.loads((tmp_path / "lib" / "manifest.json").read_text()) == json.loads(
+        (command_out / "manifest.json").read_text())
+    index = load_epoch_index(tmp_path / "lib")
+    reopened = index.open_store()
+    for k in range(built.batch_count):
+        rows = index.batch(k, reopened)["rows"]
+        batch = built.batch(k)
+        assert [r["input"] for r in rows] == batch.inputs.tolist()
+        assert [r["target"] for r in rows] == batch.targets.tolist()
+    with pytest.raises(BatchError, match=f"batch {built.batch_count} is out of range"):
+        index.check_batch(built.batch_count)

@@ -81,7 +81,6 @@ def test_non_contiguous_ids_are_refused_by_every_output(rows, message):
         "dense": lambda: masks.attention_mask(seg, device="cpu"),
         "additive": lambda: masks.attention_mask(seg, "additive", device="cpu"),
         "varlen": lambda: masks.varlen_boundaries(seg, device="cpu"),
-        "cu_seqlens": lambda: masks.cu_seqlens(seg, device="cpu"),
         "position_ids": lambda: masks.position_ids(seg, device="cpu"),
         "loss_mask": lambda: masks.loss_mask(seg),
     }
@@ -152,8 +151,6 @@ def test_position_ids_and_varlen_boundaries():
     assert bounds.dtype == np.int32
     assert bounds.tolist() == [0, 3, 5, 6, 7, 12]  # the padding run [5, 6) is a sequence of its own
     assert longest == 5
-    assert masks.cu_seqlens(seg, device="cpu").tolist() == bounds.tolist()
-    assert masks.max_seqlen(seg, device="cpu") == 5
     np.testing.assert_array_equal(masks.loss_mask(seg), seg >= 0)
 
 

@@ -201,3 +201,21 @@ def test_pack_command_writes_parquet_atomically(tmp_path):
     bad = CliRunner().invoke(main, ["pack", str(tmp_path / "store"), "--row-length", "0"])
     assert bad.exit_code == 2 and "row_length" in bad.output
     assert "Example:" in CliRunner().invoke(main, ["pack", "--help"]).output
+
+
+def test_write_packed_from_the_library(tmp_path):
+    from engine.packing import PACKED_FILES, write_packed
+
+    tok = ByteIdsTokenizer()
+    encoded = [EncodedDocument(i, Partition.TRAIN, tok.encode_document(t, i)) for i, t in {"a": "hello", "b": "hi"}.items()]
+    packed = pack_documents(encoded, 4)
+    write_packed(packed, tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(PACKED_FILES)
+    assert pq.read_table(tmp_path / "out" / "rows.parquet").column("targets").to_pylist() == packed.targets.tolist()
+    segments = pq.read_table(tmp_path / "out" / "segments.parquet")
+    assert segments.column("document_id").to_pylist() == [packed.document_ids[d] for d in packed.segment_document.tolist()]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("x")
+    with pytest.raises(ConfigurationError, match="holds keep.txt, not only rows.parquet and segments.parquet"):
+        write_packed(packed, tmp_path / "other")
+    assert (tmp_path / "other" / "keep.txt").read_text() == "x"

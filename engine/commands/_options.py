@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 
+from engine.corpus.splits import PARTITIONS
 from engine.errors import ConfigurationError
 
-SPLIT_NAMES = ("train", "validation", "test")
+SPLIT_NAMES = tuple(p.value for p in PARTITIONS)
 
 
 def parse_ratios(text: str | None) -> dict[str, float] | None:
@@ -61,6 +62,12 @@ def column_options(fn):
 def json_option(fn):
     """``--json``: print the result as JSON instead of a table (the command receives ``as_json``)."""
     return click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of a table.")(fn)
+
+
+def split_option(fn):
+    """``--split NAME``: one partition of a token store, ``train`` unless given (the command receives ``split``)."""
+    return click.option("--split", default=SPLIT_NAMES[0], show_default=True, type=click.Choice(SPLIT_NAMES),
+                        help="The partition to read.")(fn)
 
 
 def _store_path(ctx: click.Context, param: click.Parameter, value):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import click
 
+from engine.commands._options import json_option
 from engine.errors import ConfigurationError
 
 TARGET_FIELDS = ("at_least", "at_most", "engine_under_s")
@@ -110,7 +111,7 @@ def _report_check(rows: list[dict]) -> bool:
 @click.command("bench")
 @click.option("--quick", is_flag=True, help="Smaller inputs: a quick check rather than the published numbers.")
 @click.option("--only", multiple=True, metavar="AREA", help="Only these areas (store, tokenizers, byte_bpe, windows, packing, ...).")
-@click.option("--json", "as_json", is_flag=True, help="Print rows as JSON.")
+@json_option
 @click.option("--markdown", is_flag=True, help="Print a Markdown table (as in README.md).")
 @click.option("--check", is_flag=True, help="Exit 1 when a measured row misses its numeric target (listed on stderr).")
 @click.pass_context

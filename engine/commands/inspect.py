@@ -12,7 +12,7 @@ import json
 
 import click
 
-from engine.commands._options import store_argument
+from engine.commands._options import json_option, store_argument
 from engine.store import TokenStore
 
 
@@ -50,7 +50,7 @@ def format_summary(summary: dict) -> str:
 
 @click.command(name="inspect")
 @store_argument
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@json_option
 @click.option("--verify", is_flag=True,
               help="Also check every file's sha256, the document and token counts, the saved tokenizer's hash, "
                    "and that split folders hold no unlisted file.")

@@ -12,82 +12,23 @@ With ``--seed`` the rows are written in the packed epoch's shuffled row order (S
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import click
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from engine.commands._options import store_argument
-from engine.errors import ConfigurationError
 from engine.batches import BatchOrder, MiniBatchConfig
-from engine.packed import PackedEpoch
-from engine.packing import STRATEGIES, PackedBatch, pack_documents
+from engine.commands._options import json_option, split_option, store_argument
+from engine.errors import ConfigurationError
+from engine.packed import PACKED_STRATEGIES, PackedEpoch
+from engine.packing import STRATEGIES, pack_documents, write_packed
 from engine.store import TokenStore
-
-
-def _list_column(rows: np.ndarray) -> pa.LargeListArray:
-    """A ``large_list`` column over a ``[rows, L]`` array without copying per row."""
-    count, length = rows.shape
-    offsets = pa.array(np.arange(count + 1, dtype=np.int64) * length)
-    return pa.LargeListArray.from_arrays(offsets, pa.array(rows.reshape(-1)))
-
-
-PACKED_FILES = ("rows.parquet", "segments.parquet")
-
-
-def write_packed(packed: PackedBatch, out_dir: Path) -> None:
-    """Write rows.parquet and segments.parquet under ``out_dir`` atomically (temp dir, then rename)."""
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigurationError(f"--out {out_dir}: exists and is not a directory")
-    if out_dir.is_dir():
-        foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in PACKED_FILES)
-        if foreign:
-            # Replacing the directory would delete these (a token store, for one): never do that.
-            raise ConfigurationError(
-                f"--out {out_dir}: holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, not only "
-                f"{' and '.join(PACKED_FILES)}; expected a new directory or an earlier `engine pack` output"
-            )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        rows = pa.table({
-            name: _list_column(getattr(packed, name))
-            for name in ("inputs", "targets", "segment_ids", "position_ids", "loss_weights")
-        })
-        pq.write_table(rows, staging / "rows.parquet")
-        segments = pa.table({
-            "row": packed.segment_row,
-            "segment_id": packed.segment_id,
-            "column": packed.segment_column,
-            "document_id": pa.array([packed.document_ids[d] for d in packed.segment_document.tolist()], pa.string()),
-            "source_start": packed.segment_source_start,
-            "length": packed.segment_length,
-        })
-        pq.write_table(segments, staging / "segments.parquet")
-        if out_dir.exists():
-            previous = out_dir.with_name(f".{out_dir.name}.previous")
-            shutil.rmtree(previous, ignore_errors=True)  # left by a run killed between the two renames
-            os.replace(out_dir, previous)
-            os.replace(staging, out_dir)
-            shutil.rmtree(previous)
-        else:
-            os.replace(staging, out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 @click.command("pack")
 @store_argument
-@click.option("--split", default="train", show_default=True, type=click.Choice(["train", "validation", "test"]))
+@split_option
 @click.option("--row-length", "row_length", required=True, type=int, help="Positions per packed row (L).")
-@click.option("--strategy", default="bfd", show_default=True, type=click.Choice(STRATEGIES + ("bos_crop",)),
+@click.option("--strategy", default="bfd", show_default=True, type=click.Choice(tuple(dict.fromkeys(STRATEGIES + PACKED_STRATEGIES))),
               help="bfd: best-fit decreasing; sequential: next-fit in document order; bos_crop: every row "
                    "starts at a document start, what does not fit is cropped.")
 @click.option("--seed", type=int, default=None, help="Shuffle the rows with this seed (SPEC §6 Fisher-Yates).")
@@ -95,7 +36,7 @@ def write_packed(packed: PackedBatch, out_dir: Path) -> None:
 @click.option("--buffer-size", "buffer_size", type=int, default=1000, show_default=True,
               help="bos_crop: documents held to choose the best fit from.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Write rows.parquet and segments.parquet here.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@json_option
 def command(store_path: Path, split: str, row_length: int, strategy: str, seed: int | None, batch_size: int | None,
             buffer_size: int, out_dir: Path | None, as_json: bool) -> None:
     """Pack a split of a token store into rows of L input/target positions.

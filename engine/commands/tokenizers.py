@@ -7,8 +7,10 @@ from pathlib import Path
 
 import click
 
-from engine.commands._options import column_options, split_options
+from engine.commands._options import column_options, json_option, split_options
+from engine.corpus.readers import INVALID_UTF8_POLICIES
 from engine.errors import ConfigurationError, CorpusError
+from engine.tokenizers.base import TIE_BREAKS
 from engine.tokenizers.pretokenize import PATTERNS
 
 
@@ -32,8 +34,8 @@ def command() -> None:
               help="Context length T in tokens, reported as characters per context.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a PNG of training tokens vs vocabulary size (needs engine[plot]).")
-@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
-@click.option("--on-invalid-utf8", type=click.Choice(["error", "replace", "skip"]), default="error", show_default=True,
+@json_option
+@click.option("--on-invalid-utf8", type=click.Choice(list(INVALID_UTF8_POLICIES)), default="error", show_default=True,
               help="What to do with bytes that are not UTF-8 (replace: U+FFFD; skip: drop the invalid bytes).")
 def compare(text_file: Path, train_fraction: float, merges: int, context: int, plot_path: Path | None, as_json: bool,
             on_invalid_utf8: str) -> None:
@@ -99,7 +101,7 @@ def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | No
 @click.option("--vocab-size", type=int, default=None, help="BPE: stop at this many ids (specials included).")
 @click.option("--pattern", type=click.Choice(list(PATTERNS)), default="gpt2", show_default=True,
               help="Byte-level BPE pre-tokenizer pattern.")
-@click.option("--tie-break", type=click.Choice(["first", "hf"]), default="first", show_default=True,
+@click.option("--tie-break", type=click.Choice(list(TIE_BREAKS)), default="first", show_default=True,
               help="BPE tie rule: first occurrence (SPEC) or Hugging Face order.")
 @split_options
 @column_options

@@ -51,10 +51,9 @@ PARTITIONS = (Partition.TRAIN, Partition.VALIDATION, Partition.TEST)
 
 def as_partition(value: Partition | str) -> Partition:
     """``Partition`` from a Partition or its string value; CorpusError names the bad value."""
-    try:
-        return Partition(value)
-    except ValueError:
-        raise CorpusError(f"unknown partition {value!r} (expected train, validation or test)") from None
+    from engine.checks import check_partition
+
+    return check_partition(value, CorpusError)
 
 
 def _check_ratios(ratios) -> tuple[float, float, float]:
@@ -271,8 +270,6 @@ class SplitManifest:
         tmp.write_text("{\n" + body + "\n}\n", encoding="utf-8")
         os.replace(tmp, path)
         return path
-
-    save = to_json
 
     def partition(self, corpus: Sequence[Document]) -> "CorpusPartitions":
         """The corpus documents of each partition, in corpus order; the manifest must name each exactly once."""

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from engine.buffers import EncodedDocument
 from engine.corpus import Partition
+from engine.checks import check_partition
 from engine.errors import StoreError
 
 __all__ = [
@@ -34,10 +35,7 @@ TOKENS_TYPE = pa.large_list(pa.uint32())
 
 def store_partition(value: Partition | str) -> Partition:
     """``Partition`` from a Partition or its string value; StoreError names the bad value."""
-    try:
-        return Partition(value)
-    except ValueError:
-        raise StoreError(f"unknown partition {value!r} (expected train, validation or test)") from None
+    return check_partition(value, StoreError)
 
 
 def split_dir(partition: Partition) -> str:

@@ -23,6 +23,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from engine.checks import check_count
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_token_map, encode_bytes
 from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
@@ -291,8 +292,10 @@ class ByteBpeTrainer:
             raise TokenizerError(f"special_tokens {special_tokens!r}: expected at least one, all distinct")
         if merges is None and vocab_size is None:
             raise TokenizerError("give merges=N or vocab_size=V (the vocabulary size, specials and bytes included)")
-        if merges is not None and merges < 0:
-            raise TokenizerError(f"merges={merges}: expected a count >= 0")
+        if merges is not None:
+            merges = check_count(merges, "merges")
+        if vocab_size is not None:
+            vocab_size = check_count(vocab_size, "vocab_size")
         if vocab_size is not None and vocab_size < len(special_tokens) + 256:
             raise TokenizerError(
                 f"vocab_size={vocab_size} is smaller than the {len(special_tokens)} specials plus 256 bytes "

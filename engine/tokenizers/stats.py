@@ -25,6 +25,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from engine.checks import check_count
 from engine.errors import ConfigurationError, EngineError
 from engine.tokenizers.bpe import BpeTrainer
 from engine.tokenizers.char import CharTokenizer
@@ -74,10 +75,8 @@ def compare_tokenizers(text: str, *, train_fraction: float = 0.9, merges: int = 
     """Fit char, word and BPE on the training part of ``text``; the table as a JSON-ready dict."""
     if isinstance(train_fraction, bool) or not isinstance(train_fraction, (int, float)) or not 0 < train_fraction <= 1:
         raise ConfigurationError(f"train_fraction is {train_fraction!r}, expected 0 < train_fraction <= 1")
-    if isinstance(merges, bool) or not isinstance(merges, int) or merges < 0:
-        raise ConfigurationError(f"merges is {merges!r}, expected an integer >= 0")
-    if isinstance(context, bool) or not isinstance(context, int) or context < 1:
-        raise ConfigurationError(f"context is {context!r}, expected an integer >= 1")
+    merges = check_count(merges, "merges")
+    context = check_count(context, "context", low=1)
     # Exact product, as CorpusPartitions.from_text cuts: 0.29 of 100 characters is 29, not 28.
     cut = math.floor(len(text) * Fraction(repr(float(train_fraction))))
     train, validation = text[:cut], text[cut:]
