@@ -45,6 +45,7 @@ from engine.corpus.readers import INVALID_UTF8_POLICIES, TEXT_COLUMN
 from engine.errors import ConfigurationError, CorpusError
 from engine.parallel import OrderedPool, count_types, encode_lock, resolve_threads
 from engine.progress import Progress
+from engine.testhook import stop_point
 from engine.store import TokenStore
 from engine.tokenizers.base import FitOptions, Tokenizer, Trainer, UnknownInputError, fittable_kinds, load_tokenizer, trainer_for
 
@@ -439,17 +440,20 @@ def run_local(options: PrepareOptions) -> PrepareResult:
                     texts = [d.text for d in batch if source.assign(d.id) is Partition.TRAIN]
                     seen += len(batch)
                     bar.update(len(batch), sum(len(d.text) for d in batch))
+                    stop_point("read")
                     yield texts
 
         table = count_types(trainer, train_texts(), threads)
         source.checked()  # the manifest first: a wrong manifest is named, not an empty training text
         tok = fit_from_table(options, trainer, table)
+        stop_point("fitted")
         total_documents = seen
     else:
         tok = options.load_tokenizer()
     fitted = time.perf_counter()
     tallies = {p: PartitionTally() for p in PARTITIONS}
     _encode_and_write(tok, source, tallies, options, threads, total_documents)
+    stop_point("stored")
     seconds = {"fit": fitted - started, "encode": time.perf_counter() - fitted}
     return finish_report(options, tok, tallies, threads=threads, seconds=seconds, read=source.reads[-1])
 
@@ -508,6 +512,7 @@ def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, 
                 bar.update(int(lengths.size))
         for part, ids, values, offsets, tally, nbytes in OrderedPool(encode, threads).map(chunks()):
             writer.write_chunk(part, ids, values, offsets)
+            stop_point("chunk")
             tallies[part].add(tally)
             bar.update(len(ids), nbytes)
         source.checked()  # a tokenizer file: one pass, so the manifest is checked before the commit

@@ -26,6 +26,7 @@ from engine.store.layout import (
     EncodedDocument, fsync, sha256_file, split_dir, store_partition,
 )
 from engine.store.lock import WriterLock
+from engine.testhook import stop_point
 
 __all__ = ["TokenStoreWriter"]
 
@@ -316,6 +317,7 @@ class TokenStoreWriter:
     def _finish_file(self, out: _SplitOutput) -> None:
         self._write_row_groups(out, final=True)
         out.writer.close()
+        stop_point("file")
         out.files.append((out.current_name(), out.rows_in_file))
         out.writer, out.rows_in_file = None, 0
 
@@ -379,6 +381,7 @@ class TokenStoreWriter:
             (self.tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
             for directory in [self.tmp / split_dir(p) for p in PARTITIONS] + [self.tmp]:
                 fsync(directory)
+            stop_point("manifest")
             self._swap_in()
         except BaseException:
             self.abort()
@@ -391,6 +394,7 @@ class TokenStoreWriter:
         if self.path.exists():
             old = self.path.with_name(f".{self.path.name}.old-{os.getpid()}")
             os.rename(self.path, old)
+            stop_point("swap")
             try:
                 os.rename(self.tmp, self.path)
             except BaseException:
