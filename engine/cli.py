@@ -55,7 +55,7 @@ class EngineGroup(click.Group):
                 traceback.print_exc()
             click.echo(f"error: {one_line(cli_spelling(str(exc)))}", err=True)
             ctx.exit(2)
-        except KeyboardInterrupt:  # SIGINT: the writers have already cleaned up (they catch BaseException)
+        except KeyboardInterrupt:  # SIGINT: a writer keeps its finished files for --resume and unlocks
             if ctx.obj and ctx.obj.get("debug"):
                 traceback.print_exc()
             hint = ": rerun with --resume to continue" if ctx.invoked_subcommand == "prepare" else ""

@@ -47,6 +47,7 @@ from engine.corpus.readers import INVALID_UTF8_POLICIES, TEXT_COLUMN
 from engine.errors import ConfigurationError, CorpusError, TokenizerError
 from engine.parallel import OrderedPool, count_types, encode_lock, resolve_threads
 from engine.progress import Progress
+from engine.testhook import stop_point
 from engine.store import TokenStore
 from engine.store.layout import source_digest
 from engine.store.writer import check_replaceable
@@ -544,11 +545,13 @@ def run_local(options: PrepareOptions) -> PrepareResult:
                     texts = [d.text for d in batch if source.assign(d.id) is Partition.TRAIN]
                     seen += len(batch)
                     bar.update(len(batch), sum(len(d.text) for d in batch))
+                    stop_point("read")
                     yield texts
 
         table = count_types(trainer, train_texts(), threads)
         source.checked()  # the manifest first: a wrong manifest is named, not an empty training text
         tok = fit_from_table(options, trainer, table)
+        stop_point("fitted")
         total_documents = seen
     else:
         tok = options.load_tokenizer()
@@ -569,6 +572,7 @@ def run_local(options: PrepareOptions) -> PrepareResult:
     try:
         _encode_and_write(tok, source, tallies, options, threads, total_documents, before_commit)
         commit_outputs(staged)
+        stop_point("stored")
     except BaseException:
         drop_staged(staged)
         raise
@@ -696,6 +700,7 @@ def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, 
                 writer.write_chunk(part, ids, values, offsets, sources=sources)
                 tallies[part].add(tally)
                 bar.update(len(ids), nbytes)
+                stop_point("chunk")
             source.checked()  # a tokenizer file: one pass, so the manifest is checked before the commit
         if before_commit is not None:
             before_commit(resume)

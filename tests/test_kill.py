@@ -1,21 +1,23 @@
-"""SIGKILL ``engine prepare`` at seeded random points; the output must stay the previous complete result.
+"""SIGKILL ``engine prepare`` at each stage of a run; the output must stay the previous complete result.
 
-A complete run writes OUT first. Then runs over the same OUT are killed while reading, fitting,
-encoding and writing. After every kill: ``OUT/store`` is either exactly the previous store (same
-manifest, same tokens, sha256 verified) or absent; nothing that is not hidden and named as a
-temporary was left behind; the stale lock of the killed pid does not block the next run. A final
-run completes and reproduces the store.
+The kills are deterministic: ``ENGINE_TEST_STOP_AT=STAGE:N`` (engine.testhook) makes the run kill
+itself the N-th time it reaches STAGE (reading, fitting, writing chunks and files, the manifest,
+the swap into place, the report). The runs use small store files and chunks, so every stage is
+reached several times. A run killed with no previous result leaves no store, and ``--resume``
+then completes equal to a clean run. Over a complete OUT, after every kill ``OUT/store`` is
+either exactly the previous store (same manifest, same tokens, sha256 verified) or absent;
+nothing that is not hidden and named as a temporary was left behind; the stale lock of the
+killed pid does not block the next run. A final run and a ``--resume`` run reproduce the store.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
+import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,25 +25,28 @@ import pytest
 
 from engine.errors import StoreError
 from engine.store import MANIFEST_NAME, TokenStore
+from engine.testhook import STOP_AT_VARIABLE
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX SIGKILL")
 
-CORPUS_BYTES = 30_000_000
-DOCUMENTS = 6000
-KILLS = 5
+DOCUMENTS = 400
 SEED = 20240611
+# Small files, row groups, chunks and read batches: every stage is reached several times.
+SMALL_RUN = ("import sys; import engine.pipeline as p; p.STORE_FILE_ROWS = 16; p.STORE_ROW_GROUP_ROWS = 4; "
+             "p.ENCODE_CHUNK_DOCUMENTS = 8; p.READ_BATCH_DOCUMENTS = 32; "
+             "from engine.__main__ import run; sys.argv[0] = 'engine'; run()")
+# Stages of a run over a complete OUT, in the order a run reaches them.
+KILL_POINTS = ["read:1", "read:5", "fitted:1", "chunk:1", "chunk:20", "file:3", "manifest:1", "swap:1", "stored:1"]
 
 
 def make_corpus(directory: Path) -> tuple[Path, Path]:
-    """~30 MB of JSONL documents made of random words, and a manifest (80/10/10)."""
+    """JSONL documents made of random words, and a manifest (80/10/10)."""
     rng = np.random.default_rng(SEED)
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    vocabulary = np.array(["".join(rng.choice(letters, size=int(rng.integers(2, 9)))) for _ in range(3000)])
-    words_per_document = CORPUS_BYTES // DOCUMENTS // 6  # words average ~5.5 characters and a space
+    vocabulary = np.array(["".join(rng.choice(letters, size=int(rng.integers(2, 9)))) for _ in range(300)])
     ids, lines = [], []
     for i in range(DOCUMENTS):
-        count = int(rng.integers(words_per_document // 2, words_per_document * 3 // 2))
-        text = " ".join(vocabulary[rng.integers(0, vocabulary.shape[0], size=count)])
+        text = " ".join(vocabulary[rng.integers(0, vocabulary.shape[0], size=int(rng.integers(20, 200)))])
         ids.append(f"doc-{i}")
         lines.append(json.dumps({"id": ids[-1], "text": text}))
     corpus = directory / "corpus.jsonl"
@@ -52,10 +57,22 @@ def make_corpus(directory: Path) -> tuple[Path, Path]:
     return corpus, splits
 
 
-def start_prepare(corpus: Path, splits: Path, out: Path) -> subprocess.Popen:
-    command = [sys.executable, "-m", "engine", "prepare", str(corpus), "--splits", str(splits), "--out", str(out),
-               "--tokenizer", "char", "--quiet", "--threads", "2"]
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def run_prepare(corpus: Path, splits: Path, out: Path, *, stop_at: str | None = None,
+                resume: bool = False) -> int:
+    """``engine prepare`` with small files and chunks; with ``stop_at`` it kills itself at that stage.
+    Returns the run's pid."""
+    command = [sys.executable, "-c", SMALL_RUN, "prepare", str(corpus), "--splits", str(splits), "--out", str(out),
+               "--tokenizer", "char", "--quiet", "--threads", "2"] + (["--resume"] if resume else [])
+    env = {key: value for key, value in os.environ.items() if key != STOP_AT_VARIABLE}
+    if stop_at is not None:
+        env[STOP_AT_VARIABLE] = stop_at
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    _, stderr = process.communicate(timeout=300)
+    if stop_at is None:
+        assert process.returncode == 0, stderr
+    else:
+        assert process.returncode == -signal.SIGKILL, f"{stop_at}: exit {process.returncode}, not killed\n{stderr}"
+    return process.pid
 
 
 def snapshot(store_path: Path) -> tuple[dict, dict]:
@@ -87,80 +104,54 @@ def assert_only_temporaries_left(out: Path) -> None:
         assert ".tmp" in entry or ".old-" in entry or entry.startswith(".store.lock."), entry
 
 
-def kill_after(process: subprocess.Popen, delay: float) -> bool:
-    """SIGKILL ``process`` after ``delay`` seconds; False if it had already finished."""
-    deadline = time.monotonic() + delay
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
-        time.sleep(0.005)
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=30)
-    return True
-
-
-def kill_while_writing(process: subprocess.Popen, out: Path, extra: float) -> bool:
-    """SIGKILL once the run's temporary store directory exists (pass 2: encoding and writing), plus ``extra`` s."""
-    temporary = out / f".store.tmp-{process.pid}"
-    while not temporary.exists():
-        if process.poll() is not None:
-            return False
-        time.sleep(0.002)
-    return kill_after(process, extra)
-
-
-def test_sigkill_at_random_points_leaves_the_previous_store_or_none(tmp_path):
-    corpus, splits = make_corpus(tmp_path)
-    out = tmp_path / "out"
-
-    # No previous result: a run killed while writing leaves no store at all.
-    fresh = start_prepare(corpus, splits, out)
-    assert kill_while_writing(fresh, out, 0.2), "the run finished before it could be killed"
-    fresh.stderr.close()
-    assert not (out / "store").exists()
-    with pytest.raises(StoreError, match="no token store here"):
-        TokenStore.open(out / "store")
-    assert_only_temporaries_left(out)
-
-    started = time.monotonic()
-    first = start_prepare(corpus, splits, out)
-    assert first.wait(timeout=120) == 0, first.stderr.read()
-    first.stderr.close()
-    full_run = time.monotonic() - started
-    previous = snapshot(out / "store")
-    tokenizer_bytes = (out / "tokenizer.json").read_bytes()
+def assert_complete_like(out: Path, reference: Path) -> None:
+    """``out`` holds the same store, tokenizer and report numbers as the clean run in ``reference``."""
+    assert_same_store(out / "store", snapshot(reference / "store"))
+    assert (out / "tokenizer.json").read_bytes() == (reference / "tokenizer.json").read_bytes()
     report = json.loads((out / "report.json").read_text())
-    assert report["partitions"]["train"]["documents"] == DOCUMENTS * 8 // 10
-
-    rng = random.Random(SEED)
-    # Spread over the whole run (start-up, reading and fitting, encoding, writing, committing).
-    delays = sorted(rng.uniform(0.1, 0.95) * full_run for _ in range(KILLS))
-    killed = 0
-    for attempt in range(KILLS + 1):
-        process = start_prepare(corpus, splits, out)
-        if attempt < KILLS:
-            was_killed = kill_after(process, delays[attempt])
-        else:
-            was_killed = kill_while_writing(process, out, rng.uniform(0.0, 0.3))
-        if not was_killed:
-            assert process.wait(timeout=60) == 0, process.stderr.read()
-        killed += was_killed
-        assert_only_temporaries_left(out)
-        if (out / "store").exists():
-            assert_same_store(out / "store", previous)
-        lock = out / "store.lock"
-        if was_killed and lock.exists():
-            assert lock.read_text().strip() == str(process.pid)  # stale: its writer is dead
-        process.stderr.close()
-    assert killed >= KILLS - 1, f"only {killed} of {KILLS + 1} runs were still running when killed"
-
-    final = start_prepare(corpus, splits, out)
-    assert final.wait(timeout=120) == 0, final.stderr.read()
-    final.stderr.close()
-    assert_same_store(out / "store", previous)
-    assert (out / "tokenizer.json").read_bytes() == tokenizer_bytes
-    assert json.loads((out / "report.json").read_text())["partitions"] == report["partitions"]
+    assert report["partitions"] == json.loads((reference / "report.json").read_text())["partitions"]
     assert not (out / "store.lock").exists()
     # The writer clears the temporaries of dead writers of this store (directories and lock drafts).
     leftovers = [entry for entry in os.listdir(out) if entry.startswith(".store.")]
     assert leftovers == [], f"the completed run did not clear {leftovers}"
+
+
+def test_killed_fresh_run_leaves_no_store_and_resume_completes_it(tmp_path):
+    corpus, splits = make_corpus(tmp_path)
+    reference = tmp_path / "reference"
+    run_prepare(corpus, splits, reference)
+    out = tmp_path / "out"
+    run_prepare(corpus, splits, out, stop_at="chunk:5")  # 40 train documents written: 2 finished files of 16
+    assert not (out / "store").exists()
+    with pytest.raises(StoreError, match="no token store here"):
+        TokenStore.open(out / "store")
+    assert_only_temporaries_left(out)
+    assert len(list(out.glob(".store.tmp-*/split=train/part-*.parquet"))) >= 2
+    run_prepare(corpus, splits, out, resume=True)
+    assert_complete_like(out, reference)
+
+
+@pytest.mark.parametrize("resume", [False, True], ids=["fresh", "resume"])
+def test_sigkill_at_every_stage_leaves_the_previous_store_or_none(tmp_path, resume):
+    corpus, splits = make_corpus(tmp_path)
+    reference = tmp_path / "reference"
+    run_prepare(corpus, splits, reference)
+    out = tmp_path / "out"
+    shutil.copytree(reference, out)
+    previous = snapshot(out / "store")
+    assert json.loads((out / "report.json").read_text())["partitions"]["train"]["documents"] == DOCUMENTS * 8 // 10
+
+    for stop_at in KILL_POINTS:
+        pid = run_prepare(corpus, splits, out, stop_at=stop_at, resume=resume)
+        assert_only_temporaries_left(out)
+        if stop_at == "swap:1":  # between the two renames: the old store moved aside, the new one not in place
+            assert not (out / "store").exists()
+        else:
+            assert_same_store(out / "store", previous)
+        lock = out / "store.lock"
+        if stop_at.split(":")[0] in {"read", "fitted", "stored"}:
+            assert not lock.exists()  # the writer holds the lock from after fitting until the store is in place
+        else:
+            assert lock.read_text().strip() == str(pid)  # stale: its writer is dead
+    run_prepare(corpus, splits, out, resume=resume)
+    assert_complete_like(out, reference)

@@ -171,7 +171,7 @@ def test_evaluation_path_adds_loss_sums_without_gradients():
 
 
 def test_evaluation_path_takes_torch_sums():
-    import torch
+    torch = pytest.importorskip("torch", reason="needs the torch extra (pip install -e '.[torch]')")
 
     losses = torch.tensor([[0.5, 1.5], [2.0, 4.0]])
     acc = TokenMeanAccumulator()

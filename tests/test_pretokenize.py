@@ -4,6 +4,7 @@ import unicodedata
 
 import numpy as np
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,8 +12,6 @@ from engine.errors import TokenizerError
 from engine.tokenizers.pretokenize import pretokenize, pretokenize_bytes
 from engine.tokenizers.unicode_tables import LETTER, LOWER, NUMBER, SPACE, UPPER, WHITE_SPACE, code_point_classes
 from tests.naive_byte_bpe import naive_pretokenize, stdlib_texts
-
-regex = pytest.importorskip("regex", reason="needs the bench extra (pip install -e '.[bench]')")
 
 PATTERNS = ["gpt2", "cl100k", "o200k"]
 WHITESPACE = [" ", "\t", "\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f", "\x85", "\xa0",

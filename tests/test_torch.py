@@ -9,17 +9,18 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import torch
-from torch.utils.data import DataLoader
 
-from engine.batches import BatchOrder, MiniBatchConfig, MiniBatchEpoch
-from engine.corpus import Partition
-from engine.errors import ConfigurationError
-from engine.store import EncodedDocument, TokenStore
-from engine.torch import TokenDataset, TokenLoader
-from engine.windows import CausalWindowConfig
-from tests.conftest import ROOT
-from tests.fakes import ByteIdsTokenizer
+torch = pytest.importorskip("torch", reason="needs the torch extra (pip install -e '.[torch]')")
+from torch.utils.data import DataLoader  # noqa: E402
+
+from engine.batches import BatchOrder, MiniBatchConfig, MiniBatchEpoch  # noqa: E402
+from engine.corpus import Partition  # noqa: E402
+from engine.errors import ConfigurationError  # noqa: E402
+from engine.store import EncodedDocument, TokenStore  # noqa: E402
+from engine.torch import TokenDataset, TokenLoader  # noqa: E402
+from engine.windows import CausalWindowConfig  # noqa: E402
+from tests.conftest import ROOT  # noqa: E402
+from tests.fakes import ByteIdsTokenizer  # noqa: E402
 
 T, B = 8, 6
 

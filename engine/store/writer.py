@@ -31,6 +31,7 @@ from engine.store.layout import (
     EncodedDocument, fsync, sha256_file, split_dir, store_partition,
 )
 from engine.store.lock import WriterLock
+from engine.testhook import stop_point
 
 __all__ = ["TokenStoreWriter", "check_replaceable"]
 
@@ -417,6 +418,7 @@ class TokenStoreWriter:
     def _finish_file(self, out: _SplitOutput) -> None:
         self._write_row_groups(out, final=True)
         out.writer.close()
+        stop_point("file")
         out.files.append((out.current_name(), out.rows_in_file))
         out.sources.append(out.hasher.hexdigest() if out.hasher is not None else None)
         out.writer, out.rows_in_file, out.hasher = None, 0, None
@@ -493,6 +495,7 @@ class TokenStoreWriter:
             (self.tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
             for directory in [self.tmp / split_dir(p) for p in PARTITIONS] + [self.tmp]:
                 fsync(directory)
+            stop_point("manifest")
             self._swap_in()
         except BaseException:
             self.abort()
@@ -505,6 +508,7 @@ class TokenStoreWriter:
         if self.path.exists():
             old = self.path.with_name(f".{self.path.name}.old-{os.getpid()}")
             os.rename(self.path, old)
+            stop_point("swap")
             try:
                 os.rename(self.tmp, self.path)
             except BaseException:

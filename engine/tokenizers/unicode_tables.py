@@ -71,7 +71,7 @@ def code_point_classes() -> np.ndarray:
 def divergent_code_points() -> list[int]:
     """Code points whose letter/number/space/upper/lower class differs between this table and ``regex``.
 
-    Needs the ``regex`` package (the ``bench`` extra). Empty when both use the same Unicode.
+    Needs the ``regex`` package (the ``test`` extra). Empty when both use the same Unicode.
     """
     import regex
 
