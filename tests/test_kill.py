@@ -101,7 +101,7 @@ def assert_only_temporaries_left(out: Path) -> None:
         if entry in results:
             continue
         assert entry.startswith("."), f"{out / entry} left behind by a killed run looks like a result"
-        assert ".tmp" in entry or ".old-" in entry or entry.startswith(".store.lock."), entry
+        assert ".tmp" in entry or ".old-" in entry or ".staged-" in entry or entry.startswith(".store.lock."), entry
 
 
 def assert_complete_like(out: Path, reference: Path) -> None:
