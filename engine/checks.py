@@ -8,7 +8,8 @@ thing and raises the same error class.
 - ``check_seed``: a SplitMix64 seed, ``0..2^64-1``;
 - ``check_batch_size``: rows per mini-batch (BatchError, the same in every epoch and mixture);
 - ``check_rank``: a rank and world size of a data-parallel split of a batch;
-- ``check_partition``: a ``Partition`` or its name (the error class of the caller's area).
+- ``check_partition``: a ``Partition`` or its name (the error class of the caller's area);
+- ``check_fraction``: a share in ``(0, 1]`` such as ``train_fraction``.
 """
 
 from __future__ import annotations
@@ -86,6 +87,13 @@ def check_rank(rank, world_size) -> tuple[int, int]:
         raise ConfigurationError(f"need world_size >= 1 and 0 <= rank < world_size, got rank={rank}, "
                                  f"world_size={world_size}")
     return rank, world_size
+
+
+def check_fraction(value, name: str) -> float:
+    """``value`` as a float in ``(0, 1]`` (an int or float, never a bool), else ConfigurationError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ConfigurationError(f"{name} is {value!r}, expected a number with 0 < {name} <= 1")
+    return float(value)
 
 
 def check_partition(value, error: type[Exception] = ConfigurationError):

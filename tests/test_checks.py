@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine.batches import MiniBatchConfig
-from engine.checks import as_int, check_batch_size, check_count, check_partition, check_rank, check_seed, positive_int
+from engine.checks import as_int, check_batch_size, check_count, check_fraction, check_partition, check_rank, check_seed, positive_int
 from engine.errors import BatchError, ConfigurationError, TokenizerError
 
 
@@ -71,3 +71,14 @@ def test_check_partition_names_the_value_with_the_callers_error_class():
     for error in (ConfigurationError, TokenizerError, BatchError):
         with pytest.raises(error, match=r"^unknown partition 'dev' \(expected train, validation or test\)$"):
             check_partition("dev", error)
+
+
+@pytest.mark.parametrize("value", [0, 1.5, -0.1, True, "0.5", float("nan")])
+def test_check_fraction_refuses(value):
+    with pytest.raises(ConfigurationError) as caught:
+        check_fraction(value, "train_fraction")
+    assert str(caught.value) == f"train_fraction is {value!r}, expected a number with 0 < train_fraction <= 1"
+
+
+def test_check_fraction_accepts():
+    assert check_fraction(1, "f") == 1.0 and check_fraction(0.25, "f") == 0.25

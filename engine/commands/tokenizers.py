@@ -11,6 +11,7 @@ from engine.commands._options import column_options, json_option, split_options
 from engine.corpus.readers import INVALID_UTF8_POLICIES
 from engine.errors import ConfigurationError, CorpusError
 from engine.tokenizers.base import TIE_BREAKS
+from engine.tokenizers.bpe import LEVELS
 from engine.tokenizers.pretokenize import PATTERNS
 
 
@@ -97,7 +98,7 @@ def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | No
 @click.argument("corpus", type=click.Path(exists=True, path_type=Path))
 @click.option("--kind", type=click.Choice(["char", "word", "bpe"]), required=True, help="Tokenizer kind.")
 @click.option("--merges", type=int, default=None, help="BPE merges (default 200 unless --vocab-size).")
-@click.option("--level", type=click.Choice(["char", "byte"]), default="char", show_default=True, help="BPE level.")
+@click.option("--level", type=click.Choice(LEVELS), default="char", show_default=True, help="BPE level.")
 @click.option("--vocab-size", type=int, default=None, help="BPE: stop at this many ids (specials included).")
 @click.option("--pattern", type=click.Choice(list(PATTERNS)), default="gpt2", show_default=True,
               help="Byte-level BPE pre-tokenizer pattern.")

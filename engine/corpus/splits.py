@@ -21,6 +21,7 @@ from typing import Iterable, Iterator, Sequence
 
 from engine.corpus.collection import Corpus
 from engine.corpus.readers import Document
+from engine.checks import check_fraction, check_partition
 from engine.errors import ConfigurationError, CorpusError
 
 __all__ = [
@@ -51,8 +52,6 @@ PARTITIONS = (Partition.TRAIN, Partition.VALIDATION, Partition.TEST)
 
 def as_partition(value: Partition | str) -> Partition:
     """``Partition`` from a Partition or its string value; CorpusError names the bad value."""
-    from engine.checks import check_partition
-
     return check_partition(value, CorpusError)
 
 
@@ -372,8 +371,7 @@ class CorpusPartitions:
         Train holds one document ``f"{name}:train"`` = ``text[:cut]``; validation one document
         ``f"{name}:validation"`` = ``text[cut:]``; test is empty. Nothing is sampled across the cut.
         """
-        if isinstance(train_fraction, bool) or not isinstance(train_fraction, (int, float)) or not 0 < train_fraction <= 1:
-            raise ConfigurationError(f"train_fraction is {train_fraction!r}, expected a number with 0 < train_fraction <= 1")
+        check_fraction(train_fraction, "train_fraction")
         if not name:
             raise ConfigurationError("name is empty; expected a non-empty prefix for the document ids")
         cut = math.floor(len(text) * Fraction(repr(float(train_fraction))))

@@ -47,7 +47,7 @@ from engine.tokenizers.word import WordAnalysis, analyse_words, count_word_types
 __all__ = ["BpeTrainer", "BpeTokenizer", "fit_tokenizer"]
 
 _TIE_MODES = {"first": TIE_FIRST, "hf": TIE_HF}
-_LEVELS = ("char", "byte")
+LEVELS = ("char", "byte")  # character-level (classic) or byte-level BPE
 
 
 class BpeTrainer:
@@ -67,8 +67,8 @@ class BpeTrainer:
         pattern: str = "gpt2",
         tie_break: str = "first",
     ):
-        if level not in _LEVELS:
-            raise ConfigurationError(f"BPE level {level!r} is unknown (expected one of: {', '.join(_LEVELS)})")
+        if level not in LEVELS:
+            raise ConfigurationError(f"BPE level {level!r} is unknown (expected one of: {', '.join(LEVELS)})")
         if tie_break not in _TIE_MODES:
             raise ConfigurationError(
                 f"BPE tie_break {tie_break!r} is unknown (expected one of: {', '.join(_TIE_MODES)})"

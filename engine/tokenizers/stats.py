@@ -25,8 +25,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from engine.checks import check_count
-from engine.errors import ConfigurationError, EngineError
+from engine.checks import check_count, check_fraction
+from engine.errors import EngineError
 from engine.tokenizers.bpe import BpeTrainer
 from engine.tokenizers.char import CharTokenizer
 from engine.tokenizers.word import WordTokenizer
@@ -73,8 +73,7 @@ def _row(scheme, vocab_size, train_chars, train_tokens, validation_tokens, unkno
 
 def compare_tokenizers(text: str, *, train_fraction: float = 0.9, merges: int = 200, context: int = 64) -> dict:
     """Fit char, word and BPE on the training part of ``text``; the table as a JSON-ready dict."""
-    if isinstance(train_fraction, bool) or not isinstance(train_fraction, (int, float)) or not 0 < train_fraction <= 1:
-        raise ConfigurationError(f"train_fraction is {train_fraction!r}, expected 0 < train_fraction <= 1")
+    check_fraction(train_fraction, "train_fraction")
     merges = check_count(merges, "merges")
     context = check_count(context, "context", low=1)
     # Exact product, as CorpusPartitions.from_text cuts: 0.29 of 100 characters is 29, not 28.
