@@ -9,12 +9,15 @@ thing and raises the same error class.
 - ``check_batch_size``: rows per mini-batch (BatchError, the same in every epoch and mixture);
 - ``check_rank``: a rank and world size of a data-parallel split of a batch;
 - ``check_partition``: a ``Partition`` or its name (the error class of the caller's area);
-- ``check_fraction``: a share in ``(0, 1]`` such as ``train_fraction``.
+- ``check_fraction``: a share in ``(0, 1]`` such as ``train_fraction``;
+- ``read_json``: a small JSON file (a manifest, a tokenizer file) with one message per way it is bad.
 """
 
 from __future__ import annotations
 
+import json
 import operator
+from pathlib import Path
 
 from engine.errors import BatchError, ConfigurationError
 
@@ -105,3 +108,17 @@ def check_partition(value, error: type[Exception] = ConfigurationError):
         return Partition(value)
     except ValueError:
         raise error(f"unknown partition {value!r} (expected train, validation or test)") from None
+
+
+def read_json(path: Path, error: type[Exception], *, missing: str, what: str = "") -> object:
+    """The parsed JSON in ``path``; ``error`` says ``"<path>: <missing>"`` when the file does not
+    exist, ``"<path>: cannot read <what>..."`` when it cannot be read, and ``"<path>: <what>not valid
+    JSON (...)"`` when it does not parse."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{path}: {missing}") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read {what or 'it'}: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise error(f"{path}: {what + ' is ' if what else ''}not valid JSON ({exc})") from None

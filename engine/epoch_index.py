@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.checks import read_json
 from engine.errors import BatchError, StoreError
 from engine.store import MANIFEST_NAME as STORE_MANIFEST_NAME
 
@@ -157,12 +158,7 @@ def read_manifest(directory: str | os.PathLike) -> dict:
     """The checked manifest of the epoch index in ``directory`` (StoreError when it is not one)."""
     directory = Path(directory)
     path = directory / MANIFEST_NAME
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StoreError(f"{path}: not found; write one with `engine batches STORE ... --out {directory}`") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StoreError(f"{path}: not valid JSON ({exc})") from None
+    manifest = read_json(path, StoreError, missing=f"not found; write one with `engine batches STORE ... --out {directory}`")
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise StoreError(f'{path}: not a batches manifest (expected "format": "{MANIFEST_FORMAT}")')
     version = manifest.get("version")

@@ -24,6 +24,14 @@ from engine.errors import BatchError, ConfigurationError
 __all__ = ["TokenMeanAccumulator"]
 
 
+def _check_finite(vector: np.ndarray, message: str) -> None:
+    """BatchError(message with ``c`` and ``v``) naming the first non-finite coordinate, if any."""
+    bad = np.flatnonzero(~np.isfinite(vector))
+    if bad.size:
+        c = int(bad[0])
+        raise BatchError(message.format(c=c, v=vector[c]))
+
+
 class TokenMeanAccumulator:
     """Raw sums of per-token losses and gradients, plus the number of target tokens added."""
 
@@ -50,11 +58,8 @@ class TokenMeanAccumulator:
             raise BatchError(f"token loss must be a number, got {loss!r} (nothing was added)") from None
         if not np.isfinite(loss):
             raise BatchError(f"token loss is {loss}; every loss must be finite (nothing was added)")
-        bad = np.flatnonzero(~np.isfinite(gradient))
-        if bad.size:
-            c = int(bad[0])
-            raise BatchError(f"token gradient coordinate {c} is {gradient[c]}; every coordinate must be "
-                             f"finite (nothing was added)")
+        _check_finite(gradient, "token gradient coordinate {c} is {v}; every coordinate must be finite "
+                                "(nothing was added)")
         with np.errstate(over="ignore", invalid="ignore"):
             loss_sum, gradient_sum = self.loss_sum + loss, self.gradient_sum + gradient
         self._commit(loss_sum, gradient_sum, 1)
@@ -138,11 +143,7 @@ class TokenMeanAccumulator:
         # The sums of finite values can still overflow to inf; check before storing anything.
         if not np.isfinite(loss_sum):
             raise BatchError(f"the loss sum would become {loss_sum}; nothing was added")
-        bad = np.flatnonzero(~np.isfinite(gradient_sum))
-        if bad.size:
-            c = int(bad[0])
-            raise BatchError(f"the gradient sum at coordinate {c} would become {gradient_sum[c]}; "
-                             f"nothing was added")
+        _check_finite(gradient_sum, "the gradient sum at coordinate {c} would become {v}; nothing was added")
         self.loss_sum = float(loss_sum)
         self.gradient_sum = gradient_sum
         self.token_count += tokens

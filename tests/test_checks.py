@@ -82,3 +82,23 @@ def test_check_fraction_refuses(value):
 
 def test_check_fraction_accepts():
     assert check_fraction(1, "f") == 1.0 and check_fraction(0.25, "f") == 0.25
+
+
+def test_read_json_says_missing_unreadable_and_invalid(tmp_path):
+    from engine.checks import read_json
+    from engine.errors import StoreError
+
+    good = tmp_path / "good.json"
+    good.write_text('{"a": [1, 2]}', encoding="utf-8")
+    assert read_json(good, StoreError, missing="absent") == {"a": [1, 2]}
+    with pytest.raises(StoreError, match=r"^.*nope\.json: absent, run X$"):
+        read_json(tmp_path / "nope.json", StoreError, missing="absent, run X")
+    with pytest.raises(StoreError, match=r"^.*: cannot read manifest: Is a directory$"):
+        read_json(tmp_path, StoreError, missing="absent", what="manifest")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"a": ', encoding="utf-8")
+    with pytest.raises(BatchError, match=r"bad\.json: manifest is not valid JSON \(Expecting value"):
+        read_json(bad, BatchError, missing="absent", what="manifest")
+    bad.write_bytes(b"\xff\xfe")
+    with pytest.raises(StoreError, match=r"bad\.json: not valid JSON \('utf-8' codec"):
+        read_json(bad, StoreError, missing="absent")

@@ -9,6 +9,8 @@
   (including the positional split of one continuous text).
 """
 
+from types import ModuleType as _ModuleType
+
 from engine.corpus.collection import Corpus
 from engine.corpus.readers import (
     ARROW_SUFFIXES,
@@ -38,25 +40,6 @@ from engine.corpus.splits import (
     hash_unit,
 )
 
-__all__ = [
-    "Partition",
-    "Document",
-    "Corpus",
-    "ReadReport",
-    "iter_jsonl",
-    "iter_parquet",
-    "iter_parquet_batches",
-    "iter_folder",
-    "read_text_file",
-    "open_corpus",
-    "check_columns_apply",
-    "corpus_format",
-    "is_continuous_text",
-    "SplitManifest",
-    "ManifestCheck",
-    "CorpusPartitions",
-    "hash_partition",
-    "hash_unit",
-    "as_partition",
-    "PARTITIONS",
-]
+# The package's public names: everything imported above (its submodules aside).
+__all__ = sorted(name for name, value in dict(globals()).items()
+                 if not name.startswith("_") and not isinstance(value, _ModuleType))

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from engine.buffers import TokenBuffers
 from engine.corpus import PARTITIONS, Partition
+from engine.checks import read_json
 from engine.errors import StoreError
 from engine.store.layout import (
     CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
@@ -106,12 +107,8 @@ class TokenStore:
         manifest_path = path / MANIFEST_NAME
         if not path.is_dir():
             raise StoreError(f"{path}: no token store here (directory not found)")
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise StoreError(f"{manifest_path}: not found; {path} is not a complete token store") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise StoreError(f"{manifest_path}: manifest is not valid JSON ({exc})") from None
+        manifest = read_json(manifest_path, StoreError, missing=f"not found; {path} is not a complete token store",
+                             what="manifest")
         store = cls(path, manifest)
         store._check_manifest(manifest_path)
         for split in manifest["splits"].values():
