@@ -292,7 +292,7 @@ def pack_documents(
     if dtype == np.int32:
         check_int32_rows(inputs, targets)
     order = np.empty(plan.piece_length.shape[0], np.int64)
-    kernels.row_major_order(plan.piece_row, plan.piece_segment, plan.rows, order)
+    kernels.row_index(plan.piece_row, plan.piece_segment, plan.rows, np.empty(plan.rows + 1, np.int64), order)
     return PackedBatch(
         row_length=row_length,
         strategy=strategy,

@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.kernels.packing import row_index  # noqa: F401  (the CSR of pieces by row, shared)
+
 
 @njit(cache=True, nogil=True)
 def bos_crop_plan(offsets, row_length, buffer_size, piece_document, piece_length, piece_row, piece_column,
@@ -80,19 +82,6 @@ def bos_crop_plan(offsets, row_length, buffer_size, piece_document, piece_length
             buffer_document[k] = buffer_document[k + 1]
         count -= 1
     return pieces, rows, cropped
-
-
-@njit(cache=True, nogil=True)
-def row_index(piece_row, piece_segment, rows, row_first, row_pieces):
-    """CSR of pieces by row: ``row_pieces[row_first[r]:row_first[r + 1]]`` are row ``r``'s pieces
-    in segment order (left to right)."""
-    row_first[:] = 0
-    for p in range(piece_row.shape[0]):
-        row_first[piece_row[p] + 1] += 1
-    for r in range(rows):
-        row_first[r + 1] += row_first[r]
-    for p in range(piece_row.shape[0]):
-        row_pieces[row_first[piece_row[p]] + piece_segment[p]] = p
 
 
 @njit(cache=True, nogil=True)

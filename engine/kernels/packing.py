@@ -200,15 +200,17 @@ def next_fit(piece_length, row_length, piece_row, piece_column, piece_segment):
 
 
 @njit(cache=True, nogil=True)
-def row_major_order(piece_row, piece_segment, rows, order):
-    """order[k] = the piece that is segment k of the row-major (row, segment id) listing."""
-    first = np.zeros(rows + 1, dtype=np.int64)
+def row_index(piece_row, piece_segment, rows, row_first, row_pieces):
+    """CSR of pieces by row: ``row_pieces[row_first[r]:row_first[r + 1]]`` are row ``r``'s pieces
+    in segment order (left to right)."""
+    for r in range(rows + 1):
+        row_first[r] = 0
     for p in range(piece_row.shape[0]):
-        first[piece_row[p] + 1] += 1
+        row_first[piece_row[p] + 1] += 1
     for r in range(rows):
-        first[r + 1] += first[r]
+        row_first[r + 1] += row_first[r]
     for p in range(piece_row.shape[0]):
-        order[first[piece_row[p]] + piece_segment[p]] = p
+        row_pieces[row_first[piece_row[p]] + piece_segment[p]] = p
 
 
 @njit(cache=True, nogil=True, parallel=True)
