@@ -1,9 +1,22 @@
 """Small helpers shared by several test files (one definition each)."""
 
+from pathlib import Path
+
 from click.testing import CliRunner
 
 from engine.cli import main
+from engine.store import EncodedDocument, TokenStore
+from engine.tokenizers.char import CharTokenizer
 
 
 def run(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def small_store(path: Path) -> TokenStore:
+    tok = CharTokenizer.fit("abcdefgh ")
+    docs = {
+        "train": [EncodedDocument(f"t{i}", "train", tok.encode_document("abc defg " * (i + 1))) for i in range(20)],
+        "validation": [EncodedDocument("v", "validation", tok.encode_document("hgf"))],
+    }
+    return TokenStore.write(path, docs, tok)

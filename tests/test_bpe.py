@@ -4,8 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from engine.errors import ConfigurationError, TokenizerError
 from engine.tokenizers import BpeTokenizer, BpeTrainer, fit_tokenizer, load_tokenizer
@@ -217,3 +216,17 @@ def test_merge_word_both_rules_match_naive(data, n_merges, length):
             scratch = np.empty(max(length, 1), dtype=np.int64)
             kept = merge_word(parts, length, long_word, rule, *table, scratch)
             assert parts[:kept].tolist() == expected, (rule, long_word)
+
+
+# -- enormous documents ---------------------------------------------------------------------------
+
+
+def test_one_megabyte_single_word_through_bpe(shakespeare_text):
+    import re
+
+    bpe = BpeTrainer(300).train(shakespeare_text)
+    letters = re.sub(r"[^A-Za-z]", "", shakespeare_text)[:1_000_000]
+    for word in ("ab" * 500_000, letters, "th" * 500_000):
+        ids = bpe.encode(word)
+        assert bpe.decode(ids) == word
+    assert bpe.encode(letters).shape[0] < 0.6 * len(letters)

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from engine.cli import main
 from engine.pipeline import default_corpus_paths
-from tests.helpers import run
+from tests.helpers import run, small_store
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +82,56 @@ def test_closed_stdout_pipe_exits_quietly(prepared, tmp_path):
     reader.wait()
     assert proc.stderr.decode() == ""
     assert proc.returncode == 1  # click: a closed pipe ends the command without a message
+
+
+# -- the CLI -------------------------------------------------------------------------------------------
+
+
+def test_cli_user_errors_exit_2_with_one_line(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(main, ["inspect", str(tmp_path / "nowhere")])
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {tmp_path / 'nowhere'}: no token store here (directory not found)\n"
+    small_store(tmp_path / "store")
+    result = runner.invoke(main, ["pack", str(tmp_path / "store"), "--row-length", "0"])
+    assert result.exit_code == 2 and result.stderr == "error: row_length=0: expected an integer >= 1\n"
+    assert "Traceback" not in result.output
+
+
+def test_cli_os_errors_are_user_errors(tmp_path, shakespeare_text):
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "play.txt").write_text(shakespeare_text[:2000])
+    result = CliRunner().invoke(main, ["tokenizers", "train", str(tmp_path / "play.txt"), "--kind", "char",
+                                       "--out", str(tmp_path / "a_file" / "tok.json")])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {tmp_path / 'a_file'}") and result.stderr.count("\n") == 1
+
+
+def test_cli_internal_errors_exit_1_and_point_to_debug(tmp_path, monkeypatch):
+    import engine.commands.inspect as inspect_command
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(inspect_command.TokenStore, "open", broken)
+    result = CliRunner().invoke(main, ["inspect", str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.stderr == "internal error: RuntimeError: boom (run with --debug for the traceback)\n"
+    result = CliRunner().invoke(main, ["--debug", "inspect", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "Traceback (most recent call last)" in result.stderr and "RuntimeError: boom" in result.stderr
+
+
+def test_cli_debug_shows_the_traceback_of_user_errors_too(tmp_path):
+    result = CliRunner().invoke(main, ["--debug", "inspect", str(tmp_path / "nowhere")])
+    assert result.exit_code == 2
+    assert "Traceback (most recent call last)" in result.stderr
+    assert result.stderr.endswith(f"error: {tmp_path / 'nowhere'}: no token store here (directory not found)\n")
+
+
+def test_cli_usage_errors_exit_2(tmp_path):
+    runner = CliRunner()
+    for args in (["pack", str(tmp_path)], ["no-such-command"], ["pack", str(tmp_path), "--row-length", "ten"]):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 2, args
+        assert "Usage:" in result.stderr and "Traceback" not in result.output

@@ -15,7 +15,9 @@ from engine.corpus import (
     Partition,
     ReadReport,
     SplitManifest,
+    iter_folder,
     iter_jsonl,
+    iter_parquet,
     iter_parquet_batches,
     read_text_file,
 )
@@ -195,3 +197,104 @@ def test_jsonl_round_trip_any_text(tmp_path_factory, docs, ascii_only):
     manifest.to_json(path.with_name("s.json"))
     parts = SplitManifest.from_json(path.with_name("s.json")).partition(corpus)
     assert sorted(i for p in Partition for i in parts.ids(p)) == sorted(docs)
+
+
+# -- corpus readers --------------------------------------------------------------------------------
+
+
+def test_invalid_utf8_policy_in_every_reader(tmp_path):
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_bytes(b'{"id": "a", "text": "ok"}\n{"id": "b", "text": "x\xffy"}\n')
+    with pytest.raises(CorpusError) as err:
+        list(iter_jsonl(jsonl))
+    assert str(err.value) == (
+        f"{jsonl}:2: invalid UTF-8 at byte offset 48 (byte 0xff); expected UTF-8 text "
+        "(on_invalid_utf8='replace' or 'skip' accepts it)"
+    )
+    assert [d.text for d in iter_jsonl(jsonl, on_invalid_utf8="replace")] == ["ok", "x\ufffdy"]
+    report = ReadReport()
+    assert [d.id for d in iter_jsonl(jsonl, on_invalid_utf8="skip", report=report)] == ["a"]
+    assert report.skipped_invalid_utf8 == 1
+
+    folder = tmp_path / "docs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "good.txt").write_text("fine")
+    (folder / "sub" / "bad.txt").write_bytes(b"ab\xc3")
+    with pytest.raises(CorpusError, match=r"docs/sub/bad.txt: invalid UTF-8 at byte offset 2 \(byte 0xc3\)"):
+        list(iter_folder(folder))
+    assert [d.text for d in iter_folder(folder, on_invalid_utf8="replace")] == ["fine", "ab\ufffd"]
+    assert [d.id for d in iter_folder(folder, on_invalid_utf8="skip")] == ["good.txt"]
+
+    text = tmp_path / "play.txt"
+    text.write_bytes(b"to be\x80")
+    with pytest.raises(CorpusError, match=r"play.txt: invalid UTF-8 at byte offset 5 \(byte 0x80\)"):
+        read_text_file(text)
+    assert read_text_file(text, on_invalid_utf8="replace") == "to be\ufffd"
+    with pytest.raises(CorpusError, match="on_invalid_utf8='ignore' is not a policy"):
+        list(iter_jsonl(jsonl, on_invalid_utf8="ignore"))
+
+
+def test_parquet_strings_that_are_not_utf8_name_file_and_row(tmp_path):
+    path = tmp_path / "c.parquet"
+    raw = pa.array([b"fine", b"bad \xff here"], pa.binary())
+    texts = pa.Array.from_buffers(pa.string(), len(raw), raw.buffers())  # no UTF-8 validation here
+    pq.write_table(pa.table({"id": pa.array(["a", "b"]), "text": texts}), path)
+    with pytest.raises(CorpusError) as err:
+        list(iter_parquet(path))
+    assert str(err.value) == (
+        f"{path}: row 1: column 'text' holds invalid UTF-8 (byte offset 4 of the value); expected UTF-8 strings"
+    )
+
+
+@pytest.mark.parametrize(
+    "line, fragment",
+    [
+        ('{"id": "b", "text": "x", "id": "c"}', ':2: key "id" appears twice in one object; expected each key once'),
+        ("[" * 100_000 + "]" * 100_000, ":2: JSON nested too deeply; expected one flat object per line"),
+        ('{"id": "b", "text": 1' + "0" * 5000 + "}", ":2: malformed JSON (Exceeds the limit"),
+        ('{"id": "b", "text": "x"', ":2: malformed JSON (Expecting ',' delimiter at column 24); expected one object per line"),
+        ('{"id": "", "text": "x"}', ':2: empty "id" (expected a non-empty string)'),
+        ('{"id": "b"}', ':2: missing "text" (expected {"id": str, "text": str})'),
+    ],
+)
+def test_malformed_jsonl_lines_name_the_line_or_are_skipped_and_counted(tmp_path, line, fragment):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"id": "a", "text": "ok"}\n' + line + '\n{"id": "z", "text": "end"}\n')
+    with pytest.raises(CorpusError) as err:
+        Corpus.from_jsonl(path)
+    assert str(err.value).startswith(f"{path}{fragment}")
+    corpus = Corpus.from_jsonl(path, skip_bad_lines=True)
+    assert corpus.ids() == ["a", "z"]
+    assert corpus.report.skipped_bad_lines == 1 and corpus.report.first_problems[0].startswith(f"{path}:2:")
+
+
+def test_nul_in_jsonl_raw_or_escaped_is_text(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'{"id": "a", "text": "x\\u0000y"}\n{"id": "b", "text": "raw\x00nul"}\n')
+    assert [d.text for d in iter_jsonl(path)] == ["x\x00y", "raw\x00nul"]
+
+
+def test_folder_file_that_cannot_be_read_is_a_corpus_error(tmp_path, monkeypatch):
+    (tmp_path / "a.txt").write_text("x")
+    original = Path.read_bytes
+
+    def failing(self):
+        if self.name == "a.txt":
+            raise PermissionError(13, "Permission denied", str(self))
+        return original(self)
+
+    monkeypatch.setattr(Path, "read_bytes", failing)
+    with pytest.raises(CorpusError, match=r"a.txt: cannot read corpus file: Permission denied"):
+        list(iter_folder(tmp_path))
+
+
+# -- corrupt files -------------------------------------------------------------------------------
+
+
+def test_truncated_parquet_corpus_is_a_corpus_error(tmp_path):
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(100)], "text": ["x" * 50] * 100}), path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 20])
+    with pytest.raises(CorpusError, match="c.parquet: cannot read Parquet file: "):
+        list(iter_parquet(path))

@@ -135,3 +135,18 @@ def test_tokenizers_train_takes_a_hash_split(tmp_path):
     from engine.tokenizers.base import load_tokenizer
 
     assert load_tokenizer(out).vocab_size == 2 + len(set(train_text))
+
+
+# -- the CLI -------------------------------------------------------------------------------------------
+
+
+def test_cli_invalid_utf8_policy_for_compare(tmp_path):
+    text = tmp_path / "play.txt"
+    text.write_bytes(b"to be or not\xff to be")
+    result = CliRunner().invoke(main, ["tokenizers", "compare", str(text), "--merges", "2", "--context", "2"])
+    assert result.exit_code == 2
+    assert result.stderr == (f"error: {text}: invalid UTF-8 at byte offset 12 (byte 0xff); expected UTF-8 text "
+                             "(--on-invalid-utf8 replace or skip accepts it)\n")
+    result = CliRunner().invoke(main, ["tokenizers", "compare", str(text), "--merges", "2", "--context", "2",
+                                       "--on-invalid-utf8", "replace", "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from engine.corpus import Partition
-from engine.errors import ConfigurationError
-from engine.kernels import shuffle as shuffle_kernels
-from engine.kernels import windows as kernels
+from engine.errors import BatchError, ConfigurationError
+from engine.kernels import shuffle as shuffle_kernels, windows as kernels
 from engine.store import EncodedDocument
 from engine.windows import (
     CausalWindowConfig,
@@ -383,3 +381,39 @@ def test_64_bit_sizes_beyond_int64_work_in_kernels_epochs_and_audit(T, S):
                                  batches=MiniBatchConfig(2, BatchOrder.shuffled(2**64 - 1)))
     assert epoch.window_count == sum(expected)
     assert audit_epoch(epoch).ok
+
+
+# -- windows, batches, seeds: ranges near 2^63 and 2^64 --------------------------------------------
+
+
+def test_context_stride_batch_size_and_seed_ranges():
+    from engine.batches import BatchOrder, MiniBatchConfig
+    from engine.windows import CausalWindowConfig
+
+    with pytest.raises(ConfigurationError, match="must be positive"):
+        CausalWindowConfig(0, 1)
+    with pytest.raises(ConfigurationError, match="must be positive"):
+        CausalWindowConfig(4, 0)
+    with pytest.raises(ConfigurationError, match=r"T \+ 1 must fit in 64 bits"):
+        CausalWindowConfig(2**64 - 1, 1)
+    assert CausalWindowConfig(2**64 - 2, 1).window_count(2**64 - 1) == 1  # no overflow at the edge
+    assert CausalWindowConfig(3, 2**64 - 1).window_count(2**64 - 1) == 1
+    assert CausalWindowConfig(2**63, 2**63).window_count(2**64 - 1) == (2**64 - 1 - (2**63 + 1)) // 2**63 + 1
+    with pytest.raises(ConfigurationError, match=f"stride S is {2**64}, larger than the largest allowed value"):
+        CausalWindowConfig(3, 2**64)
+    with pytest.raises(BatchError, match="batch size must be a positive integer, got 0"):
+        MiniBatchConfig(0)
+    for seed in (-1, 2**64):
+        with pytest.raises(ConfigurationError, match=f"seed must be an integer in 0..2\\^64-1, got {seed}"):
+            BatchOrder.shuffled(seed)
+    assert BatchOrder.shuffled(2**64 - 1).seed == 2**64 - 1
+
+
+# -- byte-level tokenizer batches and ids, and oversized sampled batches ---------------------------
+
+
+def test_sample_windows_batch_too_large_is_a_configuration_error():
+    from engine.windows import sample_windows
+
+    with pytest.raises(ConfigurationError, match="more than this machine can allocate"):
+        sample_windows(np.arange(100, dtype=np.uint32), 2**62, 8, seed=1)
