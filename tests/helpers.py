@@ -3,10 +3,14 @@
 from pathlib import Path
 
 from click.testing import CliRunner
+from hypothesis import HealthCheck, settings
 
 from engine.cli import main
 from engine.store import EncodedDocument, TokenStore
 from engine.tokenizers.char import CharTokenizer
+
+# Property tests that also take a tmp_path fixture.
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def run(*args):

@@ -1,6 +1,7 @@
 """Classic BPE: trainer and encoder vs the plain-loop twins, golden tie cases, files, errors."""
 
 import json
+import random
 
 import numpy as np
 import pytest
@@ -230,3 +231,27 @@ def test_one_megabyte_single_word_through_bpe(shakespeare_text):
         ids = bpe.encode(word)
         assert bpe.decode(ids) == word
     assert bpe.encode(letters).shape[0] < 0.6 * len(letters)
+
+
+# -- long words: the heap path equals the scan -------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(alphabet=st.sampled_from(["ab", "abc", "abcd", "aab"]), seed=st.integers(0, 2**32 - 1),
+       merges=st.integers(0, 40), length=st.integers(1, 400))
+def test_long_word_heap_path_equals_the_scan(alphabet, seed, merges, length):
+    from engine.kernels.bpe_encode import encode_words, map_symbols
+    from engine.tokenizers.word import analyse_words
+
+    rng = random.Random(seed)
+    train = "".join(rng.choice(alphabet + "  ") for _ in range(300)).strip() or alphabet
+    tok = BpeTrainer(merges).train(train)
+    word = "".join(rng.choice(tok.alphabet.replace(" ", "") or "a") for _ in range(length))
+    analysis = analyse_words([word])
+    symbols, unknown = map_symbols(analysis.word_cps, tok._char_table)
+    assert unknown < 0
+    args = (symbols, analysis.word_offsets, *tok._merge_table, tok._left, tok._right, tok._made, tok._priorities)
+    heap_pieces, heap_offsets = encode_words(*args, 0)
+    scan_pieces, scan_offsets = encode_words(*args, 1 << 40)
+    assert heap_pieces.tolist() == scan_pieces.tolist() and heap_offsets.tolist() == scan_offsets.tolist()
+    assert tok.decode(tok.encode(word)) == word

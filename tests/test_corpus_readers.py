@@ -1,6 +1,7 @@
 """engine.corpus.readers and engine.corpus.arrow: JSONL, Parquet, Arrow IPC, folders and text files;
 bad lines, invalid UTF-8 and ids named with file and line (SPEC §2)."""
 
+import io
 import json
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from engine.corpus import (
     read_text_file,
 )
 from engine.errors import CorpusError
+from tests.helpers import SETTINGS
 
 
 def write_lines(path: Path, lines: list[bytes | str]) -> Path:
@@ -182,6 +184,7 @@ def test_read_text_file_and_unknown_suffix(tmp_path):
 # -- property: JSONL round trip -----------------------------------------------------------------
 
 
+# Text as a corpus holds it: any code point except lone surrogates (NUL and controls included).
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
 
 
@@ -298,3 +301,104 @@ def test_truncated_parquet_corpus_is_a_corpus_error(tmp_path):
     path.write_bytes(data[: len(data) - 20])
     with pytest.raises(CorpusError, match="c.parquet: cannot read Parquet file: "):
         list(iter_parquet(path))
+
+
+IDS = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8)
+
+
+LINE_BYTES = st.binary(max_size=60) | st.sampled_from(
+    [b'{"id": "x", "text": "y"}', b'{"id": 1, "text": "y"}', b"[", b'{"id": "x"}', b'"\\ud800"', b"\xff\xfe", b"\x00"]
+)
+
+
+@SETTINGS
+@given(lines=st.lists(LINE_BYTES, max_size=6), policy=st.sampled_from(["error", "replace", "skip"]), skip=st.booleans())
+def test_jsonl_random_lines_raise_only_corpus_errors(tmp_path, lines, policy, skip):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b"\n".join(lines))
+    try:
+        docs = list(iter_jsonl(path, on_invalid_utf8=policy, skip_bad_lines=skip))
+    except CorpusError:
+        return
+    for doc in docs:
+        assert isinstance(doc.text, str) and doc.id
+        doc.text.encode("utf-8")
+
+
+@SETTINGS
+@given(docs=st.dictionaries(IDS, TEXT, max_size=6), ascii_only=st.booleans())
+def test_jsonl_valid_documents_round_trip(tmp_path, docs, ascii_only):
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "text": t}, ensure_ascii=ascii_only) + "\n" for i, t in docs.items()),
+                    encoding="utf-8")
+    assert [(d.id, d.text) for d in iter_jsonl(path)] == list(docs.items())
+
+
+def parquet_bytes(ids, texts) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"id": pa.array(ids, pa.string()), "text": pa.array(texts, pa.string())}), sink)
+    return sink.getvalue()
+
+
+VALID_PARQUET = parquet_bytes(["a", "b", "c"], ["one", "two\x00", "three ✓"])
+
+
+@SETTINGS
+@given(edits=st.lists(st.tuples(st.integers(0, len(VALID_PARQUET) - 1), st.integers(0, 255)), min_size=1, max_size=4),
+       cut=st.integers(0, len(VALID_PARQUET)))
+def test_parquet_random_corruption_raises_only_corpus_errors(tmp_path, edits, cut):
+    data = bytearray(VALID_PARQUET)
+    for at, value in edits:
+        data[at] = value
+    path = tmp_path / "c.parquet"
+    path.write_bytes(bytes(data[: max(cut, len(data) - 64)]) if cut % 2 else bytes(data))
+    try:
+        docs = list(iter_parquet(path, batch_size=2))
+    except CorpusError:
+        return
+    assert all(isinstance(d.text, str) and d.id for d in docs)
+
+
+@SETTINGS
+@given(raw=st.binary(max_size=200))
+def test_parquet_random_bytes_raise_only_corpus_errors(tmp_path, raw):
+    path = tmp_path / "c.parquet"
+    path.write_bytes(raw)
+    with pytest.raises(CorpusError):
+        list(iter_parquet(path))
+
+
+@SETTINGS
+@given(docs=st.dictionaries(IDS, TEXT, max_size=6))
+def test_parquet_valid_documents_round_trip(tmp_path, docs):
+    path = tmp_path / "c.parquet"
+    path.write_bytes(parquet_bytes(list(docs), list(docs.values())))
+    assert [(d.id, d.text) for d in iter_parquet(path, batch_size=2)] == list(docs.items())
+
+
+@SETTINGS
+@given(files=st.lists(st.binary(max_size=30), min_size=1, max_size=4), policy=st.sampled_from(["error", "replace", "skip"]))
+def test_folder_random_bytes_raise_only_corpus_errors_and_valid_utf8_round_trips(tmp_path_factory, files, policy):
+    root = tmp_path_factory.mktemp("folder")
+    for i, raw in enumerate(files):
+        (root / f"f{i}.txt").write_bytes(raw)
+    report = ReadReport()
+    try:
+        docs = list(iter_folder(root, on_invalid_utf8=policy, report=report))
+    except CorpusError as exc:
+        assert policy == "error" and "invalid UTF-8 at byte offset" in str(exc)
+        return
+    valid = {f"f{i}.txt": raw.decode("utf-8") for i, raw in enumerate(files) if _utf8(raw)}
+    for doc in docs:
+        if doc.id in valid:
+            assert doc.text == valid[doc.id]
+    if policy == "skip":
+        assert [d.id for d in docs] == sorted(valid)
+
+
+def _utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False

@@ -2,9 +2,11 @@
 constructor checks, NUL round trips, tokenizer files (truncated, edited, foreign) and huge documents."""
 
 import json
+import random
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from engine.errors import TokenizerError
 from engine.store import TokenStore
@@ -12,6 +14,7 @@ from engine.tokenizers.base import load_tokenizer
 from engine.tokenizers.bpe import BpeTokenizer, BpeTrainer
 from engine.tokenizers.char import CharTokenizer
 from engine.tokenizers.word import WordTokenizer
+from tests.helpers import SETTINGS
 
 
 TRAIN = "the cat sat on the mat.\nthe dog sat on the log!\x00"
@@ -229,3 +232,65 @@ def test_tokenizer_payload_with_matching_hash_but_bad_content(tmp_path):
         load_tokenizer(write("char", {"alphabet": "ba"}))
     with pytest.raises(TokenizerError, match=r"t.json: tokenizer file holds a lone surrogate \(U\+D800\) in its payload"):
         load_tokenizer(write("char", "PAYLOAD", raw_payload='{"alphabet": "\\ud800"}'))
+
+
+# -- tokenizers ---------------------------------------------------------------------------------
+
+
+FIT = {
+    "char": CharTokenizer.fit,
+    "word": WordTokenizer.fit,
+    "bpe": lambda text: BpeTrainer(15).train(text),
+}
+
+
+@SETTINGS
+@given(kind=st.sampled_from(sorted(FIT)), train=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60),
+       data=st.data())
+def test_tokenizers_round_trip_text_within_their_alphabet_and_their_file(tmp_path, kind, train, data):
+    tok = FIT[kind](train)
+    if kind == "word":  # a run of whole training pieces: joining other pieces could fuse unseen words
+        pieces = tok.tokenize(train)
+        start = data.draw(st.integers(0, len(pieces)))
+        text = "".join(pieces[start : data.draw(st.integers(start, len(pieces)))])
+    else:
+        text = data.draw(st.text(st.sampled_from(sorted(set(train))), max_size=40))
+    assert tok.decode(tok.encode(text)) == text
+    values, offsets = tok.encode_documents([text, train], ["a", "b"])
+    assert tok.decode(values[offsets[0] : offsets[1]]) == text and tok.decode(values[offsets[1] : offsets[2]]) == train
+    loaded = load_tokenizer(tok.save(tmp_path / f"{kind}.json"))
+    assert loaded == tok and loaded.vocab_size == tok.vocab_size
+    assert np.array_equal(loaded.encode(train), tok.encode(train)) and loaded.decode(tok.encode(text)) == text
+
+
+@pytest.fixture(scope="module")
+def saved_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tok")
+    text = "the cat sat on the mat.\x00 ünï ✓"
+    toks = [CharTokenizer.fit(text), WordTokenizer.fit(text, unknown="<unk>"), BpeTrainer(12).train(text)]
+    return [(tok, tok.save(root / f"{tok.kind}.json").read_bytes()) for tok in toks]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(which=st.integers(0, 2), seed=st.integers(0, 2**32 - 1), edits=st.integers(1, 4))
+def test_mutated_tokenizer_file_loads_identically_or_raises_tokenizer_error(tmp_path, saved_files, which, seed, edits):
+    tok, raw = saved_files[which]
+    rng = random.Random(seed)
+    data = bytearray(raw)
+    for _ in range(edits):
+        op, at = rng.randrange(4), rng.randrange(len(data) + 1)
+        if op == 0 and at < len(data):
+            data[at] ^= 1 << rng.randrange(8)
+        elif op == 1:
+            del data[at : at + rng.randint(1, 8)]
+        elif op == 2:
+            data[at:at] = rng.choice([b" ", b"\x00", b'"', b"\\ud800", b"[", b"9" * 30, b"\xff"])
+        else:
+            data = data[:at]
+    path = tmp_path / "mutated.json"
+    path.write_bytes(bytes(data))
+    try:
+        loaded = load_tokenizer(path)
+    except TokenizerError:
+        return
+    assert loaded == tok and loaded.decode(loaded.encode("the cat")) == "the cat"
