@@ -24,3 +24,9 @@ def small_store(path: Path) -> TokenStore:
         "validation": [EncodedDocument("v", "validation", tok.encode_document("hgf"))],
     }
     return TokenStore.write(path, docs, tok)
+
+
+def _small_corpus(tmp_path):
+    (tmp_path / "c.jsonl").write_text(
+        '{"id": "a", "text": "hello world"}\n{"id": "b", "text": ""}\n{"id": "c", "text": "low"}\n', encoding="utf-8")
+    return tmp_path / "c.jsonl"

@@ -255,3 +255,16 @@ def test_long_word_heap_path_equals_the_scan(alphabet, seed, merges, length):
     scan_pieces, scan_offsets = encode_words(*args, 1 << 40)
     assert heap_pieces.tolist() == scan_pieces.tolist() and heap_offsets.tolist() == scan_offsets.tolist()
     assert tok.decode(tok.encode(word)) == word
+
+
+def test_bpe_tie_rule_orders_by_word_rank_then_offset():
+    # (a,b) first occurs in word 0 at offset 1; (b,a) only in word 3 though more often there.
+    tok = BpeTrainer(3).train("cab ab ba ba")
+    assert tok.merges == [("a", "b"), ("b", "a"), ("c", "ab")]
+    assert tok.history == [(0, 12), (1, 10), (2, 8), (3, 7)]
+
+
+def test_bpe_replaces_left_to_right_without_overlap():
+    tok = BpeTokenizer(" a", [("a", "a")])
+    assert tok.tokenize("aaaa aaa") == ["aa", "aa", " ", "aa", "a"]
+    assert tok.encode("aaaa aaa").tolist() == [4, 4, 2, 4, 3]

@@ -7,6 +7,8 @@ import pytest
 
 from engine.corpus import Corpus, CorpusPartitions, Document, Partition, SplitManifest, hash_partition
 from engine.errors import ConfigurationError, CorpusError
+from engine.pipeline import prepare
+from tests.helpers import _small_corpus
 
 
 # -- split manifests -------------------------------------------------------------------------------
@@ -175,3 +177,35 @@ def test_from_mapping_checks_partitions_and_ids():
         CorpusPartitions.from_mapping({"train": [Document("a", ""), Document("a", "x")]})
     with pytest.raises(CorpusError, match="unknown partition 'dev'"):
         CorpusPartitions.from_mapping({"dev": []})
+
+
+@pytest.mark.parametrize("fraction, cut", [(0.29, 29), (0.57, 57), (0.58, 58), (0.9, 90), (0.7, 70)])
+def test_text_split_cuts_the_exact_share_of_characters(fraction, cut):
+    # 0.29 * 100 is 28.999999999999996 in floats: a float product would cut at 28.
+    text = "".join(chr(ord("a") + i % 26) for i in range(100))
+    parts = CorpusPartitions.from_text(text, fraction)
+    assert parts.documents("train")[0].text == text[:cut]
+    assert parts.documents("validation")[0].text == text[cut:]
+
+
+def test_manifest_empty_id_names_its_line(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text('{\n  "train": [\n    "a",\n    ""\n  ]\n}\n')
+    with pytest.raises(CorpusError) as err:
+        SplitManifest.from_json(path)
+    assert str(err.value) == f'{path}: "train"[1] is an empty id (line 4) (expected a non-empty string)'
+
+
+def test_forgotten_document_names_corpus_file_and_line(tmp_path):
+    corpus = _small_corpus(tmp_path)
+    manifest = tmp_path / "s.json"
+    manifest.write_text(json.dumps({"train": ["a"], "validation": ["b"]}))
+    expected = (f"{manifest}: 1 corpus document(s) in no partition: 'c' (corpus {corpus}, line 3); "
+                "the manifest must name every document")
+    with pytest.raises(CorpusError) as err:
+        SplitManifest.from_json(manifest).partition(Corpus.from_jsonl(corpus))
+    assert str(err.value) == expected
+    with pytest.raises(CorpusError) as err:
+        prepare(corpus, manifest, tmp_path / "out", tokenizer="char", quiet=True, threads=1)
+    assert str(err.value) == expected
+    assert not (tmp_path / "out" / "store").exists()

@@ -309,3 +309,22 @@ def test_mask_inputs_and_out_arrays_are_checked():
         masks.position_ids(seg, device="cpu", out=readonly)
     with pytest.raises(ConfigurationError, match="device='tpu' is not one of"):
         masks.attention_mask(seg, device="tpu")
+
+
+@pytest.mark.parametrize("kind", ["dense", "additive"])
+@pytest.mark.parametrize("length", [1, 8, 31, 32, 33, 64])
+def test_mask_matches_the_rule_on_odd_shapes(kind, length):
+    rng = np.random.default_rng(length)
+    seg = rng.integers(-1, 3, size=(3, length)).astype(np.int32)
+    runs = np.ones(seg.shape, bool)
+    runs[:, 1:] = seg[:, 1:] != seg[:, :-1]
+    seg = np.where(seg >= 0, np.cumsum(runs, axis=1), -1).astype(np.int32)  # one id per run: unique per row
+    seg[0] = -1  # a row of all padding
+    i, j = np.arange(length)[:, None], np.arange(length)[None, :]
+    own, key = seg[:, :, None], seg[:, None, :]
+    expected = ((j <= i) & (own == key) & (own >= 0)) | ((own < 0) & (i == j))
+    got = masks.attention_mask(seg, kind, device="cpu")
+    if kind == "dense":
+        assert np.array_equal(got, expected)
+    else:
+        assert np.array_equal(got == 0, expected) and np.isneginf(got[~expected]).all()

@@ -275,3 +275,15 @@ def test_packing_refuses_plans_larger_than_memory(monkeypatch):
         packing.plan_packing([5], 1000)
     with pytest.raises(PackingError, match="1 rows of 1000 positions need 17,000 bytes"):
         packing.pack_documents((PV, PO, ["a", "b"]), 1000, "sequential")
+
+
+def test_cut_document_scores_every_transition_once_with_shifted_roles():
+    z = np.arange(10, 20, dtype=np.uint32)  # 10 tokens, 9 transitions
+    roles = np.array([0, 0, 1, 1, 0, 1, 1, 1, 0, 1], np.uint8)
+    packed = pack_documents((z, np.array([0, 10], np.int64), ["d"]), 4, "sequential", roles=[roles])
+    assert packed.inputs.tolist() == [[10, 11, 12, 13], [14, 15, 16, 17], [18, 0, 0, 0]]
+    assert packed.targets.tolist() == [[11, 12, 13, 14], [15, 16, 17, 18], [19, 0, 0, 0]]
+    assert packed.segment_ids.tolist() == [[0, 0, 0, 0], [0, 0, 0, 0], [0, -1, -1, -1]]
+    assert packed.position_ids.tolist() == [[0, 1, 2, 3], [0, 1, 2, 3], [0, 0, 0, 0]]
+    assert packed.loss_weights.tolist() == [[0, 1, 1, 0], [1, 1, 1, 0], [1, 0, 0, 0]]
+    assert packed.fill_efficiency == 9 / 12

@@ -393,6 +393,9 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st
 from engine.tokenizers.char import CharTokenizer
 from tests.helpers import small_store
+import pyarrow.dataset as ds
+from engine.pipeline import prepare
+from tests.helpers import _small_corpus
 
 CONTENT = st.lists(st.integers(0, 2**32 - 1), max_size=12)
 
@@ -629,3 +632,22 @@ def test_second_writer_fails_naming_lock_and_pid_then_waits_and_succeeds(tmp_pat
     finally:
         release.touch()
         holder.wait(timeout=60)
+
+
+def test_store_directory_reads_as_one_parquet_dataset_partitioned_by_split(tmp_path):
+    corpus = _small_corpus(tmp_path)
+    (tmp_path / "s.json").write_text(json.dumps({"train": ["a"], "validation": ["b"], "test": ["c"]}))
+    prepare(corpus, tmp_path / "s.json", tmp_path / "out", tokenizer="char", context_length=2, quiet=True, threads=1)
+    root = tmp_path / "out" / "store"
+    table = ds.dataset(root, format="parquet", partitioning="hive").to_table()
+    rows = sorted(zip(table.column("split").to_pylist(), table.column("id").to_pylist(),
+                      table.column("tokens").to_pylist()))
+    # char vocabulary of "hello world": " " 2, d 3, e 4, h 5, l 6, o 7, r 8, w 9; empty text -> [BOS, EOS]
+    assert rows == [
+        ("test", "c", [0, 6, 7, 9, 1]),
+        ("train", "a", [0, 5, 4, 6, 6, 7, 2, 9, 7, 8, 6, 3, 1]),
+        ("validation", "b", [0, 1]),
+    ]
+    assert pq.read_table(root).num_rows == 3
+    store = TokenStore.open(root)
+    assert store.tokenizer().hash == store.tokenizer_hash
