@@ -3,6 +3,7 @@ constructor checks, NUL round trips, tokenizer files (truncated, edited, foreign
 
 import json
 import random
+import time
 
 import numpy as np
 import pytest
@@ -10,8 +11,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from engine.errors import TokenizerError
 from engine.store import TokenStore
+from engine.tokenizers import base
 from engine.tokenizers.base import load_tokenizer
 from engine.tokenizers.bpe import BpeTokenizer, BpeTrainer
+from engine.tokenizers.byte_bpe import ByteBpeTokenizer
 from engine.tokenizers.char import CharTokenizer
 from engine.tokenizers.word import WordTokenizer
 from tests.helpers import SETTINGS
@@ -294,3 +297,37 @@ def test_mutated_tokenizer_file_loads_identically_or_raises_tokenizer_error(tmp_
     except TokenizerError:
         return
     assert loaded == tok and loaded.decode(loaded.encode("the cat")) == "the cat"
+
+
+def test_bound_is_documented_constant():
+    assert base.MAX_VOCAB_SIZE == 1 << 24
+
+
+def resave_with_specials(tmp_path, specials: dict) -> str:
+    """An engine tokenizer file whose specials were edited, with its hash recomputed (a valid file)."""
+    import hashlib
+
+    from engine.tokenizers.base import canonical_json
+
+    tok = ByteBpeTokenizer([bytes([b]) for b in range(256)], specials={"<e>": 256}, bos="<e>", eos="<e>")
+    obj = tok.to_json()
+    obj["payload"]["specials"] = specials
+    obj["hash"] = hashlib.sha256(canonical_json({"kind": obj["kind"], "payload": obj["payload"]})).hexdigest()
+    path = tmp_path / "engine.json"
+    path.write_text(json.dumps(obj))
+    return str(path)
+
+
+@pytest.mark.parametrize("value", [1_500_000_000, 2**32, -1])
+def test_engine_file_special_ids_are_checked_quickly(tmp_path, value):
+    path = resave_with_specials(tmp_path, {"<e>": value})
+    started = time.monotonic()
+    with pytest.raises(TokenizerError, match=f"special token '<e>': id {value} is outside 0..16777215"):
+        load_tokenizer(path)
+    assert time.monotonic() - started < 5
+
+
+def test_engine_file_duplicate_special_ids_are_refused(tmp_path):
+    path = resave_with_specials(tmp_path, {"<e>": 256, "<f>": 256})
+    with pytest.raises(TokenizerError, match="special tokens '<e>' and '<f>' share id 256"):
+        load_tokenizer(path)
