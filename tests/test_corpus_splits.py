@@ -209,3 +209,10 @@ def test_forgotten_document_names_corpus_file_and_line(tmp_path):
         prepare(corpus, manifest, tmp_path / "out", tokenizer="char", quiet=True, threads=1)
     assert str(err.value) == expected
     assert not (tmp_path / "out" / "store").exists()
+
+
+def test_manifest_with_a_repeated_key_is_an_error(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text('{"train": ["a"], "validation": [], "train": ["b"]}')
+    with pytest.raises(CorpusError, match='key "train" appears more than once'):
+        SplitManifest.from_json(path)
