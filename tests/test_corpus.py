@@ -38,7 +38,3 @@ def test_bundled_corpus_and_splits():
     assert "" in train_texts and any(len(t) == 1 for t in train_texts)
     counts = parts.counts()
     assert counts[Partition.TRAIN] / len(corpus) == pytest.approx(0.8, abs=0.05)
-
-
-# -- property: JSONL round trip -----------------------------------------------------------------
-
