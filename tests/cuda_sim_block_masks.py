@@ -21,6 +21,9 @@ from engine import masks  # noqa: E402
 from engine.block_masks import block_mask_tensors  # noqa: E402
 
 
+SMALL_GRID = 2  # blocks of one thread each
+
+
 def cases() -> list[tuple[np.ndarray, int]]:
     rng = np.random.default_rng(11)
     fixed = [
@@ -56,15 +59,23 @@ def main() -> int:
     from engine.cuda.block_masks import launch_block_tables
 
     failures = 0
+    repeated = 0  # cases where every thread's grid-stride loop runs at least twice
     for seg, block_size in cases():
         on_cpu = block_mask_tensors(seg, block_size, device="cpu")
         reference = naive.naive_block_tables(seg, block_size)
-        small_grid = [t.copy_to_host() for t in launch_block_tables(cuda.to_device(seg), block_size, 1, 2)]
+        # One thread per block, two blocks: a stride of 2 over (row, block) tasks.
+        small_grid = [t.copy_to_host() for t in launch_block_tables(cuda.to_device(seg), block_size, threads=1,
+                                                                     max_blocks=SMALL_GRID)]
+        repeated += seg.shape[0] * -(-seg.shape[1] // block_size) >= 2 * SMALL_GRID
         public = block_mask_tensors(seg, block_size, device="cuda", to_host=True)
         for name, a, b, c, d in zip(on_cpu._fields, small_grid, public, on_cpu, reference):
             if not (np.array_equal(a, c) and np.array_equal(b, c) and np.array_equal(c, d)):
                 failures += 1
                 print(f"MISMATCH {name} for {seg.tolist()} Q={block_size}:\ncuda={a}\ncpu={c}\nnaive={d}")
+    if repeated < len(cases()) // 2:
+        failures += 1
+        print(f"only {repeated} cases are larger than the small grid: grid-stride loops barely repeat")
+    print(f"small grid: {repeated} cases give each of its {SMALL_GRID} threads two or more tasks")
     print(f"cuda simulator: {len(cases())} cases, {failures} mismatches")
     return 1 if failures else 0
 

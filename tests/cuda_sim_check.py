@@ -33,6 +33,36 @@ def cases() -> list[np.ndarray]:
     return fixed + random
 
 
+# Launch configurations smaller than the work, so every grid-stride loop repeats: the masks' 2-D
+# grid has 2 x 1 blocks of 1 x 2 threads (strides of 2 over key columns and over query rows); the
+# per-row kernels run one thread in one block (a stride of 1 over rows).
+SMALL_MASK_THREADS = (1, 2)
+SMALL_MASK_BLOCKS = (2, 1)
+SMALL_ROWS_GRID = 1
+
+
+def small_grid_checks(seg: np.ndarray, checks: dict) -> dict:
+    """Every kernel launched directly on the small grids; compared with the CPU and naive results in ``checks``."""
+    from numba import cuda
+
+    from engine.cuda import masks as cuda_masks
+
+    rows, length = seg.shape
+    device_ids = cuda.to_device(seg)
+    out = {}
+    for kind, dtype in (("dense", np.bool_), ("additive", np.float32)):
+        mask = cuda.device_array((rows, length, length), dtype=dtype)
+        cuda_masks.launch_mask(kind, device_ids, mask, threads=SMALL_MASK_THREADS, max_blocks=SMALL_MASK_BLOCKS)
+        out[f"{kind} small grid"] = (mask.copy_to_host(), *checks[kind][1:])
+    positions = cuda.device_array((rows, length), dtype=np.int32)
+    cuda_masks.launch_position_ids(device_ids, positions, threads=1, max_blocks=SMALL_ROWS_GRID)
+    out["position_ids small grid"] = (positions.copy_to_host(), *checks["position_ids"][1:])
+    bounds, longest = cuda_masks.launch_cu_seqlens(device_ids, threads=1, max_blocks=SMALL_ROWS_GRID)
+    out["cu_seqlens small grid"] = (bounds.copy_to_host(), *checks["cu_seqlens"][1:])
+    out["max_seqlen small grid"] = (np.array(longest), *checks["max_seqlen"][1:])
+    return out
+
+
 def one_id_per_run(seg: np.ndarray) -> np.ndarray:
     """Each run of equal real ids gets its own id: a well-formed row (ids unique per row) from a random one."""
     out = seg.copy()
@@ -86,6 +116,7 @@ def main() -> int:
         print("numba.cuda is not available (simulator not enabled?)")
         return 1
     failures = 0
+    repeated = 0  # cases where every thread's grid-stride loops run at least twice
     for seg in cases():
         checks = {
             "dense": (
@@ -115,11 +146,17 @@ def main() -> int:
         out = cuda.device_array((seg.shape[0], seg.shape[1], seg.shape[1]), dtype=np.bool_)
         masks.attention_mask(cuda.to_device(seg), "dense", device="cuda", out=out)
         checks["dense out="] = (out.copy_to_host(), checks["dense"][1], checks["dense"][2])
+        checks.update(small_grid_checks(seg, checks))
+        repeated += seg.shape[0] >= 2 * SMALL_ROWS_GRID and seg.shape[1] >= 2 * SMALL_MASK_THREADS[0] * SMALL_MASK_BLOCKS[0]
         for name, (on_cuda, on_cpu, reference) in checks.items():
             if not (np.array_equal(on_cuda, on_cpu) and np.array_equal(on_cpu, reference)):
                 failures += 1
                 print(f"MISMATCH {name} for segment_ids {seg.tolist()}:\ncuda={on_cuda}\ncpu={on_cpu}\nnaive={reference}")
     failures += refusal_mismatches()
+    if repeated < 3:
+        failures += 1
+        print(f"only {repeated} cases are larger than the small grids: grid-stride loops barely repeat")
+    print(f"small grids: {repeated} cases give every thread two or more tasks in each loop")
     print(f"cuda simulator: {len(cases())} cases, {len(MALFORMED)} malformed rows, {failures} mismatches")
     return 1 if failures else 0
 

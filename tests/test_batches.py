@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from engine.batches import BatchOrder, MiniBatchConfig, MiniBatchEpoch, Provenance
 from engine.corpus import Partition
@@ -349,3 +348,15 @@ def test_epoch_pickles_as_its_recipe_and_rebuilds_the_same_batches():
     assert copy.order == BatchOrder.shuffled(7, epoch=2)
     assert copy.positions.tolist() == epoch.positions.tolist()
     assert [b.inputs.tolist() for b in copy] == [b.inputs.tolist() for b in epoch]
+
+
+def test_worked_epoch_seed_7_state_after():
+    docs = [
+        EncodedDocument("train-a", Partition.TRAIN, np.array([0, 10, 11, 12, 1], dtype=np.uint32)),
+        EncodedDocument("train-b", Partition.TRAIN, np.array([0, 20, 21, 1], dtype=np.uint32)),
+    ]
+    epoch = MiniBatchEpoch.build(docs, "train", windows=CausalWindowConfig(2, 1),
+                                 batches=MiniBatchConfig(3, BatchOrder.shuffled(7)))
+    origins = [(p.document_id, p.start) for b in epoch for p in b.provenance]
+    assert origins == [("train-b", 1), ("train-a", 1), ("train-b", 0), ("train-a", 0), ("train-a", 2)]
+    assert epoch.shuffle_state_after == 8709371129873690715

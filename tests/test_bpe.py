@@ -1,11 +1,11 @@
 """Classic BPE: trainer and encoder vs the plain-loop twins, golden tie cases, files, errors."""
 
 import json
+import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from engine.errors import ConfigurationError, TokenizerError
 from engine.tokenizers import BpeTokenizer, BpeTrainer, fit_tokenizer, load_tokenizer
@@ -217,3 +217,54 @@ def test_merge_word_both_rules_match_naive(data, n_merges, length):
             scratch = np.empty(max(length, 1), dtype=np.int64)
             kept = merge_word(parts, length, long_word, rule, *table, scratch)
             assert parts[:kept].tolist() == expected, (rule, long_word)
+
+
+# -- enormous documents ---------------------------------------------------------------------------
+
+
+def test_one_megabyte_single_word_through_bpe(shakespeare_text):
+    import re
+
+    bpe = BpeTrainer(300).train(shakespeare_text)
+    letters = re.sub(r"[^A-Za-z]", "", shakespeare_text)[:1_000_000]
+    for word in ("ab" * 500_000, letters, "th" * 500_000):
+        ids = bpe.encode(word)
+        assert bpe.decode(ids) == word
+    assert bpe.encode(letters).shape[0] < 0.6 * len(letters)
+
+
+# -- long words: the heap path equals the scan -------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(alphabet=st.sampled_from(["ab", "abc", "abcd", "aab"]), seed=st.integers(0, 2**32 - 1),
+       merges=st.integers(0, 40), length=st.integers(1, 400))
+def test_long_word_heap_path_equals_the_scan(alphabet, seed, merges, length):
+    from engine.kernels.bpe_encode import encode_words, map_symbols
+    from engine.tokenizers.word import analyse_words
+
+    rng = random.Random(seed)
+    train = "".join(rng.choice(alphabet + "  ") for _ in range(300)).strip() or alphabet
+    tok = BpeTrainer(merges).train(train)
+    word = "".join(rng.choice(tok.alphabet.replace(" ", "") or "a") for _ in range(length))
+    analysis = analyse_words([word])
+    symbols, unknown = map_symbols(analysis.word_cps, tok._char_table)
+    assert unknown < 0
+    args = (symbols, analysis.word_offsets, *tok._merge_table, tok._left, tok._right, tok._made, tok._priorities)
+    heap_pieces, heap_offsets = encode_words(*args, 0)
+    scan_pieces, scan_offsets = encode_words(*args, 1 << 40)
+    assert heap_pieces.tolist() == scan_pieces.tolist() and heap_offsets.tolist() == scan_offsets.tolist()
+    assert tok.decode(tok.encode(word)) == word
+
+
+def test_bpe_tie_rule_orders_by_word_rank_then_offset():
+    # (a,b) first occurs in word 0 at offset 1; (b,a) only in word 3 though more often there.
+    tok = BpeTrainer(3).train("cab ab ba ba")
+    assert tok.merges == [("a", "b"), ("b", "a"), ("c", "ab")]
+    assert tok.history == [(0, 12), (1, 10), (2, 8), (3, 7)]
+
+
+def test_bpe_replaces_left_to_right_without_overlap():
+    tok = BpeTokenizer(" a", [("a", "a")])
+    assert tok.tokenize("aaaa aaa") == ["aa", "aa", " ", "aa", "a"]
+    assert tok.encode("aaaa aaa").tolist() == [4, 4, 2, 4, 3]

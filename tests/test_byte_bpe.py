@@ -1,11 +1,11 @@
 """Byte-level BPE: trainer vs its plain twin and vs Hugging Face; encoder kernels vs plain merging."""
 
 import json
+import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from engine.errors import ConfigurationError, TokenizerError
 from engine.tokenizers.base import load_tokenizer
@@ -239,3 +239,32 @@ def test_save_load_round_trip(small_tokenizer, tmp_path):
 def test_vocabulary_must_hold_every_byte():
     with pytest.raises(TokenizerError, match="lacks the single byte 0x41"):
         ByteBpeTokenizer([bytes([b]) for b in range(65)], specials={"<bos>": 65, "<eos>": 66})
+
+
+# -- byte-level tokenizer batches and ids, and oversized sampled batches ---------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_byte_bpe():
+    from engine.tokenizers.byte_bpe import ByteBpeTrainer
+
+    return ByteBpeTrainer(merges=5).train(["hello hello world"])
+
+
+@pytest.mark.parametrize(
+    "texts, ids, fragment",
+    [
+        (["a", 5], None, "expected"),
+        ("ab", None, "texts is str, expected a list"),
+        (["a", "b"], ["only-one"], "document"),
+    ],
+)
+def test_byte_bpe_encode_documents_rejects_bad_batches(tiny_byte_bpe, texts, ids, fragment):
+    with pytest.raises(TokenizerError, match=fragment):
+        tiny_byte_bpe.encode_documents(texts, ids)
+
+
+@pytest.mark.parametrize("ids, fragment", [([2**63], str(2**63)), ([1.5], "expected integer ids"), ([3, -1], "-1")])
+def test_byte_bpe_decode_rejects_bad_ids(tiny_byte_bpe, ids, fragment):
+    with pytest.raises(TokenizerError, match=re.escape(fragment)):
+        tiny_byte_bpe.decode(ids)

@@ -2,8 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from engine.errors import ConfigurationError, TokenizerError
 from engine.tokenizers import CharTokenizer, WordTokenizer, load_tokenizer
@@ -113,3 +112,16 @@ def test_word_round_trip(text):
     tok = WordTokenizer.fit(text)
     assert tok.decode(tok.encode(text)) == text
     assert "".join(tok.tokenize(text)) == text
+
+
+def test_char_ids_are_specials_then_sorted_characters():
+    tok = CharTokenizer.fit("hello world")
+    assert tok.vocab_size == 10
+    assert tok.encode("hello").tolist() == [5, 4, 6, 6, 7]
+    assert tok.encode_document("").tolist() == [0, 1]
+
+
+def test_word_ids_and_unknown_count():
+    tok = WordTokenizer.fit("hello world, hello!", unknown="<unk>")
+    assert tok.encode("hi world hi hello").tolist() == [2, 3, 7, 3, 2, 3, 6]
+    assert tok.last_unknown_count == 2

@@ -44,3 +44,26 @@ def test_every_kernel_compiles_to_ptx_for_sm90():
     assert {line.split()[0] for line in result.stdout.splitlines()} == {
         "dense_mask_kernel", "additive_mask_kernel", "position_ids_kernel", "run_count_kernel", "run_boundaries_kernel",
     }
+
+
+CUDA_SIM_CODE = """
+import numpy as np
+from engine import masks
+for shape in [(2, 0), (0, 3), (0, 0)]:
+    seg = np.zeros(shape, np.int32)
+    cpu = masks.varlen_boundaries(seg, device="cpu")
+    gpu = masks.varlen_boundaries(seg, device="cuda", to_host=True)
+    print(shape, cpu[0].tolist(), cpu[1], gpu[0].tolist(), gpu[1])
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None, reason="numba-cuda is not installed (pip install -e '.[cuda]')")
+def test_cuda_varlen_boundaries_match_cpu_on_empty_shapes():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    result = subprocess.run([sys.executable, "-c", CUDA_SIM_CODE], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == [
+        "(2, 0) [0] 0 [0] 0",
+        "(0, 3) [0] 0 [0] 0",
+        "(0, 0) [0] 0 [0] 0",
+    ]

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from engine import masks
 from engine.errors import ConfigurationError, DeviceError, PackingError
@@ -282,3 +281,50 @@ def test_mask_buffer_is_aligned_and_reusable():
         masks.mask_buffer(1, 4, "sparse")
     with pytest.raises(ConfigurationError, match="length=-1"):
         masks.mask_buffer(1, -1)
+
+
+# -- packing and masks --------------------------------------------------------------------------------
+
+
+def test_mask_inputs_and_out_arrays_are_checked():
+    from engine import masks
+
+    with pytest.raises(PackingError, match=r"segment_ids: expected a 2-D array \[rows, length\], got shape \(3,\)"):
+        masks.attention_mask(np.array([0, 0, 1]), device="cpu")
+    with pytest.raises(PackingError, match="segment_ids: expected an integer dtype, got float32"):
+        masks.position_ids(np.zeros((1, 2), np.float32), device="cpu")
+    with pytest.raises(PackingError, match=r"segment_ids\[0, 1\] = -2: expected -1 \(padding\) or an id >= 0"):
+        masks.attention_mask(np.array([[0, -2]]), device="cpu")
+    with pytest.raises(PackingError, match=rf"segment_ids\[0, 1\] = {2**63 + 1}: expected an id < 2\*\*31"):
+        masks.attention_mask(np.array([[0, 2**63 + 1]], np.uint64), device="cpu")
+    with pytest.raises(PackingError, match="segment_ids: expected a 2-D integer array"):
+        masks.attention_mask([[0, 0], [0]], device="cpu")
+    seg = np.array([[0, 0, -1]])
+    for out in (np.empty((1, 3, 4), bool), np.empty((1, 3, 3), np.int8), np.empty((1, 3, 6), bool)[:, :, ::2]):
+        with pytest.raises(ConfigurationError, match=r"dense out=: expected a C-contiguous writeable bool array of shape \(1, 3, 3\)"):
+            masks.attention_mask(seg, device="cpu", out=out)
+    readonly = np.empty((1, 3), np.int32)
+    readonly.flags.writeable = False
+    with pytest.raises(ConfigurationError, match="position_ids out=: expected a C-contiguous writeable int32"):
+        masks.position_ids(seg, device="cpu", out=readonly)
+    with pytest.raises(ConfigurationError, match="device='tpu' is not one of"):
+        masks.attention_mask(seg, device="tpu")
+
+
+@pytest.mark.parametrize("kind", ["dense", "additive"])
+@pytest.mark.parametrize("length", [1, 8, 31, 32, 33, 64])
+def test_mask_matches_the_rule_on_odd_shapes(kind, length):
+    rng = np.random.default_rng(length)
+    seg = rng.integers(-1, 3, size=(3, length)).astype(np.int32)
+    runs = np.ones(seg.shape, bool)
+    runs[:, 1:] = seg[:, 1:] != seg[:, :-1]
+    seg = np.where(seg >= 0, np.cumsum(runs, axis=1), -1).astype(np.int32)  # one id per run: unique per row
+    seg[0] = -1  # a row of all padding
+    i, j = np.arange(length)[:, None], np.arange(length)[None, :]
+    own, key = seg[:, :, None], seg[:, None, :]
+    expected = ((j <= i) & (own == key) & (own >= 0)) | ((own < 0) & (i == j))
+    got = masks.attention_mask(seg, kind, device="cpu")
+    if kind == "dense":
+        assert np.array_equal(got, expected)
+    else:
+        assert np.array_equal(got == 0, expected) and np.isneginf(got[~expected]).all()

@@ -8,8 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from engine.cli import main
 from engine.corpus import Partition
@@ -219,3 +218,72 @@ def test_write_packed_from_the_library(tmp_path):
     with pytest.raises(ConfigurationError, match="holds keep.txt, not only rows.parquet and segments.parquet"):
         write_packed(packed, tmp_path / "other")
     assert (tmp_path / "other" / "keep.txt").read_text() == "x"
+
+
+# -- packing and masks --------------------------------------------------------------------------------
+
+
+PV = np.array([0, 5, 6, 1, 0, 7, 1], np.uint32)
+
+
+PO = np.array([0, 4, 7], np.int64)
+
+
+@pytest.mark.parametrize(
+    "row_length, error, fragment",
+    [
+        (0, ConfigurationError, "row_length=0: expected an integer >= 1"),
+        (4.0, ConfigurationError, "row_length=4.0: expected an integer >= 1"),
+        (True, ConfigurationError, "row_length=True: expected an integer >= 1"),
+        (2**63, ConfigurationError, f"row_length={2**63}: expected at most 2147483647 (position and segment ids are int32)"),
+        (2**31, ConfigurationError, "expected at most 2147483647"),
+    ],
+)
+def test_row_length_range(row_length, error, fragment):
+    from engine.packing import pack_documents, plan_packing
+
+    with pytest.raises(error, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        pack_documents((PV, PO, ["a", "b"]), row_length)
+    with pytest.raises(error):
+        plan_packing([4, 3], row_length)
+
+
+def test_packing_inputs_are_checked_before_the_kernels():
+    from engine.packing import pack_documents, plan_packing
+
+    with pytest.raises(PackingError, match=r"values: expected 1-D uint32 token ids, got int64 \(7,\)"):
+        pack_documents((PV.astype(np.int64), PO, ["a", "b"]), 4)
+    with pytest.raises(PackingError, match="offsets: expected to start at 0, never decrease and end at len"):
+        pack_documents((PV, np.array([0, 9, 7], np.int64), ["a", "b"]), 4)
+    with pytest.raises(PackingError, match="document_lengths: the lengths sum to more than 2\\*\\*63 - 1 tokens"):
+        plan_packing([2**62, 2**62], 4)
+    with pytest.raises(PackingError, match=f"a length of {2**63 + 1} is too large; expected at most 2\\*\\*63 - 1 - row_length"):
+        plan_packing(np.array([2**63 + 1], np.uint64), 4)
+    with pytest.raises(PackingError, match="documents\\[1\\] is int; expected an EncodedDocument"):
+        pack_documents([EncodedDocument("a", "train", PV[:4]), 3], 4)
+    with pytest.raises(PackingError, match="documents is NoneType; expected a list of EncodedDocument"):
+        pack_documents(None, 4)
+    with pytest.raises(PackingError, match="roles for document 'b' at offset 2: got 2, expected 0 or 1"):
+        pack_documents((PV, PO, ["a", "b"]), 4, roles=np.array([1, 1, 1, 1, 0, 0, 2]))
+
+
+def test_packing_refuses_plans_larger_than_memory(monkeypatch):
+    import engine.packing as packing
+
+    monkeypatch.setattr(packing, "_memory_limit", lambda: 10_000)
+    with pytest.raises(PackingError, match="the plan needs 12,048 bytes, more than this machine's memory"):
+        packing.plan_packing([5], 1000)
+    with pytest.raises(PackingError, match="1 rows of 1000 positions need 17,000 bytes"):
+        packing.pack_documents((PV, PO, ["a", "b"]), 1000, "sequential")
+
+
+def test_cut_document_scores_every_transition_once_with_shifted_roles():
+    z = np.arange(10, 20, dtype=np.uint32)  # 10 tokens, 9 transitions
+    roles = np.array([0, 0, 1, 1, 0, 1, 1, 1, 0, 1], np.uint8)
+    packed = pack_documents((z, np.array([0, 10], np.int64), ["d"]), 4, "sequential", roles=[roles])
+    assert packed.inputs.tolist() == [[10, 11, 12, 13], [14, 15, 16, 17], [18, 0, 0, 0]]
+    assert packed.targets.tolist() == [[11, 12, 13, 14], [15, 16, 17, 18], [19, 0, 0, 0]]
+    assert packed.segment_ids.tolist() == [[0, 0, 0, 0], [0, 0, 0, 0], [0, -1, -1, -1]]
+    assert packed.position_ids.tolist() == [[0, 1, 2, 3], [0, 1, 2, 3], [0, 0, 0, 0]]
+    assert packed.loss_weights.tolist() == [[0, 1, 1, 0], [1, 1, 1, 0], [1, 0, 0, 0]]
+    assert packed.fill_efficiency == 9 / 12

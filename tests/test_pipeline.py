@@ -16,8 +16,7 @@ from engine.corpus import Corpus, Partition, SplitManifest
 from engine.errors import ConfigurationError, CorpusError, TokenizerError
 from engine.pipeline import PrepareOptions, default_corpus_paths, prepare
 from engine.store import TokenStore
-from engine.tokenizers import CharTokenizer, WordTokenizer
-from engine.tokenizers import base, registry
+from engine.tokenizers import CharTokenizer, WordTokenizer, base, registry
 from engine.tokenizers.base import load_tokenizer
 from engine.tokenizers.byte_bpe import ByteBpeTrainer
 from engine.tokenizers.char import CharTrainer
@@ -305,3 +304,13 @@ def test_a_registered_kind_runs_through_prepare_untouched(tmp_path, abc_corpus, 
     with pytest.raises(ConfigurationError) as info:
         PrepareOptions(abc_corpus, splits, tokenizer="shout", vocab_size=10)
     assert str(info.value) == "--vocab-size applies to --tokenizer bpe, byte-bpe, not shout"
+
+
+def test_prepare_continuous_text_cuts_the_exact_share(tmp_path):
+    (tmp_path / "play.txt").write_text("ab" * 50, encoding="utf-8")
+    prepare(tmp_path / "play.txt", out_dir=tmp_path / "out", tokenizer="char", train_fraction=0.29,
+            context_length=2, quiet=True, threads=1)
+    store = TokenStore.open(tmp_path / "out" / "store")
+    # vocabulary: BOS 0, EOS 1, "a" 2, "b" 3; 29 training characters "abab...a"
+    assert store.documents("train")[0].tokens.tolist() == [0] + [2, 3] * 14 + [2] + [1]
+    assert store.documents("validation")[0].tokens.tolist() == [0] + [3] + [2, 3] * 35 + [1]

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 import engine.pipeline as pipeline
 from engine.cli import main
 from engine.corpus import Corpus, Partition, SplitManifest
-from engine.errors import ConfigurationError, CorpusError
-from engine.parallel import OrderedPool, TypeCounts, count_types, resolve_threads
+from engine.errors import CorpusError
+from engine.parallel import TypeCounts, count_types
 from engine.pipeline import default_corpus_paths, iter_corpus_batches, prepare
 from engine.store import TokenStore
 from engine.tokenizers import BpeTrainer, CharTokenizer, WordTokenizer
@@ -184,33 +184,6 @@ def test_parquet_and_folder_stream_like_jsonl(bundled, tmp_path):
     (folder / "b.txt").write_text("bee")
     (folder / "sub" / "a.txt").write_text("ay")
     assert [(d.id, d.text) for b in iter_corpus_batches(folder) for d in b] == [("b.txt", "bee"), ("sub/a.txt", "ay")]
-
-
-def test_threads_setting(monkeypatch):
-    monkeypatch.delenv("ENGINE_THREADS", raising=False)
-    assert resolve_threads(None) >= 1
-    monkeypatch.setenv("ENGINE_THREADS", "3")
-    assert resolve_threads(None) == 3
-    assert resolve_threads(2) == 2
-    monkeypatch.setenv("ENGINE_THREADS", "many")
-    with pytest.raises(ConfigurationError, match="ENGINE_THREADS='many'"):
-        resolve_threads(None)
-    with pytest.raises(ConfigurationError, match="--threads is 0"):
-        resolve_threads(0)
-
-
-def test_ordered_pool_keeps_order_and_raises_in_turn():
-    def work(x):
-        if x == 7:
-            raise ValueError("seven")
-        return x * x
-
-    assert list(OrderedPool(work, 3).map(iter(range(7)))) == [x * x for x in range(7)]
-    seen = []
-    with pytest.raises(ValueError, match="seven"):
-        for y in OrderedPool(work, 3).map(iter(range(20))):
-            seen.append(y)
-    assert seen == [x * x for x in range(7)]
 
 
 def test_cli_threads_and_progress(tmp_path):

@@ -391,6 +391,11 @@ def test_row_count_and_missing_file_mismatch(tmp_path):
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st
+from engine.tokenizers.char import CharTokenizer
+from tests.helpers import small_store
+import pyarrow.dataset as ds
+from engine.pipeline import prepare
+from tests.helpers import _small_corpus
 
 CONTENT = st.lists(st.integers(0, 2**32 - 1), max_size=12)
 
@@ -480,3 +485,169 @@ def test_resume_needs_files_of_fixed_size(tmp_path):
     tok, _, _ = _resume_corpus()
     with pytest.raises(StoreError, match="resume=True needs max_rows_per_file"):
         TokenStore.writer(tmp_path / "s", tok, resume=True)
+
+
+# -- token store writer -----------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def char_tok():
+    return CharTokenizer.fit("abc")
+
+
+def write_chunk(path, tok, ids, values, offsets):
+    with TokenStore.writer(path, tok) as writer:
+        writer.write_chunk("train", ids, values, offsets)
+
+
+VALUES = np.array([0, 2, 1, 0, 3, 4, 1, 0, 1], np.uint32)
+
+
+@pytest.mark.parametrize(
+    "ids, offsets, fragment",
+    [
+        (["a", "b", "c"], [0, 3, 2, 9], "train document 'b': offsets decrease (offsets[1] = 3 > offsets[2] = 2; "
+                                        "offsets must rise from 0 to 9 = len(values))"),
+        (["a", "b", "c"], [0, 3 * 2**61, -3 * 2**61, 9],
+         f"train chunk: offsets[1] = {3 * 2**61} is outside the values buffer; expected 0 <= offset <= 9 (len(values))"),
+        (["a", "b"], [0, 2**63 - 1, 9], f"offsets decrease (offsets[1] = {2**63 - 1} > offsets[2] = 9"),
+        (["a", "b", "c"], [0, 3, 7, 10], "train chunk: offsets run from 0 to 10, expected 0 to 9 (len(values))"),
+    ],
+)
+def test_store_writer_checks_offsets_before_writing(tmp_path, char_tok, ids, offsets, fragment):
+    with pytest.raises(StoreError) as err:
+        write_chunk(tmp_path / "s", char_tok, ids, VALUES, np.array(offsets, np.int64))
+    assert fragment in str(err.value)
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_store_writer_checks_dtypes_ids_documents_and_options(tmp_path, char_tok):
+    offsets = np.array([0, 3, 7, 9], np.int64)
+    with pytest.raises(StoreError, match=r"train chunk: offsets must be a 1-D int64 array, got int32 array of shape \(4,\)"):
+        write_chunk(tmp_path / "s", char_tok, ["a", "b", "c"], VALUES, offsets.astype(np.int32))
+    with pytest.raises(StoreError, match=r"train chunk: tokens must be a 1-D uint32 array, got int64"):
+        write_chunk(tmp_path / "s", char_tok, ["a", "b", "c"], VALUES.astype(np.int64), offsets)
+    with pytest.raises(StoreError, match="train chunk: ids is str, expected a list of str"):
+        write_chunk(tmp_path / "s", char_tok, "abc", VALUES, offsets)
+    with pytest.raises(StoreError, match=r"train document 1: id 'b\\ud800' holds a lone surrogate at character offset 1"):
+        write_chunk(tmp_path / "s", char_tok, ["a", "b\ud800", "c"], VALUES, offsets)
+    with pytest.raises(StoreError, match="train document 1: got int, expected EncodedDocument"):
+        with TokenStore.writer(tmp_path / "s", char_tok) as writer:
+            writer.write_documents("train", [EncodedDocument("a", "train", VALUES[:3]), 5])
+    with pytest.raises(StoreError, match="tokenizer is NoneType, expected an engine Tokenizer"):
+        TokenStore.writer(tmp_path / "s", None)
+    with pytest.raises(StoreError, match="row_group_size='x': row_group_size, chunk_documents and max_rows_per_file must be >= 1"):
+        TokenStore.writer(tmp_path / "s", char_tok, row_group_size="x")
+    with pytest.raises(StoreError, match="timeout=-1: expected a number of seconds >= 0"):
+        TokenStore.writer(tmp_path / "s", char_tok, timeout=-1)
+    with pytest.raises(StoreError, match="encoded_partitions is list, expected a mapping"):
+        TokenStore.write(tmp_path / "s", [], char_tok)
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_store_manifest_may_not_point_outside_the_store(tmp_path, char_tok):
+    path = tmp_path / "s"
+    TokenStore.write(path, {"train": [EncodedDocument("a", "train", VALUES[:3])]}, char_tok)
+    manifest = json.loads((path / "_engine.json").read_text())
+    manifest["splits"]["train"]["files"][0]["name"] = "../elsewhere.parquet"
+    (path / "_engine.json").write_text(json.dumps(manifest))
+    with pytest.raises(StoreError, match=r"manifest is malformed \(ValueError: file name '../elsewhere.parquet' leaves the store"):
+        TokenStore.open(path)
+
+
+# -- corrupt files -------------------------------------------------------------------------------
+
+
+def test_truncated_store_file_is_detected_on_open(tmp_path):
+    path = tmp_path / "store"
+    small_store(path)
+    file = path / "split=train" / "part-00000.parquet"
+    size = file.stat().st_size
+    file.write_bytes(file.read_bytes()[: size // 2])
+    with pytest.raises(StoreError) as err:
+        TokenStore.open(path)
+    assert str(err.value) == (
+        f"{file}: size is {size // 2} bytes, the manifest expects {size}; the file is truncated or changed"
+    )
+
+
+def test_flipped_byte_in_store_is_detected_by_verify(tmp_path):
+    path = tmp_path / "store"
+    small_store(path)
+    file = path / "split=train" / "part-00000.parquet"
+    data = bytearray(file.read_bytes())
+    data[8] ^= 0x01  # inside the first data page: footer, size and row counts still match
+    file.write_bytes(bytes(data))
+    store = TokenStore.open(path)
+    with pytest.raises(StoreError, match=r"part-00000.parquet: sha256 is [0-9a-f]{64}, the manifest expects [0-9a-f]{64}; the file is corrupt"):
+        store.verify()
+
+
+# -- the writer lock ---------------------------------------------------------------------------------
+
+
+HOLD_LOCK = """
+import sys, time
+from pathlib import Path
+from engine.store import EncodedDocument, TokenStore
+from engine.tokenizers.char import CharTokenizer
+tok = CharTokenizer.fit("ab")
+with TokenStore.writer(sys.argv[1], tok) as w:
+    w.write_documents("train", [EncodedDocument("held", "train", tok.encode_document("ab"))])
+    print("locked", flush=True)
+    while not Path(sys.argv[2]).exists():
+        time.sleep(0.02)
+"""
+
+
+def test_second_writer_fails_naming_lock_and_pid_then_waits_and_succeeds(tmp_path):
+    store, release = tmp_path / "store", tmp_path / "release"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(store), str(release)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        tok = CharTokenizer.fit("xy")
+        docs = {"train": [EncodedDocument("mine", "train", tok.encode_document("xy"))]}
+        with pytest.raises(StoreError) as err:
+            TokenStore.write(store, docs, tok)
+        lock = tmp_path / "store.lock"
+        assert str(err.value).startswith(
+            f"{lock}: token store {store} is being written by process {holder.pid} (lock file {lock});"
+        )
+        assert not store.exists()
+        result = {}
+
+        def second():
+            result["store"] = TokenStore.write(store, docs, tok, wait=True, timeout=60)
+
+        waiter = threading.Thread(target=second)
+        waiter.start()
+        time.sleep(0.3)
+        assert waiter.is_alive() and "store" not in result  # still waiting for the first writer
+        release.touch()
+        assert holder.wait(timeout=60) == 0
+        waiter.join(timeout=60)
+        assert result["store"].ids("train") == ["mine"]
+        assert not lock.exists()
+    finally:
+        release.touch()
+        holder.wait(timeout=60)
+
+
+def test_store_directory_reads_as_one_parquet_dataset_partitioned_by_split(tmp_path):
+    corpus = _small_corpus(tmp_path)
+    (tmp_path / "s.json").write_text(json.dumps({"train": ["a"], "validation": ["b"], "test": ["c"]}))
+    prepare(corpus, tmp_path / "s.json", tmp_path / "out", tokenizer="char", context_length=2, quiet=True, threads=1)
+    root = tmp_path / "out" / "store"
+    table = ds.dataset(root, format="parquet", partitioning="hive").to_table()
+    rows = sorted(zip(table.column("split").to_pylist(), table.column("id").to_pylist(),
+                      table.column("tokens").to_pylist()))
+    # char vocabulary of "hello world": " " 2, d 3, e 4, h 5, l 6, o 7, r 8, w 9; empty text -> [BOS, EOS]
+    assert rows == [
+        ("test", "c", [0, 6, 7, 9, 1]),
+        ("train", "a", [0, 5, 4, 6, 6, 7, 2, 9, 7, 8, 6, 3, 1]),
+        ("validation", "b", [0, 1]),
+    ]
+    assert pq.read_table(root).num_rows == 3
+    store = TokenStore.open(root)
+    assert store.tokenizer().hash == store.tokenizer_hash

@@ -6,8 +6,11 @@ import pytest
 from click.testing import CliRunner
 
 from engine.cli import main
+from engine.corpus import Partition, SplitManifest
+from engine.pipeline import default_corpus_paths
 from engine.tokenizers import load_tokenizer
 from engine.tokenizers.stats import compare_tokenizers, vocabulary_after_merges
+from tests.helpers import run
 
 # cut = 9: train "aaab aab " (alphabet " ab"), validation "aab ab xa" ('x' unseen).
 TEXT = "aaab aab aab ab xa"
@@ -119,3 +122,31 @@ def test_train_byte_level_hands_over(tmp_path):
     assert result.exit_code == 0, result.output
     tok = load_tokenizer(out)
     assert tok.kind != "bpe" and tok.decode(tok.encode("hello world")) == "hello world"
+
+
+def test_tokenizers_train_takes_a_hash_split(tmp_path):
+    corpus, _ = default_corpus_paths()
+    out = tmp_path / "char.json"
+    result = run("tokenizers", "train", corpus, "--kind", "char", "--hash-split", "0.8,0.1,0.1", "--out", out)
+    assert result.exit_code == 0, result.output
+    rule = SplitManifest.by_hash({"train": 0.8, "validation": 0.1, "test": 0.1})
+    train_text = "".join(json.loads(line)["text"] for line in corpus.read_text(encoding="utf-8").splitlines()
+                         if line.strip() and rule.partition_of(json.loads(line)["id"]) == Partition.TRAIN)
+    from engine.tokenizers.base import load_tokenizer
+
+    assert load_tokenizer(out).vocab_size == 2 + len(set(train_text))
+
+
+# -- the CLI -------------------------------------------------------------------------------------------
+
+
+def test_cli_invalid_utf8_policy_for_compare(tmp_path):
+    text = tmp_path / "play.txt"
+    text.write_bytes(b"to be or not\xff to be")
+    result = CliRunner().invoke(main, ["tokenizers", "compare", str(text), "--merges", "2", "--context", "2"])
+    assert result.exit_code == 2
+    assert result.stderr == (f"error: {text}: invalid UTF-8 at byte offset 12 (byte 0xff); expected UTF-8 text "
+                             "(--on-invalid-utf8 replace or skip accepts it)\n")
+    result = CliRunner().invoke(main, ["tokenizers", "compare", str(text), "--merges", "2", "--context", "2",
+                                       "--on-invalid-utf8", "replace", "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)

@@ -27,108 +27,116 @@ from numba import njit
 INT32_MAX = np.iinfo(np.int32).max
 
 
-@njit(cache=True, nogil=True)
-def block_summaries(segment_ids, block_size, block_min, block_max, block_uniform):
-    """Per (row, block): smallest real id (INT32_MAX if none), largest (-1 if none), and the one
-    id of a complete block holding one real id only (else -1). Outputs int32 ``[B, nb]``."""
-    rows, length = segment_ids.shape
-    blocks = block_min.shape[1]
-    for task in range(rows * blocks):
-        b = task // blocks
-        blk = task - b * blocks
-        lo = blk * block_size
-        hi = min(lo + block_size, length)
-        smallest = INT32_MAX
-        largest = -1
-        first = segment_ids[b, lo]
-        uniform = first >= 0 and hi - lo == block_size
-        for i in range(lo, hi):
-            s = segment_ids[b, i]
-            if s != first:
-                uniform = False
-            if s >= 0:
-                if s < smallest:
-                    smallest = s
-                if s > largest:
-                    largest = s
-        block_min[b, blk] = smallest
-        block_max[b, blk] = largest
-        block_uniform[b, blk] = first if uniform else -1
+@njit(cache=True, nogil=True, inline="always")
+def block_summary(segment_ids, b, blk, block_size, block_min, block_max, block_uniform):
+    """Block ``blk`` of row ``b``: its smallest real id (INT32_MAX if none), largest (-1 if none),
+    and the one id of a complete block holding one real id only (else -1). ``O(Q)``.
 
-
-@njit(cache=True, nogil=True)
-def classify(segment_ids, b, qb, kb, block_size, block_min, block_max, block_uniform):
-    """0 = absent, 1 = partial, 2 = full for block pair (qb, kb) of row b."""
-    if kb > qb:
-        return 0
-    if kb == qb:
-        return 2 if block_size == 1 else 1
-    kmax = block_max[b, kb]
-    qmax = block_max[b, qb]
-    if kmax < 0 or qmax < 0:
-        return 0
-    kmin = block_min[b, kb]
-    qmin = block_min[b, qb]
-    if kmax < qmin or qmax < kmin:
-        return 0
-    if block_uniform[b, kb] >= 0 and block_uniform[b, kb] == block_uniform[b, qb]:
-        return 2
-    if kmax == qmin or kmin == qmax:
-        return 1
+    Self-contained (it calls no other kernel) and inlined into its callers, so
+    ``engine.cuda.block_masks`` runs this very function inside its CUDA kernel (inlined there too,
+    so the kernels still compile to PTX without a GPU present)."""
     length = segment_ids.shape[1]
+    lo = blk * block_size
+    hi = min(lo + block_size, length)
+    smallest = INT32_MAX
+    largest = -1
+    first = segment_ids[b, lo]
+    uniform = first >= 0 and hi - lo == block_size
+    for i in range(lo, hi):
+        s = segment_ids[b, i]
+        if s != first:
+            uniform = False
+        if s >= 0:
+            smallest = min(smallest, s)
+            largest = max(largest, s)
+    block_min[b, blk] = smallest
+    block_max[b, blk] = largest
+    block_uniform[b, blk] = first if uniform else -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def block_table_row(segment_ids, b, qb, block_size, block_min, block_max, block_uniform,
+                    kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices):
+    """Query block ``qb`` of row ``b``: classify key blocks ``0..qb`` (0 = absent, 1 = partial,
+    2 = full, by the rule in the module docstring), write the counts, the partial and full indices
+    ascending, then every other block index ascending. ``O(nk)`` for monotone rows.
+
+    Self-contained like ``block_summary``: the CUDA kernel runs it as a device function."""
+    length = segment_ids.shape[1]
+    k_blocks = kv_indices.shape[3]
+    partial = 0
+    full = 0
+    qmax = block_max[b, qb]
+    qmin = block_min[b, qb]
     q_lo = qb * block_size
     q_hi = min(q_lo + block_size, length)
-    k_lo = kb * block_size
-    for j in range(k_lo, k_lo + block_size):  # kb < qb: the whole key block lies inside the row
-        s = segment_ids[b, j]
-        if s < 0 or (j > k_lo and s == segment_ids[b, j - 1]):
-            continue
-        for i in range(q_lo, q_hi):
-            if segment_ids[b, i] == s:
-                return 1
-    return 0
+    for kb in range(min(qb, k_blocks - 1) + 1):
+        kind = 0
+        if kb == qb:
+            kind = 2 if block_size == 1 else 1
+        else:
+            kmax = block_max[b, kb]
+            kmin = block_min[b, kb]
+            if kmax < 0 or qmax < 0 or kmax < qmin or qmax < kmin:
+                kind = 0
+            elif block_uniform[b, kb] >= 0 and block_uniform[b, kb] == block_uniform[b, qb]:
+                kind = 2
+            elif kmax == qmin or kmin == qmax:
+                kind = 1
+            else:
+                k_lo = kb * block_size  # kb < qb: the whole key block lies inside the row
+                for j in range(k_lo, k_lo + block_size):
+                    s = segment_ids[b, j]
+                    if s < 0 or (j > k_lo and s == segment_ids[b, j - 1]):
+                        continue
+                    for i in range(q_lo, q_hi):
+                        if segment_ids[b, i] == s:
+                            kind = 1
+                            break
+                    if kind == 1:
+                        break
+        if kind == 1:
+            kv_indices[b, 0, qb, partial] = kb
+            partial += 1
+        elif kind == 2:
+            full_kv_indices[b, 0, qb, full] = kb
+            full += 1
+    kv_num_blocks[b, 0, qb] = partial
+    full_kv_num_blocks[b, 0, qb] = full
+    # After the chosen blocks (ascending), every other block index ascending.
+    a = 0
+    w = partial
+    f = 0
+    wf = full
+    for kb in range(k_blocks):
+        if a < partial and kv_indices[b, 0, qb, a] == kb:
+            a += 1
+        else:
+            kv_indices[b, 0, qb, w] = kb
+            w += 1
+        if f < full and full_kv_indices[b, 0, qb, f] == kb:
+            f += 1
+        else:
+            full_kv_indices[b, 0, qb, wf] = kb
+            wf += 1
+
+
+@njit(cache=True, nogil=True)
+def block_summaries(segment_ids, block_size, block_min, block_max, block_uniform):
+    """``block_summary`` of every (row, block). Outputs int32 ``[B, nb]``."""
+    blocks = block_min.shape[1]
+    for task in range(segment_ids.shape[0] * blocks):
+        block_summary(segment_ids, task // blocks, task % blocks, block_size, block_min, block_max, block_uniform)
 
 
 @njit(cache=True, nogil=True)
 def block_tables(segment_ids, block_size, block_min, block_max, block_uniform,
                  kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices):
     """Fill the four tables: counts int32 ``[B, 1, nq]``, indices int32 ``[B, 1, nq, nk]``."""
-    rows = segment_ids.shape[0]
     q_blocks = kv_indices.shape[2]
-    k_blocks = kv_indices.shape[3]
-    for task in range(rows * q_blocks):
-        b = task // q_blocks
-        qb = task - b * q_blocks
-        partial_row = kv_indices[b, 0, qb]
-        full_row = full_kv_indices[b, 0, qb]
-        partial = 0
-        full = 0
-        last = min(qb, k_blocks - 1)
-        for kb in range(last + 1):
-            kind = classify(segment_ids, b, qb, kb, block_size, block_min, block_max, block_uniform)
-            if kind == 1:
-                partial_row[partial] = kb
-                partial += 1
-            elif kind == 2:
-                full_row[full] = kb
-                full += 1
-        kv_num_blocks[b, 0, qb] = partial
-        full_kv_num_blocks[b, 0, qb] = full
-        _fill_rest(partial_row, partial, k_blocks)
-        _fill_rest(full_row, full, k_blocks)
-
-
-@njit(cache=True, nogil=True)
-def _fill_rest(row, used, k_blocks):
-    """After ``row[:used]`` (ascending), write every other block index ascending."""
-    a = 0
-    w = used
-    for kb in range(k_blocks):
-        if a < used and row[a] == kb:
-            a += 1
-        else:
-            row[w] = kb
-            w += 1
+    for task in range(segment_ids.shape[0] * q_blocks):
+        block_table_row(segment_ids, task // q_blocks, task % q_blocks, block_size, block_min, block_max,
+                        block_uniform, kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices)
 
 
 @njit(cache=True, nogil=True)

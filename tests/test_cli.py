@@ -1,7 +1,6 @@
-"""Shared CLI options and behaviours: split option group, `engine splits`, OUT/store lookup,
-Ctrl-C and a closed stdout pipe."""
+"""engine.cli and engine.commands._options: exit codes and one-line errors, the shared split options,
+OUT/store lookup, Ctrl-C and a closed stdout pipe."""
 
-import json
 import subprocess
 import sys
 
@@ -9,12 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from engine.cli import main
-from engine.corpus import Partition, SplitManifest
 from engine.pipeline import default_corpus_paths
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
+from tests.helpers import run, small_store
 
 
 @pytest.fixture(scope="module")
@@ -25,36 +20,6 @@ def prepared(tmp_path_factory):
     return out
 
 
-def test_splits_command_writes_the_hash_manifest_that_prepare_applies(tmp_path):
-    corpus, _ = default_corpus_paths()
-    out = tmp_path / "splits.json"
-    result = run("splits", corpus, "--hash-split", "0.8,0.1,0.1", "--out", out)
-    assert result.exit_code == 0, result.output
-    ids = [json.loads(line)["id"] for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
-    rule = SplitManifest.by_hash({"train": 0.8, "validation": 0.1, "test": 0.1})
-    expected = {p.value: [i for i in ids if rule.partition_of(i) == p] for p in Partition}
-    assert json.loads(out.read_text()) == expected
-    assert [len(v) for v in expected.values()] == [40, 4, 5]
-    assert result.output.strip() == f"train 40, validation 4, test 5 documents; wrote {out}"
-
-    by_file = run("prepare", corpus, "--splits", out, "--tokenizer", "char", "--out", tmp_path / "a", "--quiet", "--json")
-    by_hash = run("prepare", corpus, "--hash-split", "0.8,0.1,0.1", "--tokenizer", "char", "--out", tmp_path / "b",
-                  "--quiet", "--json")
-    assert by_file.exit_code == 0 and by_hash.exit_code == 0, by_file.output + by_hash.output
-    assert json.loads(by_file.output)["partitions"] == json.loads(by_hash.output)["partitions"]
-
-    again = run("splits", corpus, "--hash-split", "0.8,0.1,0.1", "--out", out)
-    assert again.exit_code == 2 and "exists; pass --force to replace it" in again.output
-    assert run("splits", corpus, "--hash-split", "0.8,0.1,0.1", "--out", out, "--force").exit_code == 0
-
-
-def test_splits_command_refuses_a_continuous_text(tmp_path):
-    text = tmp_path / "play.txt"
-    text.write_text("To be, or not to be.", encoding="utf-8")
-    result = run("splits", text, "--hash-split", "0.8,0.1,0.1", "--out", tmp_path / "s.json")
-    assert result.exit_code == 2 and "split by position" in result.output
-
-
 @pytest.mark.parametrize("command", [["prepare"], ["tokenizers", "train"]])
 def test_splits_and_hash_split_are_alternatives(command, tmp_path):
     corpus, splits = default_corpus_paths()
@@ -63,19 +28,6 @@ def test_splits_and_hash_split_are_alternatives(command, tmp_path):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2
     assert "error: --splits and --hash-split are alternatives: give one of them" in result.output
-
-
-def test_tokenizers_train_takes_a_hash_split(tmp_path):
-    corpus, _ = default_corpus_paths()
-    out = tmp_path / "char.json"
-    result = run("tokenizers", "train", corpus, "--kind", "char", "--hash-split", "0.8,0.1,0.1", "--out", out)
-    assert result.exit_code == 0, result.output
-    rule = SplitManifest.by_hash({"train": 0.8, "validation": 0.1, "test": 0.1})
-    train_text = "".join(json.loads(line)["text"] for line in corpus.read_text(encoding="utf-8").splitlines()
-                         if line.strip() and rule.partition_of(json.loads(line)["id"]) == Partition.TRAIN)
-    from engine.tokenizers.base import load_tokenizer
-
-    assert load_tokenizer(out).vocab_size == 2 + len(set(train_text))
 
 
 def test_bad_hash_split_is_a_usage_error():
@@ -130,3 +82,56 @@ def test_closed_stdout_pipe_exits_quietly(prepared, tmp_path):
     reader.wait()
     assert proc.stderr.decode() == ""
     assert proc.returncode == 1  # click: a closed pipe ends the command without a message
+
+
+# -- the CLI -------------------------------------------------------------------------------------------
+
+
+def test_cli_user_errors_exit_2_with_one_line(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(main, ["inspect", str(tmp_path / "nowhere")])
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {tmp_path / 'nowhere'}: no token store here (directory not found)\n"
+    small_store(tmp_path / "store")
+    result = runner.invoke(main, ["pack", str(tmp_path / "store"), "--row-length", "0"])
+    assert result.exit_code == 2 and result.stderr == "error: row_length=0: expected an integer >= 1\n"
+    assert "Traceback" not in result.output
+
+
+def test_cli_os_errors_are_user_errors(tmp_path, shakespeare_text):
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "play.txt").write_text(shakespeare_text[:2000])
+    result = CliRunner().invoke(main, ["tokenizers", "train", str(tmp_path / "play.txt"), "--kind", "char",
+                                       "--out", str(tmp_path / "a_file" / "tok.json")])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {tmp_path / 'a_file'}") and result.stderr.count("\n") == 1
+
+
+def test_cli_internal_errors_exit_1_and_point_to_debug(tmp_path, monkeypatch):
+    import engine.commands.inspect as inspect_command
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(inspect_command.TokenStore, "open", broken)
+    result = CliRunner().invoke(main, ["inspect", str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.stderr == "internal error: RuntimeError: boom (run with --debug for the traceback)\n"
+    result = CliRunner().invoke(main, ["--debug", "inspect", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "Traceback (most recent call last)" in result.stderr and "RuntimeError: boom" in result.stderr
+
+
+def test_cli_debug_shows_the_traceback_of_user_errors_too(tmp_path):
+    result = CliRunner().invoke(main, ["--debug", "inspect", str(tmp_path / "nowhere")])
+    assert result.exit_code == 2
+    assert "Traceback (most recent call last)" in result.stderr
+    assert result.stderr.endswith(f"error: {tmp_path / 'nowhere'}: no token store here (directory not found)\n")
+
+
+def test_cli_usage_errors_exit_2(tmp_path):
+    runner = CliRunner()
+    for args in (["pack", str(tmp_path)], ["no-such-command"], ["pack", str(tmp_path), "--row-length", "ten"]):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 2, args
+        assert "Usage:" in result.stderr and "Traceback" not in result.output

@@ -1,0 +1,32 @@
+"""Small helpers shared by several test files (one definition each)."""
+
+from pathlib import Path
+
+from click.testing import CliRunner
+from hypothesis import HealthCheck, settings
+
+from engine.cli import main
+from engine.store import EncodedDocument, TokenStore
+from engine.tokenizers.char import CharTokenizer
+
+# Property tests that also take a tmp_path fixture.
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def small_store(path: Path) -> TokenStore:
+    tok = CharTokenizer.fit("abcdefgh ")
+    docs = {
+        "train": [EncodedDocument(f"t{i}", "train", tok.encode_document("abc defg " * (i + 1))) for i in range(20)],
+        "validation": [EncodedDocument("v", "validation", tok.encode_document("hgf"))],
+    }
+    return TokenStore.write(path, docs, tok)
+
+
+def _small_corpus(tmp_path):
+    (tmp_path / "c.jsonl").write_text(
+        '{"id": "a", "text": "hello world"}\n{"id": "b", "text": ""}\n{"id": "c", "text": "low"}\n', encoding="utf-8")
+    return tmp_path / "c.jsonl"
