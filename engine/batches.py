@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple, Protocol
 
 import numpy as np
 
@@ -38,7 +38,57 @@ from engine.kernels import windows as window_kernels
 from engine.store import TokenStore
 from engine.windows import CausalWindowConfig, check_int32_rows, prepare_rows
 
-__all__ = ["BatchOrder", "MiniBatchConfig", "MiniBatchEpoch", "MiniBatch", "Provenance"]
+__all__ = ["BatchOrder", "BatchSource", "FIELD_DTYPES", "MiniBatchConfig", "MiniBatchEpoch", "MiniBatch",
+           "PACKED_FIELDS", "Provenance"]
+
+# Per-position arrays a batch may hold besides inputs and targets, and their dtypes.
+FIELD_DTYPES = {"segment_ids": np.dtype(np.int32), "position_ids": np.dtype(np.int32),
+                "loss_weights": np.dtype(np.uint8)}
+PACKED_FIELDS = ("segment_ids", "position_ids", "loss_weights")
+
+
+class BatchSource(Protocol):
+    """The batch source protocol: what ``engine.torch.TokenDataset`` (or any loop over global
+    batches) needs. ``MiniBatchEpoch`` (rows are windows), ``engine.PackedEpoch`` (packed rows) and
+    ``engine.Mixture`` (rows drawn from several of either) implement it.
+
+    - ``batch_size``: the global batch size ``B``.
+    - ``context_length``: the length of every row (``T`` of the windows, ``L`` of packed rows).
+    - ``batch_count``: batches in one epoch; every batch has ``B`` rows except maybe the last,
+      which holds the remainder. ``None``: an endless source (a mixture), whose one epoch (0)
+      never ends; its sources move through their own epochs.
+    - ``batch_width(k)``: the rows of global batch ``k``.
+    - ``fields``: the per-position arrays a batch holds besides ``inputs`` and ``targets``, by
+      name (``()`` for windows, ``PACKED_FIELDS`` for packed rows); ``FIELD_DTYPES`` gives their
+      dtypes.
+    - ``order``: ``.seed`` (an int; ``None`` when sequential; a tuple of the sources' seeds for a
+      mixture) and ``.epoch``, the 0-based epoch of the run this source is.
+    - ``with_epoch(e)``: the same source in epoch ``e`` of the run (SPEC §6 seed rule).
+    - ``batch(k, out=None, *, rank=None, world_size=None, dtype=None)``: global batch ``k``, or
+      rank ``r``'s rows ``[r*width//w, (r+1)*width//w)`` of it, built without building any other
+      batch. The result has ``inputs`` and ``targets`` ``[rows, context_length]`` and one array of
+      the same shape per name in ``fields``. ``out``: a tuple ``(inputs, targets, *fields)`` of
+      C-contiguous arrays with at least ``rows`` rows; the result's arrays are views of them.
+      ``dtype``: of the ids (uint32 by default, or that of ``out``; int32 or int64).
+    - ``progress(k)``: JSON-able facts, beyond ``(epoch, k)``, that say where batch ``k`` begins
+      (a mixture: each source's epoch and position); ``{}`` when ``(epoch, k)`` says it all.
+    - Pickling carries paths and small state, so DataLoader workers started by spawn rebuild it.
+    """
+
+    batch_size: int
+    context_length: int
+    batch_count: int | None
+    fields: tuple[str, ...]
+    order: Any
+
+    def batch_width(self, k: int) -> int: ...
+
+    def with_epoch(self, epoch: int) -> "BatchSource": ...
+
+    def batch(self, k: int, out: Any = None, *, rank: int | None = None, world_size: int | None = None,
+              dtype: Any = None) -> Any: ...
+
+    def progress(self, k: int) -> dict: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +234,11 @@ class MiniBatch:
 
 
 class MiniBatchEpoch:
-    """One reproducible traversal of a partition's complete windows, cut into mini-batches."""
+    """One reproducible traversal of a partition's complete windows, cut into mini-batches.
+
+    A ``BatchSource``: its rows are windows, with no per-position fields besides inputs and targets."""
+
+    fields: tuple[str, ...] = ()
 
     def __init__(self, *, source, partition, document_ids, values, offsets, windows, batches, positions,
                  shuffle_state_after) -> None:
@@ -331,6 +385,10 @@ class MiniBatchEpoch:
         if inputs.dtype == np.int32:
             check_int32_rows(inputs, targets)
         return MiniBatch(k, inputs, targets, self.partition, positions, lo, self)
+
+    def progress(self, k: int) -> dict:
+        """Nothing beyond ``(epoch, k)``: batch ``k`` is descriptors ``[kB, (k+1)B)`` (BatchSource)."""
+        return {}
 
     def __iter__(self) -> Iterator[MiniBatch]:
         for k in range(self.batch_count):

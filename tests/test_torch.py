@@ -240,7 +240,9 @@ def test_pickles_carry_a_path_not_the_tokens(tmp_path):
 
 
 class WeightedSource:
-    """A batch source of the protocol with per-position extras, as packed epochs provide them."""
+    """A batch source of the protocol with per-position fields written into ``out``."""
+
+    fields = ("position_ids", "loss_weights")
 
     def __init__(self, epoch):
         self.epoch = epoch
@@ -253,12 +255,17 @@ class WeightedSource:
     def with_epoch(self, e):
         return WeightedSource(self.epoch.with_epoch(e))
 
+    def progress(self, k):
+        return {}
+
     def batch(self, k, out=None, *, rank=None, world_size=None, dtype=None):
-        batch = self.epoch.batch(k, out, rank=rank, world_size=world_size, dtype=dtype)
-        return SimpleNamespace(inputs=batch.inputs, targets=batch.targets,
-                               loss_weights=(batch.targets % 2).astype(np.uint8),
-                               position_ids=np.broadcast_to(np.arange(self.context_length, dtype=np.int32),
-                                                            batch.inputs.shape))
+        batch = self.epoch.batch(k, out[:2], rank=rank, world_size=world_size, dtype=dtype)
+        rows = batch.inputs.shape[0]
+        positions, weights = out[2][:rows], out[3][:rows]
+        positions[:] = np.arange(self.context_length, dtype=np.int32)
+        weights[:] = batch.targets % 2
+        return SimpleNamespace(inputs=batch.inputs, targets=batch.targets, position_ids=positions,
+                               loss_weights=weights)
 
 
 def test_source_extras_travel_with_the_batch(store):
