@@ -36,7 +36,7 @@ from engine.errors import BatchError, ConfigurationError
 from engine.kernels import shuffle as shuffle_kernels
 from engine.kernels import windows as window_kernels
 from engine.store import TokenStore
-from engine.windows import CausalWindowConfig, check_int32_rows, prepare_rows
+from engine.windows import INT32_TOO_SMALL, CausalWindowConfig, prepare_rows
 
 __all__ = ["BatchOrder", "BatchSource", "FIELD_DTYPES", "MiniBatchConfig", "MiniBatchEpoch", "MiniBatch",
            "PACKED_FIELDS", "Provenance"]
@@ -175,18 +175,26 @@ class Provenance(NamedTuple):
 
 
 class MiniBatch:
-    """One batch (or one rank's share): row-major ``inputs``/``targets`` ``[width, T]`` and provenance."""
+    """One batch (or one rank's share): row-major ``inputs``/``targets`` ``[width, T]`` and provenance.
 
-    __slots__ = ("index", "inputs", "targets", "partition", "positions", "first_row", "_epoch")
+    Provenance is read from the epoch when asked for: ``positions`` is a view of the epoch's
+    descriptors ``[first_row, first_row + width)``, and nothing is built per batch beyond this object."""
 
-    def __init__(self, index, inputs, targets, partition, positions, first_row, epoch) -> None:
+    __slots__ = ("index", "inputs", "targets", "partition", "first_row", "_stop", "_epoch")
+
+    def __init__(self, index, inputs, targets, partition, first_row, stop, epoch) -> None:
         self.index = index  # batch number k inside the epoch
         self.inputs = inputs
         self.targets = targets
         self.partition = partition
-        self.positions = positions  # packed descriptors of the rows (a view of the epoch order)
         self.first_row = first_row  # epoch row (descriptor slot) of row 0
+        self._stop = stop
         self._epoch = epoch
+
+    @property
+    def positions(self) -> np.ndarray:
+        """Packed descriptors of the rows (a read-only view of the epoch order)."""
+        return self._epoch._positions[self.first_row:self._stop]
 
     @property
     def width(self) -> int:
@@ -199,12 +207,12 @@ class MiniBatch:
 
     @property
     def shape(self) -> tuple[int, int]:
-        return (self.positions.shape[0], self.inputs.shape[1])
+        return (self.width, self.inputs.shape[1])
 
     @property
     def token_count(self) -> int:
         """Actual target tokens, ``width * T``: the denominator of this batch's mean loss."""
-        return self.positions.shape[0] * self.inputs.shape[1]
+        return self.width * self.inputs.shape[1]
 
     @property
     def document_index(self) -> np.ndarray:
@@ -369,22 +377,29 @@ class MiniBatchEpoch:
         rows = hi - lo
         # A training loop passes the same buffer pair every step and checking it costs more than
         # gathering a small batch: remember the last pair accepted. The tuple is immutable, so the
-        # same tuple with unchanged shapes holds the same, already checked, arrays.
+        # same tuple with unchanged shapes and dtypes holds the same, already checked, arrays.
         memo = self._checked_out
-        if (memo is not None and out is memo[0] and dtype is None and out[0].shape == memo[1]
-                and out[1].shape == memo[1] and rows <= memo[1][0]):
+        if (memo is not None and out is memo[0] and dtype is None and rows <= memo[2]
+                and out[0].shape == memo[1] and out[1].shape == memo[1]
+                and out[0].dtype is memo[3] and out[1].dtype is memo[3]):
             inputs, targets = out
-            if rows != memo[1][0]:
+            if rows != memo[2]:
                 inputs, targets = inputs[:rows], targets[:rows]
+            # The compiled kernel for exactly these argument types, looked up once (no dispatch).
+            high = memo[4](self.values, self._positions, lo, hi, self._context_length, inputs, targets)
         else:
             inputs, targets = prepare_rows(rows, self._context_length, out, dtype)
+            # One kernel call: the rows, and whether an id needs more than 31 bits.
+            high = window_kernels.gather_batch(self.values, self._positions, lo, hi, self._context_length,
+                                               inputs, targets)
             if dtype is None and type(out) is tuple:
-                self._checked_out = (out, out[0].shape)
-        positions = self._positions[lo:hi]
-        window_kernels.gather_positions(self.values, positions, self._context_length, inputs, targets)
-        if inputs.dtype == np.int32:
-            check_int32_rows(inputs, targets)
-        return MiniBatch(k, inputs, targets, self.partition, positions, lo, self)
+                shape = out[0].shape
+                self._checked_out = (out, shape, shape[0], out[0].dtype,
+                                     _compiled(window_kernels.gather_batch, self.values, self._positions, lo, hi,
+                                               self._context_length, *out))
+        if high and inputs.dtype == np.int32:
+            raise ConfigurationError(INT32_TOO_SMALL)
+        return MiniBatch(k, inputs, targets, self.partition, lo, hi, self)
 
     def progress(self, k: int) -> dict:
         """Nothing beyond ``(epoch, k)``: batch ``k`` is descriptors ``[kB, (k+1)B)`` (BatchSource)."""
@@ -416,6 +431,18 @@ class MiniBatchEpoch:
         return (f"MiniBatchEpoch(partition={self.partition.value!r}, T={self.context_length}, "
                 f"S={self.window_config.stride}, B={self.batch_size}, order={self.order}, "
                 f"windows={self.window_count}, batches={self.batch_count})")
+
+
+def _compiled(kernel, *args):
+    """``kernel``'s compiled entry point for exactly the types of ``args`` (a Numba dispatcher that
+    already ran with them), or ``kernel`` itself: calling it skips the per-call type dispatch."""
+    overloads = getattr(kernel, "overloads", None)
+    if overloads is None:
+        return kernel
+    from numba import typeof
+
+    compiled = overloads.get(tuple(typeof(a) for a in args))
+    return kernel if compiled is None else compiled.entry_point
 
 
 def _rebuild_epoch(source, partition, windows, batches) -> MiniBatchEpoch:
