@@ -293,3 +293,32 @@ def test_a_second_loop_continues_where_the_first_stopped(store):
     got += collect(ds.loader(num_workers=2, multiprocessing_context="fork"))
     assert got == expected
     assert collect(ds.loader()) == []  # both epochs of the run are used up
+
+
+def test_unpickled_store_maps_its_splits_from_a_decoded_copy(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENGINE_CACHE_DIR", str(tmp_path / "cache"))
+    opened = TokenStore.open(store.path)
+    values, offsets = opened.arrays("train")
+    assert opened.mapped_file("train") is None  # decoded from Parquet
+    data = pickle.dumps(opened)
+    assert len(data) < 1_000
+    copy = pickle.loads(data)
+    file = copy.mapped_file("train")
+    assert file is not None and file.parent == tmp_path / "cache" and file.suffix == ".arrow"
+    assert copy.mapped_file("validation") is None  # never read here: not copied
+    mapped_values, mapped_offsets = copy.arrays("train")
+    assert np.array_equal(mapped_values, values) and np.array_equal(mapped_offsets, offsets)
+    assert copy.ids("train") == opened.ids("train") and not mapped_values.flags.writeable
+    assert pickle.loads(pickle.dumps(copy)).mapped_file("train") == file  # written once, reused
+    # A copy that does not hold the split is ignored: the split is decoded from Parquet instead.
+    file.write_bytes(file.read_bytes()[:100])
+    fresh = pickle.loads(data)
+    assert fresh.mapped_file("train") is None and np.array_equal(fresh.arrays("train")[0], values)
+
+
+def test_spawn_workers_read_the_mapped_copy(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENGINE_CACHE_DIR", str(tmp_path / "cache"))
+    epoch = make_epoch(TokenStore.open(store.path))
+    loader = TokenDataset(epoch).loader(num_workers=2, multiprocessing_context="spawn")
+    assert collect(loader) == global_sequence(epoch)
+    assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".arrow"]  # the train split, once
