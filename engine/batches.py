@@ -354,6 +354,8 @@ class MiniBatchEpoch:
         return lo + rank * width // world_size, lo + (rank + 1) * width // world_size
 
     def batch_width(self, k: int) -> int:
+        if type(k) is int and 0 <= k < self._batch_count:
+            return min(self._batch_size, self._window_count - k * self._batch_size)
         lo, hi = self.batch_rows(k)
         return hi - lo
 
@@ -385,18 +387,20 @@ class MiniBatchEpoch:
             inputs, targets = out
             if rows != memo[2]:
                 inputs, targets = inputs[:rows], targets[:rows]
-            # The compiled kernel for exactly these argument types, looked up once (no dispatch).
-            high = memo[4](self.values, self._positions, lo, hi, self._context_length, inputs, targets)
+            kernel = memo[4]
+            if kernel is None:  # the pair came back: look up the compiled kernel for its types once
+                kernel = _compiled(window_kernels.gather_batch, self.values, self._positions, lo, hi,
+                                   self._context_length, *out)
+                self._checked_out = memo[:4] + (kernel,)
+            # One kernel call: the rows, and whether an id needs more than 31 bits.
+            high = kernel(self.values, self._positions, lo, hi, self._context_length, inputs, targets)
         else:
             inputs, targets = prepare_rows(rows, self._context_length, out, dtype)
-            # One kernel call: the rows, and whether an id needs more than 31 bits.
             high = window_kernels.gather_batch(self.values, self._positions, lo, hi, self._context_length,
                                                inputs, targets)
             if dtype is None and type(out) is tuple:
                 shape = out[0].shape
-                self._checked_out = (out, shape, shape[0], out[0].dtype,
-                                     _compiled(window_kernels.gather_batch, self.values, self._positions, lo, hi,
-                                               self._context_length, *out))
+                self._checked_out = (out, shape, shape[0], out[0].dtype, None)
         if high and inputs.dtype == np.int32:
             raise ConfigurationError(INT32_TOO_SMALL)
         return MiniBatch(k, inputs, targets, self.partition, lo, hi, self)

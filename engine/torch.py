@@ -80,6 +80,8 @@ _DTYPES = {torch.int64: np.int64, torch.int32: np.int32}
 _TORCH_FIELDS = {"segment_ids": torch.int32, "position_ids": torch.int32, "loss_weights": torch.uint8}
 # Worker chunks under TokenLoader hold about this many ids per tensor (2 MiB of int64).
 CHUNK_IDS = 1 << 18
+# Batches of at most this many ids per tensor are built into a reused stage and copied (see _fill).
+STAGE_IDS = 1 << 14
 STATE_KEYS = ("seed", "epoch", "next_batch", "global_batch_size")
 PROTOCOL = ("batch", "batch_count", "batch_size", "batch_width", "context_length", "fields", "order", "progress",
             "with_epoch")
@@ -284,13 +286,22 @@ class TokenDataset(IterableDataset):
         if pending:
             yield pending
 
-    def _fill(self, pending, arrays) -> list[int]:
-        """Write the batches ``pending`` one after another into ``arrays``; their row counts."""
+    def _fill(self, pending, arrays, stage=None) -> list[int]:
+        """Write the batches ``pending`` one after another into ``arrays``; their row counts.
+
+        ``stage``: one batch's worth of reused arrays. A source checks a new ``out`` on every call
+        (microseconds) but remembers the last one; for small batches building into the same stage
+        and copying costs less than a check."""
         rank, world = (self.rank, self.world_size) if self.world_size > 1 else (None, None)
         rows, row = [], 0
         for _, source, k in pending:
-            n = self._share(source, k)
-            source.batch(k, tuple(a[row:row + n] for a in arrays), rank=rank, world_size=world)
+            if stage is None:
+                n = self._share(source, k)
+                source.batch(k, tuple(a[row:row + n] for a in arrays), rank=rank, world_size=world)
+            else:
+                n = source.batch(k, stage, rank=rank, world_size=world).inputs.shape[0]
+                for a, staged in zip(arrays, stage):
+                    a[row:row + n] = staged[:n]
             rows.append(n)
             row += n
         return rows
@@ -306,18 +317,45 @@ class TokenDataset(IterableDataset):
             item["epoch"], item["batch_index"] = epoch, k
             yield item
 
+    def _ring_layout(self, chunk: int, slots: int) -> tuple[list, int]:
+        """Where each slot's tensors (one per name) sit in the worker's flat shared byte block:
+        ``([[(offset, dtype), ...] per slot], total bytes)``; every tensor starts on a 64-byte
+        boundary. The worker that allocates the block and the loader that receives it both use it."""
+        size = chunk * self._rows() * self.source.context_length
+        layout, offset = [], 0
+        for _ in range(slots):
+            places = []
+            for dtype in self._dtypes():
+                places.append((offset, dtype))
+                offset += -(-size * torch.empty((), dtype=dtype).element_size() // 64) * 64
+            layout.append(places)
+        return layout, offset
+
+    def _ring_views(self, ring: torch.Tensor, chunk: int, slots: int) -> list:
+        """Per slot, its tensors ``[chunk * rows, T]`` as views of the byte block ``ring``."""
+        rows, length = chunk * self._rows(), self.source.context_length
+        layout, _ = self._ring_layout(chunk, slots)
+        return [tuple(ring[offset:].view(dtype)[:rows * length].view(rows, length) for offset, dtype in places)
+                for places in layout]
+
     def _iter_ring(self, worker: int, workers: int):
-        # TokenLoader: groups of ``_chunk`` batches, written into ``_slots`` shared buffers reused in
-        # turn. A buffer travels with its first item only; later items name it by number.
-        shape = (self._chunk * self._rows(), self.source.context_length)
-        ring: list = [None] * self._slots
+        # TokenLoader: groups of ``_chunk`` batches, written into ``_slots`` buffers reused in turn,
+        # all carved from one shared-memory block that travels with the worker's first item only
+        # (one file descriptor); later items name their slot by number.
+        _, nbytes = self._ring_layout(self._chunk, self._slots)
+        ring = torch.empty(nbytes, dtype=torch.uint8).share_memory_()
+        slots = [(tensors, tuple(t.numpy() for t in tensors)) for tensors in self._ring_views(ring, self._chunk,
+                                                                                               self._slots)]
+        stage = None
+        if self._rows() * self.source.context_length <= STAGE_IDS:
+            dtypes = [_DTYPES[self.dtype]] * 2 + [FIELD_DTYPES[name] for name in self.source.fields]
+            stage = tuple(np.empty((self._rows(), self.source.context_length), dtype) for dtype in dtypes)
         for n, pending in enumerate(self._mine(worker, workers, self._chunk)):
             slot = n % self._slots
-            item = {"worker": worker, "slot": slot}
-            if ring[slot] is None:
-                ring[slot] = tuple(torch.empty(shape, dtype=dtype).share_memory_() for dtype in self._dtypes())
-                item["tensors"] = ring[slot]
-            item["rows"] = self._fill(pending, [t.numpy() for t in ring[slot]])
+            item = {"worker": worker, "slot": slot, "chunk": self._chunk, "slots": self._slots}
+            if n == 0:
+                item["ring"] = ring
+            item["rows"] = self._fill(pending, slots[slot][1], stage)
             item["epoch"] = [epoch for epoch, _, _ in pending]
             item["batch_index"] = [k for _, _, k in pending]
             yield item
@@ -373,22 +411,29 @@ class TokenLoader(DataLoader):
         finally:
             dataset._chunk = dataset._slots = 0
         names = dataset.names
-        ring: dict = {}
+        full = dataset._rows()
+        ring: dict = {}  # (worker, slot) -> its tensors, and per place in its chunk the full-batch views
         for item in batches:
             if "slot" not in item:
                 dataset.record(item)
                 yield item
                 continue
+            if "ring" in item:  # a worker's first item: its whole ring, carved as the worker carved it
+                for slot, tensors in enumerate(dataset._ring_views(item["ring"], item["chunk"], item["slots"])):
+                    ring[(item["worker"], slot)] = (tensors, [
+                        {name: t[i * full:(i + 1) * full] for name, t in zip(names, tensors)}
+                        for i in range(item["chunk"])])
             key = (item["worker"], item["slot"])
-            if "tensors" in item:
-                ring[key] = item["tensors"]
-            tensors = ring[key]
+            tensors, views = ring[key]
             row = 0
-            for epoch, k, n in zip(item["epoch"], item["batch_index"], item["rows"]):
-                batch = {name: t[row:row + n] for name, t in zip(names, tensors)}
+            for i, (epoch, k, n) in enumerate(zip(item["epoch"], item["batch_index"], item["rows"])):
+                if n == full and row == i * full:
+                    batch = views[i].copy()
+                else:
+                    batch = {name: t[row:row + n] for name, t in zip(names, tensors)}
                 row += n
                 batch["epoch"], batch["batch_index"] = epoch, k
-                dataset.record(batch)
+                dataset._consumed = dataset._after(epoch, k)
                 yield batch
 
     def state_dict(self) -> dict:
