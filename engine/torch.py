@@ -23,7 +23,9 @@ only the buffer's number and the batches' ``(epoch, k, rows)`` cross the process
 (the buffers themselves once), and the loader hands out views of them. DataLoader never lets a
 worker run more than ``prefetch_factor * N`` items ahead of the loop, so a worker keeps that many
 buffers plus two, and never overwrites one the loop can still see. A plain ``DataLoader`` gets one
-batch per item in fresh tensors (the slow path: per-item hand-over costs more than a small batch).
+batch per item in fresh tensors (the slow path: per-item hand-over costs more than a small batch);
+so does ``ds.loader`` with ``pin_memory=True`` (DataLoader pins a copy of every item) or a
+``collate_fn`` of your own.
 With ``num_workers=0`` the loader iterates the dataset directly.
 
 Ranks: ``rank``/``world_size`` default to ``torch.distributed`` when it is initialised (else 0 of
@@ -81,7 +83,7 @@ _TORCH_FIELDS = {"segment_ids": torch.int32, "position_ids": torch.int32, "loss_
 # Worker chunks under TokenLoader hold about this many ids per tensor (2 MiB of int64).
 CHUNK_IDS = 1 << 18
 # Batches of at most this many ids per tensor are built into a reused stage and copied (see _fill).
-STAGE_IDS = 1 << 14
+STAGE_IDS = 1 << 12
 STATE_KEYS = ("seed", "epoch", "next_batch", "global_batch_size")
 PROTOCOL = ("batch", "batch_count", "batch_size", "batch_width", "context_length", "fields", "order", "progress",
             "with_epoch")
@@ -401,7 +403,9 @@ class TokenLoader(DataLoader):
             # Nothing for DataLoader's machinery to do: the dataset already yields tensors.
             yield from dataset
             return
-        if self.num_workers:
+        if self.num_workers and not self.pin_memory and self.collate_fn in (_as_is, _default_convert):
+            # (With pin_memory DataLoader pins a copy of each item, and a collate_fn of your own
+            # expects batches: then workers hand over fresh tensors, one batch per item.)
             source = dataset.source
             dataset._chunk = max(1, CHUNK_IDS // (dataset._rows() * source.context_length))
             # A worker is never more than prefetch_factor * num_workers items ahead of this loop.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import time
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -322,3 +323,30 @@ def test_spawn_workers_read_the_mapped_copy(store, tmp_path, monkeypatch):
     loader = TokenDataset(epoch).loader(num_workers=2, multiprocessing_context="spawn")
     assert collect(loader) == global_sequence(epoch)
     assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".arrow"]  # the train split, once
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_worker_buffers_are_reused_in_turn_without_overwriting_a_batch_in_use(store, context, monkeypatch):
+    import engine.torch as engine_torch
+
+    epoch = make_epoch(store, batch_size=5)
+    monkeypatch.setattr(engine_torch, "CHUNK_IDS", 2 * 5 * T)  # two batches per item: the slots wrap around
+    expected = global_sequence(epoch, epochs=2)
+    assert len(expected) > 2 * 2 * (2 * 2 + 2)  # more items per worker than slots
+    got = []
+    for item in TokenDataset(epoch, epochs=2).loader(num_workers=2, multiprocessing_context=context):
+        got += collect([item])
+        time.sleep(0.001 if len(got) % 7 else 0.02)  # a slow step now and then: workers run ahead
+        assert collect([item]) == got[-1:]  # unchanged while it is the current batch
+    assert got == expected
+
+
+def test_a_collate_fn_of_your_own_gets_whole_batches(store):
+    epoch = make_epoch(store)
+
+    def collate(item):  # runs in the workers on each item: it must be a batch
+        assert {"input_ids", "labels", "epoch", "batch_index"} <= set(item) and "slot" not in item
+        return item
+
+    loader = TokenDataset(epoch).loader(num_workers=2, multiprocessing_context="fork", collate_fn=collate)
+    assert collect(loader) == global_sequence(epoch)
