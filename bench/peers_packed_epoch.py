@@ -31,26 +31,14 @@ ROW_LENGTH = 4096
 BATCH = 8
 
 
-class _Buffers:
-    """A (values, offsets, ids) token store stand-in: ``arrays`` and ``ids`` of one partition."""
-
-    def __init__(self, values, offsets):
-        self.values, self.offsets = values, offsets
-
-    def arrays(self, partition):
-        return self.values, self.offsets
-
-    def ids(self, partition):
-        return [f"doc-{d}" for d in range(self.offsets.shape[0] - 1)]
-
-
 def packed_epoch(documents: int = 20_000, batch_size: int = BATCH, seed: int = 0) -> PackedEpoch:
     rng = np.random.default_rng(seed)
     lengths = np.clip(np.round(rng.lognormal(np.log(500) - 0.5, 1.0, documents)), 1, 8192).astype(np.int64)
     offsets = np.zeros(documents + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
     values = rng.integers(0, 50_000, size=int(offsets[-1])).astype(np.uint32)
-    return PackedEpoch.build(_Buffers(values, offsets), "train", row_length=ROW_LENGTH,
+    ids = [f"doc-{d}" for d in range(documents)]
+    return PackedEpoch.build((values, offsets, ids), "train", row_length=ROW_LENGTH,
                              batches=MiniBatchConfig(batch_size, BatchOrder.shuffled(seed)))
 
 

@@ -28,6 +28,16 @@ def best_of(fn, rounds: int, *, warmup: bool = False) -> float:
     return best
 
 
+def best_of_interleaved(engine_fn, peer_fn, rounds: int) -> tuple[float, float]:
+    """Fastest of ``rounds`` runs each of ``engine_fn`` and ``peer_fn``, taken in turns, so both
+    see the same moments of a shared machine; ``(engine_s, peer_s)``."""
+    engine_s = peer_s = float("inf")
+    for _ in range(rounds):
+        engine_s = min(engine_s, best_of(engine_fn, 1))
+        peer_s = min(peer_s, best_of(peer_fn, 1))
+    return engine_s, peer_s
+
+
 def row(benchmark: str, engine_s: float, peer: str, peer_s: float, *, at_least: float | None = None,
         at_most: float | None = None, engine_under_s: float | None = None, note: str = "",
         ratio: float | None = None, **extra) -> dict:

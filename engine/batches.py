@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple, Protocol
 
 import numpy as np
 
@@ -36,9 +36,59 @@ from engine.errors import BatchError, ConfigurationError
 from engine.kernels import shuffle as shuffle_kernels
 from engine.kernels import windows as window_kernels
 from engine.store import TokenStore
-from engine.windows import CausalWindowConfig, check_int32_rows, prepare_rows
+from engine.windows import INT32_TOO_SMALL, CausalWindowConfig, prepare_rows
 
-__all__ = ["BatchOrder", "MiniBatchConfig", "MiniBatchEpoch", "MiniBatch", "Provenance"]
+__all__ = ["BatchOrder", "BatchSource", "FIELD_DTYPES", "MiniBatchConfig", "MiniBatchEpoch", "MiniBatch",
+           "PACKED_FIELDS", "Provenance"]
+
+# Per-position arrays a batch may hold besides inputs and targets, and their dtypes.
+FIELD_DTYPES = {"segment_ids": np.dtype(np.int32), "position_ids": np.dtype(np.int32),
+                "loss_weights": np.dtype(np.uint8)}
+PACKED_FIELDS = ("segment_ids", "position_ids", "loss_weights")
+
+
+class BatchSource(Protocol):
+    """The batch source protocol: what ``engine.torch.TokenDataset`` (or any loop over global
+    batches) needs. ``MiniBatchEpoch`` (rows are windows), ``engine.PackedEpoch`` (packed rows) and
+    ``engine.Mixture`` (rows drawn from several of either) implement it.
+
+    - ``batch_size``: the global batch size ``B``.
+    - ``context_length``: the length of every row (``T`` of the windows, ``L`` of packed rows).
+    - ``batch_count``: batches in one epoch; every batch has ``B`` rows except maybe the last,
+      which holds the remainder. ``None``: an endless source (a mixture), whose one epoch (0)
+      never ends; its sources move through their own epochs.
+    - ``batch_width(k)``: the rows of global batch ``k``.
+    - ``fields``: the per-position arrays a batch holds besides ``inputs`` and ``targets``, by
+      name (``()`` for windows, ``PACKED_FIELDS`` for packed rows); ``FIELD_DTYPES`` gives their
+      dtypes.
+    - ``order``: ``.seed`` (an int; ``None`` when sequential; a tuple of the sources' seeds for a
+      mixture) and ``.epoch``, the 0-based epoch of the run this source is.
+    - ``with_epoch(e)``: the same source in epoch ``e`` of the run (SPEC §6 seed rule).
+    - ``batch(k, out=None, *, rank=None, world_size=None, dtype=None)``: global batch ``k``, or
+      rank ``r``'s rows ``[r*width//w, (r+1)*width//w)`` of it, built without building any other
+      batch. The result has ``inputs`` and ``targets`` ``[rows, context_length]`` and one array of
+      the same shape per name in ``fields``. ``out``: a tuple ``(inputs, targets, *fields)`` of
+      C-contiguous arrays with at least ``rows`` rows; the result's arrays are views of them.
+      ``dtype``: of the ids (uint32 by default, or that of ``out``; int32 or int64).
+    - ``progress(k)``: JSON-able facts, beyond ``(epoch, k)``, that say where batch ``k`` begins
+      (a mixture: each source's epoch and position); ``{}`` when ``(epoch, k)`` says it all.
+    - Pickling carries paths and small state, so DataLoader workers started by spawn rebuild it.
+    """
+
+    batch_size: int
+    context_length: int
+    batch_count: int | None
+    fields: tuple[str, ...]
+    order: Any
+
+    def batch_width(self, k: int) -> int: ...
+
+    def with_epoch(self, epoch: int) -> "BatchSource": ...
+
+    def batch(self, k: int, out: Any = None, *, rank: int | None = None, world_size: int | None = None,
+              dtype: Any = None) -> Any: ...
+
+    def progress(self, k: int) -> dict: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,18 +175,26 @@ class Provenance(NamedTuple):
 
 
 class MiniBatch:
-    """One batch (or one rank's share): row-major ``inputs``/``targets`` ``[width, T]`` and provenance."""
+    """One batch (or one rank's share): row-major ``inputs``/``targets`` ``[width, T]`` and provenance.
 
-    __slots__ = ("index", "inputs", "targets", "partition", "positions", "first_row", "_epoch")
+    Provenance is read from the epoch when asked for: ``positions`` is a view of the epoch's
+    descriptors ``[first_row, first_row + width)``, and nothing is built per batch beyond this object."""
 
-    def __init__(self, index, inputs, targets, partition, positions, first_row, epoch) -> None:
+    __slots__ = ("index", "inputs", "targets", "partition", "first_row", "_stop", "_epoch")
+
+    def __init__(self, index, inputs, targets, partition, first_row, stop, epoch) -> None:
         self.index = index  # batch number k inside the epoch
         self.inputs = inputs
         self.targets = targets
         self.partition = partition
-        self.positions = positions  # packed descriptors of the rows (a view of the epoch order)
         self.first_row = first_row  # epoch row (descriptor slot) of row 0
+        self._stop = stop
         self._epoch = epoch
+
+    @property
+    def positions(self) -> np.ndarray:
+        """Packed descriptors of the rows (a read-only view of the epoch order)."""
+        return self._epoch._positions[self.first_row:self._stop]
 
     @property
     def width(self) -> int:
@@ -149,12 +207,12 @@ class MiniBatch:
 
     @property
     def shape(self) -> tuple[int, int]:
-        return (self.positions.shape[0], self.inputs.shape[1])
+        return (self.width, self.inputs.shape[1])
 
     @property
     def token_count(self) -> int:
         """Actual target tokens, ``width * T``: the denominator of this batch's mean loss."""
-        return self.positions.shape[0] * self.inputs.shape[1]
+        return self.width * self.inputs.shape[1]
 
     @property
     def document_index(self) -> np.ndarray:
@@ -184,7 +242,11 @@ class MiniBatch:
 
 
 class MiniBatchEpoch:
-    """One reproducible traversal of a partition's complete windows, cut into mini-batches."""
+    """One reproducible traversal of a partition's complete windows, cut into mini-batches.
+
+    A ``BatchSource``: its rows are windows, with no per-position fields besides inputs and targets."""
+
+    fields: tuple[str, ...] = ()
 
     def __init__(self, *, source, partition, document_ids, values, offsets, windows, batches, positions,
                  shuffle_state_after) -> None:
@@ -292,6 +354,8 @@ class MiniBatchEpoch:
         return lo + rank * width // world_size, lo + (rank + 1) * width // world_size
 
     def batch_width(self, k: int) -> int:
+        if type(k) is int and 0 <= k < self._batch_count:
+            return min(self._batch_size, self._window_count - k * self._batch_size)
         lo, hi = self.batch_rows(k)
         return hi - lo
 
@@ -315,22 +379,35 @@ class MiniBatchEpoch:
         rows = hi - lo
         # A training loop passes the same buffer pair every step and checking it costs more than
         # gathering a small batch: remember the last pair accepted. The tuple is immutable, so the
-        # same tuple with unchanged shapes holds the same, already checked, arrays.
+        # same tuple with unchanged shapes and dtypes holds the same, already checked, arrays.
         memo = self._checked_out
-        if (memo is not None and out is memo[0] and dtype is None and out[0].shape == memo[1]
-                and out[1].shape == memo[1] and rows <= memo[1][0]):
+        if (memo is not None and out is memo[0] and dtype is None and rows <= memo[2]
+                and out[0].shape == memo[1] and out[1].shape == memo[1]
+                and out[0].dtype is memo[3] and out[1].dtype is memo[3]):
             inputs, targets = out
-            if rows != memo[1][0]:
+            if rows != memo[2]:
                 inputs, targets = inputs[:rows], targets[:rows]
+            kernel = memo[4]
+            if kernel is None:  # the pair came back: look up the compiled kernel for its types once
+                kernel = _compiled(window_kernels.gather_batch, self.values, self._positions, lo, hi,
+                                   self._context_length, *out)
+                self._checked_out = memo[:4] + (kernel,)
+            # One kernel call: the rows, and whether an id needs more than 31 bits.
+            high = kernel(self.values, self._positions, lo, hi, self._context_length, inputs, targets)
         else:
             inputs, targets = prepare_rows(rows, self._context_length, out, dtype)
+            high = window_kernels.gather_batch(self.values, self._positions, lo, hi, self._context_length,
+                                               inputs, targets)
             if dtype is None and type(out) is tuple:
-                self._checked_out = (out, out[0].shape)
-        positions = self._positions[lo:hi]
-        window_kernels.gather_positions(self.values, positions, self._context_length, inputs, targets)
-        if inputs.dtype == np.int32:
-            check_int32_rows(inputs, targets)
-        return MiniBatch(k, inputs, targets, self.partition, positions, lo, self)
+                shape = out[0].shape
+                self._checked_out = (out, shape, shape[0], out[0].dtype, None)
+        if high and inputs.dtype == np.int32:
+            raise ConfigurationError(INT32_TOO_SMALL)
+        return MiniBatch(k, inputs, targets, self.partition, lo, hi, self)
+
+    def progress(self, k: int) -> dict:
+        """Nothing beyond ``(epoch, k)``: batch ``k`` is descriptors ``[kB, (k+1)B)`` (BatchSource)."""
+        return {}
 
     def __iter__(self) -> Iterator[MiniBatch]:
         for k in range(self.batch_count):
@@ -358,6 +435,18 @@ class MiniBatchEpoch:
         return (f"MiniBatchEpoch(partition={self.partition.value!r}, T={self.context_length}, "
                 f"S={self.window_config.stride}, B={self.batch_size}, order={self.order}, "
                 f"windows={self.window_count}, batches={self.batch_count})")
+
+
+def _compiled(kernel, *args):
+    """``kernel``'s compiled entry point for exactly the types of ``args`` (a Numba dispatcher that
+    already ran with them), or ``kernel`` itself: calling it skips the per-call type dispatch."""
+    overloads = getattr(kernel, "overloads", None)
+    if overloads is None:
+        return kernel
+    from numba import typeof
+
+    compiled = overloads.get(tuple(typeof(a) for a in args))
+    return kernel if compiled is None else compiled.entry_point
 
 
 def _rebuild_epoch(source, partition, windows, batches) -> MiniBatchEpoch:

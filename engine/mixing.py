@@ -22,23 +22,31 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
-from engine.batches import MiniBatchEpoch
+from engine.batches import PACKED_FIELDS, MiniBatchEpoch
 from engine.checks import check_batch_size, check_count, check_rank
 from engine.errors import BatchError, ConfigurationError
 from engine.kernels import mixing as kernels
 from engine.kernels import packed_epoch as packed_kernels
 from engine.kernels import windows as window_kernels
 from engine.packed import PackedEpoch, _row_buffers
+from engine.windows import check_int32_rows, prepare_rows
 
-__all__ = ["Mixture", "MixtureBatch"]
+__all__ = ["Mixture", "MixtureBatch", "MixtureOrder"]
 
 CHECKPOINT = 1 << 16
 _EPOCHS_KEPT = 2  # epochs of each source kept built (a batch spans at most two of one source)
+
+
+class MixtureOrder(NamedTuple):
+    """A mixture's order as the batch source protocol sees it: the sources' seeds, one epoch (0)."""
+
+    seed: tuple
+    epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -47,7 +55,8 @@ class MixtureBatch:
 
     ``inputs``/``targets`` ``[width, T or L]``; for packed sources also ``segment_ids``,
     ``position_ids`` and ``loss_weights``. Per row: ``source`` (index), ``source_epoch``,
-    ``source_slot`` (position in that epoch's order) and ``provenance`` records naming the source.
+    ``source_slot`` (position in that epoch's order) and ``provenance`` records naming the source
+    (built when first read: a training loop that never reads them does not pay for them).
     """
 
     index: int
@@ -59,15 +68,28 @@ class MixtureBatch:
     source: np.ndarray  # int64 [width]
     source_epoch: np.ndarray  # int64 [width]
     source_slot: np.ndarray  # int64 [width]
-    provenance: list  # per row: a dict (windows) or a list of per-segment dicts (packed rows)
+    _mixture: Any = field(default=None, repr=False, compare=False)
 
     @property
     def width(self) -> int:
         return int(self.source.shape[0])
 
+    @property
+    def provenance(self) -> list:
+        """Per row: a dict (windows) or a list of per-segment dicts (packed rows), naming the source."""
+        cached = self.__dict__.get("_provenance")
+        if cached is None:
+            cached = self._mixture._provenance(self.source, self.source_epoch, self.source_slot)
+            object.__setattr__(self, "_provenance", cached)
+        return cached
+
 
 class Mixture:
-    """Weighted, resumable interleaving of epochs or packed epochs (module docstring)."""
+    """Weighted, resumable interleaving of epochs or packed epochs (module docstring).
+
+    A ``BatchSource`` (``engine.batches``) without end: ``batch_count`` is None, its one epoch is 0,
+    ``order.seed`` is the tuple of the sources' seeds and ``progress(k)`` names each source's
+    epoch and position where batch ``k`` begins."""
 
     def __init__(self, sources: Sequence[tuple[Any, float]], batch_size: int, *, names: Sequence[str] | None = None
                  ) -> None:
@@ -115,6 +137,49 @@ class Mixture:
         self._checkpoints: dict[int, np.ndarray] = {0: np.zeros(len(epochs), np.int64)}
         self._last = (0, np.zeros(len(epochs), np.int64))
         self.next_batch = 0
+        self.fields = PACKED_FIELDS if packed else ()
+        self.order = MixtureOrder(tuple(s.order.seed for s in epochs))
+
+    # -- the batch source protocol -------------------------------------------------------------
+    batch_count = None  # endless: sources continue into their next epochs
+
+    @property
+    def context_length(self) -> int:
+        return self.row_width
+
+    def batch_width(self, k: int) -> int:
+        self._check_index(k)
+        return self.batch_size
+
+    def with_epoch(self, epoch: int) -> "Mixture":
+        """A mixture has one endless epoch (0); its sources move through their own epochs."""
+        if epoch != 0:
+            raise ConfigurationError(f"a Mixture has one endless epoch (0), got epoch {epoch!r}")
+        return self
+
+    def progress(self, k: int) -> dict:
+        """Where batch ``k`` begins: per source its name, epoch and position in that epoch's order,
+        and the samples it gave before (JSON-able)."""
+        k = self._check_index(k)
+        taken = self.taken(k * self.batch_size).tolist()
+        return {"sources": [{"name": name, "epoch": t // n, "position": t % n, "samples": t}
+                            for name, t, n in zip(self.names, taken, self._samples.tolist())]}
+
+    def __reduce__(self):
+        """Pickle as the sources (paths for stores), the normalised weights exactly, the batch size,
+        the names and ``next_batch``; the copy rebuilds its checkpoints as it goes."""
+        return (_rebuild_mixture, (self._sources, self.weights.tolist(), self.batch_size, self.names,
+                                   self.next_batch))
+
+    @staticmethod
+    def _check_index(k) -> int:
+        try:
+            index = operator.index(k)
+        except TypeError:
+            raise BatchError(f"batch index must be an integer, got {type(k).__name__} {k!r}") from None
+        if isinstance(k, bool) or index < 0:
+            raise BatchError(f"batch {k!r}: expected an index >= 0 (a mixture has no last batch)")
+        return index
 
     # -- the schedule --------------------------------------------------------------------------
     def taken(self, n: int) -> np.ndarray:
@@ -164,14 +229,19 @@ class Mixture:
         return epoch
 
     # -- batches -------------------------------------------------------------------------------
-    def batch(self, k: int, *, rank: int = 0, world_size: int = 1, dtype: Any = None) -> MixtureBatch:
-        """Batch ``k`` (samples ``[kB, (k+1)B)``) or rank ``rank``'s rows ``[r*B//w, (r+1)*B//w)`` of it."""
-        try:
-            k = operator.index(k)
-        except TypeError:
-            raise BatchError(f"batch index must be an integer, got {type(k).__name__} {k!r}") from None
-        if k < 0:
-            raise BatchError(f"batch {k}: expected an index >= 0 (a mixture has no last batch)")
+    def batch(self, k: int, out: Any = None, *, rank: int | None = 0, world_size: int | None = 1,
+              dtype: Any = None) -> MixtureBatch:
+        """Batch ``k`` (samples ``[kB, (k+1)B)``) or rank ``rank``'s rows ``[r*B//w, (r+1)*B//w)`` of it.
+
+        ``out``: ``(inputs, targets)`` (windows) or ``(inputs, targets, segment_ids, position_ids,
+        loss_weights)`` (packed rows), C-contiguous with at least ``width`` rows; the batch then
+        holds views of them. ``dtype``: of the ids (uint32, int32 or int64).
+        """
+        k = self._check_index(k)
+        if rank is None and world_size is None:
+            rank, world_size = 0, 1
+        elif rank is None or world_size is None:
+            raise ConfigurationError("pass both rank and world_size, or neither")
         rank, world_size = check_rank(rank, world_size)
         if world_size > self.batch_size:
             raise BatchError(f"a batch has {self.batch_size} rows, fewer than world_size={world_size}")
@@ -182,23 +252,42 @@ class Mixture:
         width = hi - lo
         epochs = sample // self._samples[sources]
         slots = sample - epochs * self._samples[sources]
-        arrays = _row_buffers(width, self.row_width, None, dtype)
-        if not self.packed:
-            arrays = arrays[:2]
-        provenance: list = [None] * width
+        if self.packed:
+            arrays = _row_buffers(width, self.row_width, out, dtype)
+        else:
+            arrays = prepare_rows(width, self.row_width, out, dtype)
         for i, e in sorted(set(zip(sources.tolist(), epochs.tolist()))):
             rows = np.flatnonzero((sources == i) & (epochs == e))
             epoch = self._epoch(i, e)
+            temp = tuple(np.empty((rows.shape[0], self.row_width), a.dtype) for a in arrays)
             if self.packed:
                 selected = np.ascontiguousarray(epoch.row_order[slots[rows]])
-                temp = tuple(np.empty((rows.shape[0], self.row_width), a.dtype) for a in arrays)
                 roles = epoch._roles if epoch._roles is not None else np.zeros(1, np.uint8)
                 plan = epoch.plan
                 packed_kernels.fill_rows(epoch.values, epoch.offsets, roles, epoch._roles is not None, selected,
                                          epoch._row_first, epoch._row_pieces, plan.piece_document,
                                          plan.piece_source_start, plan.piece_length, plan.piece_column, *temp)
-                for array, part_rows in zip(arrays, temp):
-                    array[rows] = part_rows
+            else:
+                positions = np.ascontiguousarray(epoch.positions[slots[rows]])
+                window_kernels.gather_positions(epoch.values, positions, self.row_width, *temp)
+            for array, part_rows in zip(arrays, temp):
+                array[rows] = part_rows
+        if arrays[0].dtype == np.int32:
+            check_int32_rows(arrays[0], arrays[1])
+        extra = arrays[2:] if self.packed else (None, None, None)
+        return MixtureBatch(index=k, inputs=arrays[0], targets=arrays[1], segment_ids=extra[0],
+                            position_ids=extra[1], loss_weights=extra[2], source=sources, source_epoch=epochs,
+                            source_slot=slots, _mixture=self)
+
+    def _provenance(self, sources: np.ndarray, epochs: np.ndarray, slots: np.ndarray) -> list:
+        """Per row of a batch, where it came from (``MixtureBatch.provenance``)."""
+        provenance: list = [None] * sources.shape[0]
+        for i, e in sorted(set(zip(sources.tolist(), epochs.tolist()))):
+            rows = np.flatnonzero((sources == i) & (epochs == e))
+            epoch = self._epoch(i, e)
+            if self.packed:
+                plan = epoch.plan
+                selected = epoch.row_order[slots[rows]]
                 for r, plan_row in zip(rows.tolist(), selected.tolist()):
                     pieces = epoch._row_pieces[epoch._row_first[plan_row]:epoch._row_first[plan_row + 1]]
                     provenance[r] = [{
@@ -209,20 +298,13 @@ class Mixture:
                         "source_start": int(plan.piece_source_start[p]), "length": int(plan.piece_length[p]),
                     } for p in pieces.tolist()]
             else:
-                positions = np.ascontiguousarray(epoch.positions[slots[rows]])
-                temp = tuple(np.empty((rows.shape[0], self.row_width), a.dtype) for a in arrays)
-                window_kernels.gather_positions(epoch.values, positions, self.row_width, *temp)
-                for array, part_rows in zip(arrays, temp):
-                    array[rows] = part_rows
+                positions = epoch.positions[slots[rows]]
                 document = np.searchsorted(epoch.offsets, positions, side="right") - 1
                 start = positions - epoch.offsets[document]
-                for r, d, s in zip(rows.tolist(), document.tolist(), start.tolist()):
+                for r, d, st in zip(rows.tolist(), document.tolist(), start.tolist()):
                     provenance[r] = {"source": self.names[i], "partition": epoch.partition.value,
-                                     "document_index": d, "document_id": epoch.document_ids[d], "start": s}
-        extra = arrays[2:] if self.packed else (None, None, None)
-        return MixtureBatch(index=k, inputs=arrays[0], targets=arrays[1], segment_ids=extra[0],
-                            position_ids=extra[1], loss_weights=extra[2], source=sources, source_epoch=epochs,
-                            source_slot=slots, provenance=provenance)
+                                     "document_index": d, "document_id": epoch.document_ids[d], "start": st}
+        return provenance
 
     def __iter__(self) -> Iterator[MixtureBatch]:
         """Batches from ``next_batch`` on, advancing it (a mixture never ends)."""
@@ -279,3 +361,10 @@ def _width(source) -> int:
 
 def _samples(source) -> int:
     return source.rows if isinstance(source, PackedEpoch) else source.window_count
+
+
+def _rebuild_mixture(sources, weights, batch_size, names, next_batch) -> Mixture:
+    mixture = Mixture(list(zip(sources, weights)), batch_size, names=names)
+    mixture.weights = np.array(weights, dtype=np.float64)  # exactly the original's (renormalising may round)
+    mixture.next_batch = next_batch
+    return mixture

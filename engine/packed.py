@@ -29,7 +29,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from engine.batches import MiniBatchConfig, epoch_seed
+from engine.batches import PACKED_FIELDS, MiniBatchConfig, epoch_seed
 from engine.buffers import as_token_buffers
 from engine.checks import check_count, check_partition, check_rank
 from engine.corpus import Partition
@@ -37,11 +37,12 @@ from engine.errors import BatchError, ConfigurationError, PackingError
 from engine.kernels import packed_epoch as kernels
 from engine.kernels import shuffle as shuffle_kernels
 from engine.packing import PackedBatch, _check_row_length, _flat_roles, _plan_from_offsets
+from engine.windows import check_int32_rows
 
 __all__ = ["PackedEpoch", "PackedEpochBatch", "PackedAudit", "PACKED_STRATEGIES", "epoch_seed"]
 
 PACKED_STRATEGIES = ("bfd", "bos_crop")
-ROW_DTYPES = (np.dtype(np.uint32), np.dtype(np.int64))
+ROW_DTYPES = (np.dtype(np.uint32), np.dtype(np.int32), np.dtype(np.int64))
 
 
 @dataclass(frozen=True)
@@ -79,10 +80,15 @@ class PackedAudit:
 
 
 class PackedEpoch:
-    """One reproducible packed traversal of a partition, cut into batches of rows."""
+    """One reproducible packed traversal of a partition, cut into batches of rows.
+
+    A ``BatchSource`` (``engine.batches``): rows of ``context_length = row_length`` positions
+    with the per-position ``fields`` segment ids, position ids and loss weights."""
+
+    fields: tuple[str, ...] = PACKED_FIELDS
 
     def __init__(self, *, source, partition, document_ids, values, offsets, roles, row_length, batches, strategy,
-                 plan, row_first, row_pieces, row_order, cropped, seed) -> None:
+                 plan, row_first, row_pieces, row_order, cropped, seed, epoch=0, buffer_size=1000) -> None:
         self.source = source
         self.partition = partition
         self.document_ids = document_ids
@@ -98,6 +104,8 @@ class PackedEpoch:
         self.row_order = row_order
         self.cropped_transitions = cropped
         self.seed = seed
+        self.epoch = epoch
+        self.buffer_size = buffer_size
         self._batch_size = batches.batch_size
         self._batch_count = -(-row_order.shape[0] // self._batch_size)
 
@@ -136,7 +144,8 @@ class PackedEpoch:
         row_order, seed = _row_order(plan.rows, order, epoch)
         return cls(source=documents, partition=partition, document_ids=document_ids, values=values, offsets=offsets,
                    roles=flags, row_length=row_length, batches=batches, strategy=strategy, plan=plan,
-                   row_first=row_first, row_pieces=row_pieces, row_order=row_order, cropped=int(cropped), seed=seed)
+                   row_first=row_first, row_pieces=row_pieces, row_order=row_order, cropped=int(cropped), seed=seed,
+                   epoch=epoch, buffer_size=int(buffer_size))
 
     def with_epoch(self, epoch: int) -> "PackedEpoch":
         """Epoch ``epoch`` of the same run: the same plan, rows reordered with ``epoch_seed(seed, epoch)``
@@ -147,7 +156,13 @@ class PackedEpoch:
                            values=self.values, offsets=self.offsets, roles=self._roles, row_length=self.row_length,
                            batches=self.batch_config, strategy=self.strategy, plan=self.plan,
                            row_first=self._row_first, row_pieces=self._row_pieces, row_order=row_order,
-                           cropped=self.cropped_transitions, seed=seed)
+                           cropped=self.cropped_transitions, seed=seed, epoch=epoch, buffer_size=self.buffer_size)
+
+    def __reduce__(self):
+        """Pickle as what ``build`` takes (a store as its path; roles as their flat array); the copy
+        plans again, which is deterministic."""
+        return (_rebuild_packed, (self.source, self.partition, self.row_length, self.batch_config, self.strategy,
+                                  self._roles, self.epoch, self.buffer_size))
 
     # -- sizes ---------------------------------------------------------------------------------
     @property
@@ -161,6 +176,24 @@ class PackedEpoch:
     @property
     def batch_count(self) -> int:
         return self._batch_count
+
+    @property
+    def context_length(self) -> int:
+        """Positions per row, ``L`` (BatchSource)."""
+        return self.row_length
+
+    @property
+    def order(self):
+        """The run's order in this epoch: ``.seed`` is the run's seed, ``.epoch`` this epoch (BatchSource)."""
+        return self.batch_config.order.with_epoch(self.epoch)
+
+    def batch_width(self, k: int) -> int:
+        lo, hi = self.batch_rows(k)
+        return hi - lo
+
+    def progress(self, k: int) -> dict:
+        """Nothing beyond ``(epoch, k)``: batch ``k`` is slots ``[kB, (k+1)B)`` of the row order (BatchSource)."""
+        return {}
 
     def __len__(self) -> int:
         return self._batch_count
@@ -187,8 +220,12 @@ class PackedEpoch:
         return self.cropped_transitions / total if total else 0.0
 
     # -- batches -------------------------------------------------------------------------------
-    def batch_rows(self, k: int, *, rank: int = 0, world_size: int = 1) -> tuple[int, int]:
+    def batch_rows(self, k: int, *, rank: int | None = 0, world_size: int | None = 1) -> tuple[int, int]:
         """Slots ``[lo, hi)`` of the epoch's row order that batch ``k`` (rank ``rank``'s share) holds."""
+        if rank is None and world_size is None:
+            rank, world_size = 0, 1
+        elif rank is None or world_size is None:
+            raise ConfigurationError("pass both rank and world_size, or neither")
         try:
             index = operator.index(k)
         except TypeError:
@@ -205,13 +242,13 @@ class PackedEpoch:
                              "every rank needs at least one row (expected a smaller world size or a larger batch)")
         return lo + rank * width // world_size, lo + (rank + 1) * width // world_size
 
-    def batch(self, k: int, out: Any = None, *, rank: int = 0, world_size: int = 1, dtype: Any = None
+    def batch(self, k: int, out: Any = None, *, rank: int | None = 0, world_size: int | None = 1, dtype: Any = None
               ) -> PackedEpochBatch:
         """Batch ``k`` (or rank ``rank``'s share), built without building any other batch.
 
         ``out``: ``(inputs, targets, segment_ids, position_ids, loss_weights)``, C-contiguous,
-        at least ``width`` rows of ``L``, dtypes (uint32 or int64 twice, int32, int32, uint8);
-        the batch then holds views of them.
+        at least ``width`` rows of ``L``, dtypes (uint32, int32 or int64 twice, int32, int32, uint8);
+        the batch then holds views of them. int32 ids need ids below 2^31.
         """
         lo, hi = self.batch_rows(k, rank=rank, world_size=world_size)
         return self._rows(lo, hi, operator.index(k), out, dtype)
@@ -234,6 +271,8 @@ class PackedEpoch:
         kernels.fill_rows(self.values, self.offsets, roles, self._roles is not None, selected, self._row_first,
                           self._row_pieces, plan.piece_document, plan.piece_source_start, plan.piece_length,
                           plan.piece_column, *arrays)
+        if arrays[0].dtype == np.int32:
+            check_int32_rows(arrays[0], arrays[1])
         segments = kernels.segment_count(selected, self._row_first)
         piece = np.empty(segments, np.int64)
         segment_row = np.empty(segments, np.int64)
@@ -341,7 +380,7 @@ def _row_buffers(rows: int, length: int, out: Any, dtype: Any) -> tuple[np.ndarr
     if dtype is not None:
         dtype = np.dtype(dtype)
         if dtype not in ROW_DTYPES:
-            raise ConfigurationError(f"dtype={dtype}: expected uint32 or int64 token ids")
+            raise ConfigurationError(f"dtype={dtype}: expected uint32, int32 or int64 token ids")
     if out is None:
         ids = dtype or np.dtype(np.uint32)
         return (np.empty((rows, length), ids), np.empty((rows, length), ids), np.empty((rows, length), np.int32),
@@ -358,7 +397,7 @@ def _row_buffers(rows: int, length: int, out: Any, dtype: Any) -> tuple[np.ndarr
                 f"got {getattr(array, 'dtype', type(array).__name__)} {getattr(array, 'shape', '')}"
             )
     if ids not in ROW_DTYPES:
-        raise ConfigurationError(f"out inputs: dtype {ids}, expected uint32 or int64 token ids")
+        raise ConfigurationError(f"out inputs: dtype {ids}, expected uint32, int32 or int64 token ids")
     return tuple(array[:rows] for array in out)
 
 
@@ -372,3 +411,8 @@ def _row_order(rows: int, order, epoch: int) -> tuple[np.ndarray, int | None]:
         shuffle_kernels.fisher_yates_shuffle(row_order, np.uint64(seed))
     row_order.flags.writeable = False
     return row_order, seed
+
+
+def _rebuild_packed(source, partition, row_length, batches, strategy, roles, epoch, buffer_size) -> PackedEpoch:
+    return PackedEpoch.build(source, partition, row_length=row_length, batches=batches, strategy=strategy,
+                             roles=roles, epoch=epoch, buffer_size=buffer_size)

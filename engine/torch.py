@@ -1,59 +1,57 @@
 """PyTorch input pipeline: a resumable, elastic ``IterableDataset`` over any batch source (SPEC §6).
 
-``TokenDataset(source)`` used as ``DataLoader(ds, batch_size=None, num_workers=N)`` yields, in the
-epoch's order, one dict per global batch (or per rank's share of it)::
+``TokenDataset(source)`` used as ``ds.loader(num_workers=N)`` (or ``DataLoader(ds,
+batch_size=None, ...)``) yields, in the run's order, one dict per global batch (or per rank's
+share of it)::
 
     {"input_ids": LongTensor [rows, T], "labels": LongTensor [rows, T],  # labels already shifted
-     "segment_ids", "position_ids", "loss_weights": ...,                 # when the source has them
+     "segment_ids", "position_ids": IntTensor, "loss_weights": ByteTensor,  # packed sources
      "epoch": e, "batch_index": k}                                       # where the batch comes from
 
 ``labels[i, t]`` is the token after ``input_ids[i, t]``: pass them to the loss as they are.
 
-Batch source protocol. ``MiniBatchEpoch`` implements it; a packed epoch or a mixture joins by
-providing the same members:
-
-- ``batch_count`` (int): batches in one epoch;
-- ``batch_size`` (int): the global batch size ``B``; every batch has ``B`` rows except maybe the
-  last, which holds the remainder; ``batch_width(k)`` gives the rows of batch ``k``;
-- ``context_length`` (int): the length ``T`` of every row;
-- ``order``: an object with ``seed`` (int, or None when unshuffled) and ``epoch`` (int);
-- ``with_epoch(e)``: the same source in epoch ``e`` of the run (SPEC §6 seed rule);
-- ``batch(k, out=None, *, rank=None, world_size=None, dtype=None)``: batch ``k`` (rank ``rank``'s
-  rows ``[r*width//w, (r+1)*width//w)`` when given) built without building any other, with
-  ``inputs``/``targets`` ``[rows, T]`` written into ``out=(inputs, targets)`` when passed, and
-  optionally ``segment_ids``, ``position_ids`` and ``loss_weights`` arrays of the same shape;
-- pickling carries paths and a few integers (DataLoader workers started by spawn rebuild it).
+Sources: anything of the batch source protocol (``engine.batches.BatchSource``, documented there):
+a ``MiniBatchEpoch`` (windows), a ``PackedEpoch`` (packed rows: the three extra fields) or a
+``Mixture`` of either (endless: ``epochs`` does not apply, its sources move through their own).
 
 Workers: with ``N`` workers, worker ``i`` builds the batches ``j ≡ i (mod N)`` of the remaining
-sequence (``j`` counts batches from the resume point, across epochs). DataLoader collects from
-the workers in round-robin order, so the loader yields exactly the global order, for any ``N``.
-Under ``ds.loader(num_workers=N)`` the unit is a group of consecutive batches instead of one
-(about ``CHUNK_IDS`` ids per tensor): a worker hands a whole group over as one shared-memory block
-and the loader splits it into batches again (views, no copy), because handing over one small
-batch costs far more than building it. With ``num_workers=0`` the loader iterates the dataset
-directly (DataLoader's per-item machinery has nothing to convert).
+sequence (``j`` counts batches from the resume point, across epochs); DataLoader collects from the
+workers in round-robin order, so the loader yields exactly the global order, for any ``N``. Under
+``ds.loader(num_workers=N)`` the unit is a group of consecutive batches (about ``CHUNK_IDS`` ids per
+tensor) written into one of a few shared-memory buffers that each worker allocates once and reuses:
+only the buffer's number and the batches' ``(epoch, k, rows)`` cross the process boundary per item
+(the buffers themselves once), and the loader hands out views of them. DataLoader never lets a
+worker run more than ``prefetch_factor * N`` items ahead of the loop, so a worker keeps that many
+buffers plus two, and never overwrites one the loop can still see. A plain ``DataLoader`` gets one
+batch per item in fresh tensors (the slow path: per-item hand-over costs more than a small batch);
+so does ``ds.loader`` with ``pin_memory=True`` (DataLoader pins a copy of every item) or a
+``collate_fn`` of your own.
+With ``num_workers=0`` the loader iterates the dataset directly.
 
 Ranks: ``rank``/``world_size`` default to ``torch.distributed`` when it is initialised (else 0 of
 1). Rank ``r`` of ``w`` gets rows ``[r*width//w, (r+1)*width//w)`` of every global batch, so the
 global sequence does not depend on ``w``. A ``w`` wider than some batch is a ConfigurationError.
 
-State: ``state_dict()`` is ``{"seed", "epoch", "next_batch", "global_batch_size"}``: the next
-global batch to hand out; every new iteration starts there, so a second ``for`` loop continues
-where the first stopped. DataLoader workers hold copies of the dataset, so the state is kept in
-the main process, from what the main-process iterator hands out: ``ds.loader(**options)`` (a
-``DataLoader`` whose iterator records the ``epoch``/``batch_index`` tags of every batch it
-yields) keeps it for any ``num_workers``; a plain ``DataLoader`` with ``num_workers=0`` also
-keeps it, since the dataset's own iterator runs in the main process. ``load_state_dict`` makes the
-next iteration start at that global batch, under any ``world_size`` and ``num_workers``
-(elastic resume). Saving mid-epoch and resuming equals never stopping, batch for batch.
+State: ``state_dict()`` is ``{"seed", "epoch", "next_batch", "global_batch_size"}`` plus what the
+source's ``progress(next_batch)`` adds (a mixture: ``"sources"``, each source's name, epoch,
+position and samples taken): the next global batch to hand out. Every new iteration starts there,
+so a second ``for`` loop continues where the first stopped. DataLoader workers hold copies of the
+dataset, so the state is kept in the main process, from what the main-process iterator hands out:
+``ds.loader(**options)`` (a ``DataLoader`` whose iterator records the ``epoch``/``batch_index``
+tags of every batch it yields) keeps it for any ``num_workers``; a plain ``DataLoader`` with
+``num_workers=0`` also keeps it, since the dataset's own iterator runs in the main process.
+``load_state_dict`` makes the next iteration start at that global batch, under any
+``world_size`` and ``num_workers`` (elastic resume), after checking the seed, the global batch
+size and the source's progress against this source. Saving mid-epoch and resuming equals never
+stopping, batch for batch.
 
-Buffers: in the main process (``num_workers=0``) the tensors are views of one set of reused
-buffers (pinned with ``pin_memory=True``), overwritten by the next batch: copy them to the device
-(or ``clone()``) before asking for the next one. Worker processes hand each batch over through
-shared memory, so they fill a fresh tensor per batch (use ``DataLoader(pin_memory=True)`` there).
+Buffers: the tensors a loader yields are views of reused buffers (in the main process, pinned with
+``pin_memory=True``; under ``ds.loader(num_workers=N)``, shared memory), overwritten after the next
+batch is requested: copy them to the device (or ``clone()``) before asking for the next one.
 
-Cost: one batch is ``2 * rows * T`` id copies straight from the store's buffers into the tensors,
-plus a few microseconds of Python; ``import engine`` does not import torch.
+Cost: one batch is ``2 * rows * T`` id copies straight from the store's buffers into the tensors
+(plus the fields of packed rows) and about a microsecond of Python; ``import engine`` does not
+import torch.
 
 Block masks: ``block_mask(segment_ids, block_size=128)`` is a FlexAttention ``BlockMask`` for
 packed rows, built from segment ids by ``engine.block_mask_tensors`` (a CPU kernel; the numba-cuda
@@ -64,6 +62,7 @@ field, in milliseconds instead of seconds.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -71,6 +70,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from torch.utils.data._utils.collate import default_convert as _default_convert
 
+from engine.batches import FIELD_DTYPES
 from engine.block_masks import DEFAULT_BLOCK_SIZE, block_mask_tensors, check_block_size
 from engine.checks import as_int
 from engine.errors import ConfigurationError, DeviceError
@@ -79,10 +79,14 @@ from engine.kernels import block_masks as block_kernels
 __all__ = ["TokenDataset", "TokenLoader", "block_mask", "document_causal_mask_mod"]
 
 _DTYPES = {torch.int64: np.int64, torch.int32: np.int32}
-EXTRA_FIELDS = ("segment_ids", "position_ids", "loss_weights")
+_TORCH_FIELDS = {"segment_ids": torch.int32, "position_ids": torch.int32, "loss_weights": torch.uint8}
 # Worker chunks under TokenLoader hold about this many ids per tensor (2 MiB of int64).
 CHUNK_IDS = 1 << 18
+# Batches of at most this many ids per tensor are built into a reused stage and copied (see _fill).
+STAGE_IDS = 1 << 12
 STATE_KEYS = ("seed", "epoch", "next_batch", "global_batch_size")
+PROTOCOL = ("batch", "batch_count", "batch_size", "batch_width", "context_length", "fields", "order", "progress",
+            "with_epoch")
 
 
 def _distributed_defaults(rank, world_size) -> tuple[int, int]:
@@ -100,21 +104,36 @@ def _distributed_defaults(rank, world_size) -> tuple[int, int]:
     return rank, world_size
 
 
+def _plain(value):
+    """A seed as the state holds it: a mixture's tuple of seeds as a list (what JSON gives back)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _as_is(item):
+    """TokenLoader's collate function: the dataset's items are already tensors."""
+    return item
+
+
 class TokenDataset(IterableDataset):
     """Global batches of ``source`` (or this rank's share of them) as dicts of tensors, in order.
 
     ``dtype``: ``torch.int64`` (default, what ``nn.Embedding`` takes) or ``torch.int32``.
     ``epochs``: how many epochs of the run to yield (``None``: forever); epoch ``e`` is
-    ``source.with_epoch(e)``. ``pin_memory``: fill page-locked buffers (main process only).
+    ``source.with_epoch(e)``. An endless source (a ``Mixture``) yields forever whatever ``epochs``
+    says. ``pin_memory``: fill page-locked buffers (main process only).
     """
 
     def __init__(self, source, *, dtype=torch.int64, pin_memory: bool = False, rank: int | None = None,
                  world_size: int | None = None, epochs: int | None = 1) -> None:
         super().__init__()
-        for name in ("batch", "batch_count", "batch_size", "batch_width", "context_length", "order", "with_epoch"):
+        for name in PROTOCOL:
             if not hasattr(source, name):
                 raise ConfigurationError(f"source is a {type(source).__name__} without {name!r}; expected a "
-                                         f"batch source such as a MiniBatchEpoch (see engine.torch)")
+                                         f"batch source such as a MiniBatchEpoch, a PackedEpoch or a Mixture "
+                                         f"(engine.batches.BatchSource)")
+        unknown = [name for name in source.fields if name not in FIELD_DTYPES]
+        if unknown:
+            raise ConfigurationError(f"source fields {unknown} are not among {sorted(FIELD_DTYPES)}")
         if dtype not in _DTYPES:
             raise ConfigurationError(f"dtype must be torch.int64 or torch.int32, got {dtype!r}")
         if epochs is not None:
@@ -129,10 +148,12 @@ class TokenDataset(IterableDataset):
         self.dtype = dtype
         self.pin_memory = bool(pin_memory)
         self.epochs = epochs
+        self.names = ("input_ids", "labels", *source.fields)
         self._consumed = (0, 0)  # (epoch, next batch) after the last batch handed out
         self._sources = {}  # epoch -> source of that epoch (only the latest is kept)
         self._buffers = None
         self._chunk = 0  # batches per worker item; set by TokenLoader while its workers start
+        self._slots = 0  # reused shared buffers per worker; set with _chunk
 
     def _check_width(self, source) -> None:
         count = source.batch_count
@@ -147,35 +168,46 @@ class TokenDataset(IterableDataset):
 
     # -- state ---------------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        """``{"seed", "epoch", "next_batch", "global_batch_size"}``: the next global batch to yield."""
+        """``{"seed", "epoch", "next_batch", "global_batch_size"}`` (plus the source's ``progress``,
+        e.g. a mixture's per-source epochs and positions): the next global batch to yield."""
         epoch, next_batch = self._consumed
-        return {"seed": self.source.order.seed, "epoch": epoch, "next_batch": next_batch,
-                "global_batch_size": self.source.batch_size}
+        return {"seed": _plain(self.source.order.seed), "epoch": epoch, "next_batch": next_batch,
+                "global_batch_size": self.source.batch_size, **self.source.progress(next_batch)}
 
     def load_state_dict(self, state: dict) -> None:
         """Start the next iteration at ``state``'s global batch (saved under any world size)."""
-        if not isinstance(state, dict) or set(state) != set(STATE_KEYS):
+        if not isinstance(state, dict) or not set(STATE_KEYS) <= set(state):
             raise ConfigurationError(f"state must be a dict with keys {STATE_KEYS}, got {state!r}")
-        if state["seed"] != self.source.order.seed:
+        seed = _plain(self.source.order.seed)
+        if _plain(state["seed"]) != seed:
             raise ConfigurationError(f"state was saved with seed {state['seed']}, this source has seed "
-                                     f"{self.source.order.seed}; expected the same run's source")
+                                     f"{seed}; expected the same run's source")
         if state["global_batch_size"] != self.source.batch_size:
             raise ConfigurationError(f"state was saved with global batch size {state['global_batch_size']}, "
                                      f"this source has {self.source.batch_size}; the global batch size must "
                                      f"not change on resume (the number of ranks may)")
         epoch = as_int(state["epoch"], "state epoch", expected="an integer >= 0")
         next_batch = as_int(state["next_batch"], "state next_batch", expected="an integer >= 0")
-        if epoch < 0 or not 0 <= next_batch <= self.source.batch_count:
+        count = self.source.batch_count
+        if epoch < 0 or next_batch < 0 or (count is not None and next_batch > count) or (count is None and epoch):
             raise ConfigurationError(f"state epoch {epoch}, next_batch {next_batch} is outside this source "
-                                     f"({self.source.batch_count} batches per epoch)")
-        if next_batch == self.source.batch_count:
+                                     f"({'endless, epoch 0' if count is None else f'{count} batches per epoch'})")
+        if next_batch == count:
             epoch, next_batch = epoch + 1, 0
+        extra = {key: value for key, value in state.items() if key not in STATE_KEYS}
+        expected = self.source.progress(next_batch) if count is None or extra else {}
+        if extra != expected:
+            raise ConfigurationError(f"state says the source stands at {extra!r} before batch {next_batch}, this "
+                                     f"source at {expected!r}; expected the same sources, weights and batch size")
         self._consumed = (epoch, next_batch)
+
+    def _after(self, epoch: int, k: int) -> tuple[int, int]:
+        count = self.source.batch_count
+        return (epoch, k + 1) if count is None or k + 1 < count else (epoch + 1, 0)
 
     def record(self, batch: dict) -> None:
         """Note that ``batch`` (a dict this dataset yielded) was handed out: the state moves past it."""
-        epoch, k = int(batch["epoch"]), int(batch["batch_index"])
-        self._consumed = (epoch, k + 1) if k + 1 < self.source.batch_count else (epoch + 1, 0)
+        self._consumed = self._after(int(batch["epoch"]), int(batch["batch_index"]))
 
     def loader(self, **options) -> "TokenLoader":
         """``TokenLoader(self, batch_size=None, **options)``: keeps ``state_dict()`` for any num_workers."""
@@ -189,20 +221,33 @@ class TokenDataset(IterableDataset):
             self._sources = {epoch: source}
         return source
 
-    def _epoch_runs(self):
-        """``(epoch, source of that epoch, first batch)`` from the current state on."""
-        epoch, k = self._consumed
-        while self.source.batch_count and (self.epochs is None or epoch < self.epochs):
-            yield epoch, self._epoch_source(epoch), k
-            epoch, k = epoch + 1, 0
+    def _batches(self):
+        """``(epoch, source of that epoch, k)`` of every batch from the current state on."""
+        epoch, first = self._consumed
+        count = self.source.batch_count
+        if count is None:  # endless: one epoch
+            source = self._epoch_source(epoch)
+            for k in itertools.count(first):
+                yield epoch, source, k
+            return
+        while count and (self.epochs is None or epoch < self.epochs):
+            source = self._epoch_source(epoch)
+            for k in range(first, count):
+                yield epoch, source, k
+            epoch, first = epoch + 1, 0
+
+    def _dtypes(self) -> list:
+        return [self.dtype, self.dtype] + [_TORCH_FIELDS[name] for name in self.source.fields]
+
+    def _rows(self) -> int:
+        """Rows of this rank's largest share of a batch."""
+        return -(-self.source.batch_size // self.world_size)
 
     def _main_buffers(self):
         if self._buffers is None:
-            rows = -(-self.source.batch_size // self.world_size)
-            shape = (rows, self.source.context_length)
-            inputs = torch.empty(shape, dtype=self.dtype, pin_memory=self.pin_memory)
-            labels = torch.empty(shape, dtype=self.dtype, pin_memory=self.pin_memory)
-            self._buffers = (inputs, labels, (inputs.numpy(), labels.numpy()))
+            shape = (self._rows(), self.source.context_length)
+            tensors = [torch.empty(shape, dtype=dtype, pin_memory=self.pin_memory) for dtype in self._dtypes()]
+            self._buffers = (dict(zip(self.names, tensors)), tuple(t.numpy() for t in tensors))
         return self._buffers
 
     def _share(self, source, k: int) -> int:
@@ -214,82 +259,113 @@ class TokenDataset(IterableDataset):
         info = get_worker_info()
         if info is None:
             return self._iter_main()
+        if self._chunk:
+            return self._iter_ring(info.id, info.num_workers)
         return self._iter_worker(info.id, info.num_workers)
 
     def _iter_main(self):
-        inputs, labels, out = self._main_buffers()
-        full = inputs.shape[0]
+        full, out = self._main_buffers()
+        rows_full = out[0].shape[0]
         rank, world = (self.rank, self.world_size) if self.world_size > 1 else (None, None)
-        count = self.source.batch_count
-        for epoch, source, first in self._epoch_runs():
-            extras = None
-            for k in range(first, count):
-                batch = source.batch(k, out, rank=rank, world_size=world)
-                rows = batch.inputs.shape[0]
-                if rows == full:
-                    item = {"input_ids": inputs, "labels": labels}
-                else:
-                    item = {"input_ids": inputs[:rows], "labels": labels[:rows]}
-                if extras is None:
-                    extras = [name for name in EXTRA_FIELDS if getattr(batch, name, None) is not None]
-                for name in extras:
-                    item[name] = torch.from_numpy(np.require(getattr(batch, name), requirements=("C", "W")))
-                item["epoch"] = epoch
-                item["batch_index"] = k
-                self._consumed = (epoch, k + 1) if k + 1 < count else (epoch + 1, 0)
-                yield item
+        after = self._after
+        for epoch, source, k in self._batches():
+            rows = source.batch(k, out, rank=rank, world_size=world).inputs.shape[0]
+            item = full.copy() if rows == rows_full else {name: t[:rows] for name, t in full.items()}
+            item["epoch"] = epoch
+            item["batch_index"] = k
+            self._consumed = after(epoch, k)
+            yield item
+
+    def _mine(self, worker: int, workers: int, group: int):
+        """Groups of up to ``group`` consecutive ``(epoch, source, k)`` of this worker's items."""
+        pending = []
+        for j, batch in enumerate(self._batches()):
+            if (j // group) % workers == worker:
+                pending.append(batch)
+                if len(pending) == group:
+                    yield pending
+                    pending = []
+        if pending:
+            yield pending
+
+    def _fill(self, pending, arrays, stage=None) -> list[int]:
+        """Write the batches ``pending`` one after another into ``arrays``; their row counts.
+
+        ``stage``: one batch's worth of reused arrays. A source checks a new ``out`` on every call
+        (microseconds) but remembers the last one; for small batches building into the same stage
+        and copying costs less than a check."""
+        rank, world = (self.rank, self.world_size) if self.world_size > 1 else (None, None)
+        rows, row = [], 0
+        for _, source, k in pending:
+            if stage is None:
+                n = self._share(source, k)
+                source.batch(k, tuple(a[row:row + n] for a in arrays), rank=rank, world_size=world)
+            else:
+                n = source.batch(k, stage, rank=rank, world_size=world).inputs.shape[0]
+                for a, staged in zip(arrays, stage):
+                    a[row:row + n] = staged[:n]
+            rows.append(n)
+            row += n
+        return rows
 
     def _iter_worker(self, worker: int, workers: int):
-        # The state was copied when the loader's iterator began. Plain DataLoader: one batch per
-        # item. TokenLoader sets ``_chunk``: groups of ``_chunk`` consecutive batches travel as one
-        # item (one shared-memory block instead of one per batch) and the loader splits them again.
-        group = self._chunk or 1
-        count = self.source.batch_count
-        j = 0
-        pending = []
-        for epoch, source, first in self._epoch_runs():
-            for k in range(first, count):
-                if (j // group) % workers == worker:
-                    pending.append((epoch, source, k))
-                    if len(pending) == group:
-                        yield self._build(pending)
-                        pending = []
-                j += 1
-        if pending:
-            yield self._build(pending)
-
-    def _build(self, pending) -> dict:
-        """Fresh tensors holding the batches ``pending`` (one ``(epoch, source, k)`` each)."""
-        rank, world = (self.rank, self.world_size) if self.world_size > 1 else (None, None)
-        rows = [self._share(source, k) for _, source, k in pending]
-        shape = (sum(rows), self.source.context_length)
-        inputs, labels = torch.empty(shape, dtype=self.dtype), torch.empty(shape, dtype=self.dtype)
-        in_array, label_array = inputs.numpy(), labels.numpy()
-        extras: dict[str, list] = {}
-        row = 0
-        for (_, source, k), n in zip(pending, rows):
-            batch = source.batch(k, (in_array[row:row + n], label_array[row:row + n]), rank=rank, world_size=world)
-            for name in EXTRA_FIELDS:
-                array = getattr(batch, name, None)
-                if array is not None:
-                    extras.setdefault(name, []).append(array)
-            row += n
-        item = {"input_ids": inputs, "labels": labels}
-        for name, arrays in extras.items():
-            item[name] = torch.from_numpy(np.concatenate(arrays))
-        if not self._chunk:
+        # Plain DataLoader: one batch per item, in fresh tensors (DataLoader moves them to shared memory).
+        shape = (self._rows(), self.source.context_length)
+        for pending in self._mine(worker, workers, 1):
+            tensors = [torch.empty(shape, dtype=dtype) for dtype in self._dtypes()]
+            (n,) = self._fill(pending, [t.numpy() for t in tensors])
+            item = {name: t[:n] for name, t in zip(self.names, tensors)}
             (epoch, _, k), = pending
             item["epoch"], item["batch_index"] = epoch, k
-            return item
-        item["epoch"] = [epoch for epoch, _, _ in pending]
-        item["batch_index"] = [k for _, _, k in pending]
-        item["rows"] = rows
-        return item
+            yield item
+
+    def _ring_layout(self, chunk: int, slots: int) -> tuple[list, int]:
+        """Where each slot's tensors (one per name) sit in the worker's flat shared byte block:
+        ``([[(offset, dtype), ...] per slot], total bytes)``; every tensor starts on a 64-byte
+        boundary. The worker that allocates the block and the loader that receives it both use it."""
+        size = chunk * self._rows() * self.source.context_length
+        layout, offset = [], 0
+        for _ in range(slots):
+            places = []
+            for dtype in self._dtypes():
+                places.append((offset, dtype))
+                offset += -(-size * torch.empty((), dtype=dtype).element_size() // 64) * 64
+            layout.append(places)
+        return layout, offset
+
+    def _ring_views(self, ring: torch.Tensor, chunk: int, slots: int) -> list:
+        """Per slot, its tensors ``[chunk * rows, T]`` as views of the byte block ``ring``."""
+        rows, length = chunk * self._rows(), self.source.context_length
+        layout, _ = self._ring_layout(chunk, slots)
+        return [tuple(ring[offset:].view(dtype)[:rows * length].view(rows, length) for offset, dtype in places)
+                for places in layout]
+
+    def _iter_ring(self, worker: int, workers: int):
+        # TokenLoader: groups of ``_chunk`` batches, written into ``_slots`` buffers reused in turn,
+        # all carved from one shared-memory block that travels with the worker's first item only
+        # (one file descriptor); later items name their slot by number.
+        _, nbytes = self._ring_layout(self._chunk, self._slots)
+        ring = torch.empty(nbytes, dtype=torch.uint8).share_memory_()
+        slots = [(tensors, tuple(t.numpy() for t in tensors)) for tensors in self._ring_views(ring, self._chunk,
+                                                                                               self._slots)]
+        stage = None
+        if self._rows() * self.source.context_length <= STAGE_IDS:
+            dtypes = [_DTYPES[self.dtype]] * 2 + [FIELD_DTYPES[name] for name in self.source.fields]
+            stage = tuple(np.empty((self._rows(), self.source.context_length), dtype) for dtype in dtypes)
+        for n, pending in enumerate(self._mine(worker, workers, self._chunk)):
+            slot = n % self._slots
+            item = {"worker": worker, "slot": slot, "chunk": self._chunk, "slots": self._slots}
+            if n == 0:
+                item["ring"] = ring
+            item["rows"] = self._fill(pending, slots[slot][1], stage)
+            item["epoch"] = [epoch for epoch, _, _ in pending]
+            item["batch_index"] = [k for _, _, k in pending]
+            yield item
 
     def __len__(self) -> int:
         """Batches an iteration from the current state yields (TypeError when endless)."""
-        if self.epochs is None:
-            raise TypeError("an endless TokenDataset (epochs=None) has no length")
+        if self.epochs is None or self.source.batch_count is None:
+            raise TypeError("an endless TokenDataset (epochs=None, or an endless source) has no length")
         epoch, k = self._consumed
         return max(0, (self.epochs - epoch) * self.source.batch_count - k)
 
@@ -313,31 +389,55 @@ class TokenLoader(DataLoader):
             raise ConfigurationError(f"TokenLoader needs a TokenDataset, got {type(dataset).__name__}")
         if options.setdefault("batch_size", None) is not None:
             raise ConfigurationError("a TokenDataset yields whole batches: TokenLoader takes batch_size=None")
+        if options.get("persistent_workers"):
+            raise ConfigurationError("TokenLoader starts its workers at the state of each new iteration; "
+                                     "persistent_workers=True would resume them from a stale state")
+        if options.get("in_order", True) is not True:
+            raise ConfigurationError("TokenLoader yields batches in the run's order: in_order must stay True")
+        options.setdefault("collate_fn", _as_is)
         super().__init__(dataset, **options)
 
     def __iter__(self):
         dataset = self.dataset
-        if self.num_workers == 0 and self.collate_fn is _default_convert and not self.pin_memory:
+        if self.num_workers == 0 and self.collate_fn in (_as_is, _default_convert) and not self.pin_memory:
             # Nothing for DataLoader's machinery to do: the dataset already yields tensors.
             yield from dataset
             return
-        if self.num_workers:
-            dataset._chunk = max(1, CHUNK_IDS // (dataset.source.batch_size * dataset.source.context_length))
+        if self.num_workers and not self.pin_memory and self.collate_fn in (_as_is, _default_convert):
+            # (With pin_memory DataLoader pins a copy of each item, and a collate_fn of your own
+            # expects batches: then workers hand over fresh tensors, one batch per item.)
+            source = dataset.source
+            dataset._chunk = max(1, CHUNK_IDS // (dataset._rows() * source.context_length))
+            # A worker is never more than prefetch_factor * num_workers items ahead of this loop.
+            dataset._slots = self.prefetch_factor * self.num_workers + 2
         try:
             batches = super().__iter__()  # workers start here, with the chunk size set
         finally:
-            dataset._chunk = 0
+            dataset._chunk = dataset._slots = 0
+        names = dataset.names
+        full = dataset._rows()
+        ring: dict = {}  # (worker, slot) -> its tensors, and per place in its chunk the full-batch views
         for item in batches:
-            if "rows" not in item:
+            if "slot" not in item:
                 dataset.record(item)
                 yield item
                 continue
-            parts = {name: item[name].split(item["rows"]) for name in ("input_ids", "labels", *EXTRA_FIELDS)
-                     if name in item}
-            for i, (epoch, k) in enumerate(zip(item["epoch"], item["batch_index"])):
-                batch = {name: tensors[i] for name, tensors in parts.items()}
+            if "ring" in item:  # a worker's first item: its whole ring, carved as the worker carved it
+                for slot, tensors in enumerate(dataset._ring_views(item["ring"], item["chunk"], item["slots"])):
+                    ring[(item["worker"], slot)] = (tensors, [
+                        {name: t[i * full:(i + 1) * full] for name, t in zip(names, tensors)}
+                        for i in range(item["chunk"])])
+            key = (item["worker"], item["slot"])
+            tensors, views = ring[key]
+            row = 0
+            for i, (epoch, k, n) in enumerate(zip(item["epoch"], item["batch_index"], item["rows"])):
+                if n == full and row == i * full:
+                    batch = views[i].copy()
+                else:
+                    batch = {name: t[row:row + n] for name, t in zip(names, tensors)}
+                row += n
                 batch["epoch"], batch["batch_index"] = epoch, k
-                dataset.record(batch)
+                dataset._consumed = dataset._after(epoch, k)
                 yield batch
 
     def state_dict(self) -> dict:

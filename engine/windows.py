@@ -218,11 +218,14 @@ def row_dtype(dtype, out) -> np.dtype:
     return dtype
 
 
+INT32_TOO_SMALL = ("a token id is 2^31 or larger and does not fit int32 rows; "
+                   "expected dtype=np.int64 or np.uint32")
+
+
 def check_int32_rows(inputs: np.ndarray, targets: np.ndarray) -> None:
     """int32 rows hold ids below 2^31 only: a larger id would read back negative, so refuse it."""
     if inputs.size and (int(inputs.min()) < 0 or int(targets.min()) < 0):
-        raise ConfigurationError("a token id is 2^31 or larger and does not fit int32 rows; "
-                                 "expected dtype=np.int64 or np.uint32")
+        raise ConfigurationError(INT32_TOO_SMALL)
 
 
 def prepare_rows(rows: int, context_length: int, out, dtype) -> tuple[np.ndarray, np.ndarray]:

@@ -90,3 +90,14 @@ def gather(values: list[int], offsets: list[int], descriptors, context_length: i
         inputs.append([values[base + t] for t in range(context_length)])
         targets.append([values[base + t + 1] for t in range(context_length)])
     return inputs, targets
+
+
+def gather_batch(values: list[int], positions: list[int], lo: int, hi: int, context_length: int):
+    """Rows of positions[lo:hi] (as far as positions go), copied one id at a time, and whether any
+    copied id is >= 2^31."""
+    inputs, targets, high = [], [], False
+    for p in positions[lo:hi]:
+        inputs.append([values[p + t] for t in range(context_length)])
+        targets.append([values[p + t + 1] for t in range(context_length)])
+        high = high or any(v >= 2**31 for v in inputs[-1] + targets[-1])
+    return inputs, targets, high

@@ -96,13 +96,14 @@ def test_window_crossing_a_document_is_unexpected():
 
 
 def test_wrong_tokens_are_mismatched_rows(monkeypatch):
-    def off_by_one(values, positions, T, inputs, targets):
-        for r, p in enumerate(positions):
+    def off_by_one(values, positions, lo, hi, T, inputs, targets):
+        for r, p in enumerate(positions[lo:hi]):
             inputs[r] = values[p + 1 : p + T + 1]
             targets[r] = values[p + 1 : p + T + 1]
+        return False
 
     epoch = build(bigger_documents(), seed=5, T=4, B=7)
-    monkeypatch.setattr(engine.batches.window_kernels, "gather_positions", off_by_one)
+    monkeypatch.setattr(engine.batches.window_kernels, "gather_batch", off_by_one)
     report = audit_epoch(epoch)
     assert not report.ok and report.mismatched_rows == epoch.window_count
 
@@ -174,6 +175,6 @@ def test_position_past_the_end_is_reported_not_crashed(monkeypatch):
     positions[0] = epoch.values.shape[0] + 3
     epoch._positions = positions
     # The real kernel would read past the buffer; the audit itself must not.
-    monkeypatch.setattr(engine.batches.window_kernels, "gather_positions", lambda values, p, T, a, b: None)
+    monkeypatch.setattr(engine.batches.window_kernels, "gather_batch", lambda values, p, lo, hi, T, a, b: False)
     report = audit_epoch(epoch)
     assert not report.ok and report.unexpected_windows == 1 and report.mismatched_rows >= 1

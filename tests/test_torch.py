@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import time
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -240,7 +241,9 @@ def test_pickles_carry_a_path_not_the_tokens(tmp_path):
 
 
 class WeightedSource:
-    """A batch source of the protocol with per-position extras, as packed epochs provide them."""
+    """A batch source of the protocol with per-position fields written into ``out``."""
+
+    fields = ("position_ids", "loss_weights")
 
     def __init__(self, epoch):
         self.epoch = epoch
@@ -253,12 +256,17 @@ class WeightedSource:
     def with_epoch(self, e):
         return WeightedSource(self.epoch.with_epoch(e))
 
+    def progress(self, k):
+        return {}
+
     def batch(self, k, out=None, *, rank=None, world_size=None, dtype=None):
-        batch = self.epoch.batch(k, out, rank=rank, world_size=world_size, dtype=dtype)
-        return SimpleNamespace(inputs=batch.inputs, targets=batch.targets,
-                               loss_weights=(batch.targets % 2).astype(np.uint8),
-                               position_ids=np.broadcast_to(np.arange(self.context_length, dtype=np.int32),
-                                                            batch.inputs.shape))
+        batch = self.epoch.batch(k, out[:2], rank=rank, world_size=world_size, dtype=dtype)
+        rows = batch.inputs.shape[0]
+        positions, weights = out[2][:rows], out[3][:rows]
+        positions[:] = np.arange(self.context_length, dtype=np.int32)
+        weights[:] = batch.targets % 2
+        return SimpleNamespace(inputs=batch.inputs, targets=batch.targets, position_ids=positions,
+                               loss_weights=weights)
 
 
 def test_source_extras_travel_with_the_batch(store):
@@ -286,3 +294,59 @@ def test_a_second_loop_continues_where_the_first_stopped(store):
     got += collect(ds.loader(num_workers=2, multiprocessing_context="fork"))
     assert got == expected
     assert collect(ds.loader()) == []  # both epochs of the run are used up
+
+
+def test_unpickled_store_maps_its_splits_from_a_decoded_copy(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENGINE_CACHE_DIR", str(tmp_path / "cache"))
+    opened = TokenStore.open(store.path)
+    values, offsets = opened.arrays("train")
+    assert opened.mapped_file("train") is None  # decoded from Parquet
+    data = pickle.dumps(opened)
+    assert len(data) < 1_000
+    copy = pickle.loads(data)
+    file = copy.mapped_file("train")
+    assert file is not None and file.parent == tmp_path / "cache" and file.suffix == ".arrow"
+    assert copy.mapped_file("validation") is None  # never read here: not copied
+    mapped_values, mapped_offsets = copy.arrays("train")
+    assert np.array_equal(mapped_values, values) and np.array_equal(mapped_offsets, offsets)
+    assert copy.ids("train") == opened.ids("train") and not mapped_values.flags.writeable
+    assert pickle.loads(pickle.dumps(copy)).mapped_file("train") == file  # written once, reused
+    # A copy that does not hold the split is ignored: the split is decoded from Parquet instead.
+    file.write_bytes(file.read_bytes()[:100])
+    fresh = pickle.loads(data)
+    assert fresh.mapped_file("train") is None and np.array_equal(fresh.arrays("train")[0], values)
+
+
+def test_spawn_workers_read_the_mapped_copy(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENGINE_CACHE_DIR", str(tmp_path / "cache"))
+    epoch = make_epoch(TokenStore.open(store.path))
+    loader = TokenDataset(epoch).loader(num_workers=2, multiprocessing_context="spawn")
+    assert collect(loader) == global_sequence(epoch)
+    assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".arrow"]  # the train split, once
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_worker_buffers_are_reused_in_turn_without_overwriting_a_batch_in_use(store, context, monkeypatch):
+    import engine.torch as engine_torch
+
+    epoch = make_epoch(store, batch_size=5)
+    monkeypatch.setattr(engine_torch, "CHUNK_IDS", 2 * 5 * T)  # two batches per item: the slots wrap around
+    expected = global_sequence(epoch, epochs=2)
+    assert len(expected) > 2 * 2 * (2 * 2 + 2)  # more items per worker than slots
+    got = []
+    for item in TokenDataset(epoch, epochs=2).loader(num_workers=2, multiprocessing_context=context):
+        got += collect([item])
+        time.sleep(0.001 if len(got) % 7 else 0.02)  # a slow step now and then: workers run ahead
+        assert collect([item]) == got[-1:]  # unchanged while it is the current batch
+    assert got == expected
+
+
+def test_a_collate_fn_of_your_own_gets_whole_batches(store):
+    epoch = make_epoch(store)
+
+    def collate(item):  # runs in the workers on each item: it must be a batch
+        assert {"input_ids", "labels", "epoch", "batch_index"} <= set(item) and "slot" not in item
+        return item
+
+    loader = TokenDataset(epoch).loader(num_workers=2, multiprocessing_context="fork", collate_fn=collate)
+    assert collect(loader) == global_sequence(epoch)

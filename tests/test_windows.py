@@ -475,3 +475,23 @@ def test_splitmix64_first_outputs_for_seed_zero():
 def test_incomplete_tail_start_and_tokens(tokens, T, S, expected):
     tail = CausalWindowConfig(T, S).incomplete_tail(np.array(tokens, dtype=np.uint32))
     assert (None if tail is None else (tail.start, tail.tokens.tolist())) == expected
+@pytest.mark.parametrize("seed", range(4))
+def test_gather_batch_equals_the_plain_loop(seed):
+    rng = np.random.default_rng(seed)
+    T = int(rng.integers(1, 9))
+    values = rng.integers(0, 2**31, size=200).astype(np.uint32)
+    if seed == 1:
+        values[rng.integers(0, 200, size=3)] = np.uint32(2**31 + 5)  # ids that do not fit int32
+    if seed == 2:
+        values[:] = np.uint32(2**32 - 1)  # the largest id everywhere
+    positions = rng.integers(0, 200 - T, size=30).astype(np.int64)
+    for lo, hi in ((0, 30), (7, 19), (29, 30), (12, 12), (25, 33)):
+        want_inputs, want_targets, want_high = naive.gather_batch(values.tolist(), positions.tolist(), lo, hi, T)
+        written = len(want_inputs)  # hi past the end of positions: the rows beyond stay as they were
+        untouched = [[7] * T] * (hi - lo - written)
+        for dtype in (np.uint32, np.int64):
+            inputs = np.full((hi - lo + 2, T), 7, dtype)[: hi - lo]
+            targets = np.full((hi - lo, T), 7, dtype)
+            high = kernels.gather_batch(values, positions, lo, hi, T, inputs, targets)
+            assert inputs.tolist() == want_inputs + untouched and targets.tolist() == want_targets + untouched
+            assert bool(high) == want_high

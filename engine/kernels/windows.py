@@ -130,6 +130,26 @@ def gather_positions(values, positions, context_length, inputs, targets):
 
 
 @njit(cache=True, nogil=True)
+def gather_batch(values, positions, lo, hi, context_length, inputs, targets):
+    """Copy windows ``positions[lo:hi]`` into rows ``0..hi-lo`` of ``inputs`` and ``targets``
+    (``[rows, T]``, C order): one batch in one call. Returns True when a copied id is ``2^31`` or
+    larger (it would not fit int32 rows). Never reads past ``positions``: rows beyond its end
+    are left as they are."""
+    width = np.uint64(context_length)
+    high = np.uint32(0)
+    for r in range(min(hi, positions.shape[0]) - lo):
+        p = np.uint64(positions[lo + r])
+        for t in range(width):
+            v = values[p + t]
+            high |= v
+            inputs[r, t] = v
+        high |= values[p + width]
+        for t in range(width):
+            targets[r, t] = values[p + t + _ONE]
+    return high >= np.uint32(1 << 31)
+
+
+@njit(cache=True, nogil=True)
 def gather_descriptors(values, offsets, document_index, start, context_length, inputs, targets):
     """Copy window ``(document_index[r], start[r])`` into row ``r`` of ``inputs`` and ``targets``."""
     rows = np.uint64(start.shape[0])

@@ -5,6 +5,19 @@ also hashes every byte. ``arrays(p)`` hands out the ``tokens`` column's flat val
 offsets (int64) as read-only numpy views of the Arrow buffers: no copy, except one concatenation
 when a split spans several row groups or files; ``buffers(p)`` wraps them, with the ids, as
 ``TokenBuffers``.
+
+Memory maps. Parquet pages are compressed and encoded, so a Parquet file cannot be mapped as
+token buffers: reading decodes it into private memory. What can be mapped is a decoded copy:
+``mapped_copy(p)`` writes the split's ``(id, tokens)`` once as an uncompressed Arrow IPC file of
+one record batch (in ``$ENGINE_CACHE_DIR``, default ``<tempdir>/engine-cache-<uid>``, named by a
+digest of the tokenizer hash and the split files' sha256, written under a temporary name and
+renamed), and ``map_copy(p, file)`` serves the split from that file by memory map, zero-copy. A
+pickled store (what a DataLoader worker started by spawn receives) carries its path and the
+mapped copies of the splits it has read, so every process reading the store shares one copy of
+the token pages in the OS page cache instead of decoding the Parquet files into its own memory;
+a copy that is missing or does not match the manifest's counts, or cannot be written, is
+skipped (the split is decoded from Parquet as before). Workers started by fork share the parent's decoded buffers anyway
+(copy-on-write pages that nobody writes). The copies are a cache: deleting them is always safe.
 """
 
 from __future__ import annotations
@@ -12,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence, overload
 
@@ -68,6 +82,7 @@ class TokenStore:
         self._tables: dict[Partition, pa.Table] = {}
         self._arrays: dict[Partition, tuple[pa.LargeListArray, np.ndarray, np.ndarray]] = {}
         self._ids: dict[Partition, list[str]] = {}
+        self._mapped: dict[Partition, Path] = {}  # splits served from a memory-mapped decoded copy
 
     # -- writing ----------------------------------------------------------------------------
     @staticmethod
@@ -338,12 +353,99 @@ class TokenStore:
         values, offsets = self.arrays(part)
         return EncodedDocuments(part, self.ids(part), values, offsets)
 
+    # -- memory-mapped decoded copies ------------------------------------------------------------
+    def mapped_file(self, partition: Partition | str) -> Path | None:
+        """The decoded copy this split is memory-mapped from, or None (decoded from Parquet)."""
+        return self._mapped.get(store_partition(partition))
+
+    def _copy_name(self, part: Partition) -> str:
+        split = self._split(part)
+        digest = hashlib.sha256(json.dumps(
+            [FORMAT_VERSION, self.tokenizer_hash, part.value,
+             [[e["name"], e["sha256"], e["rows"], e["bytes"]] for e in split["files"]]]).encode()).hexdigest()
+        return f"{part.value}-{digest[:40]}.arrow"
+
+    def mapped_copy(self, partition: Partition | str) -> Path:
+        """Path of this split's decoded copy (uncompressed Arrow IPC, one record batch), written now
+        unless it is there already; ``map_copy`` serves the split from it."""
+        part = store_partition(partition)
+        if part in self._mapped:
+            return self._mapped[part]
+        folder = Path(os.environ.get("ENGINE_CACHE_DIR") or Path(tempfile.gettempdir()) / f"engine-cache-{os.getuid()}")
+        file = folder / self._copy_name(part)
+        if self._copy_table(part, file) is not None:
+            return file
+        table = self.table(part).combine_chunks()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=file.name + ".", suffix=".tmp", delete=False) as tmp:
+                temporary = Path(tmp.name)
+            try:
+                with pa.OSFile(str(temporary), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+                    writer.write_table(table, max_chunksize=max(table.num_rows, 1))
+                os.replace(temporary, file)
+            finally:
+                temporary.unlink(missing_ok=True)
+        except OSError as exc:
+            raise StoreError(f"{file}: cannot write the decoded copy of split {part.value} ({exc}); set "
+                             "ENGINE_CACHE_DIR to a writable directory with room for it") from None
+        return file
+
+    def _copy_table(self, part: Partition, file: Path) -> pa.Table | None:
+        """The copy at ``file`` as a memory-mapped table if it holds this split (counts, columns,
+        one chunk), else None."""
+        try:
+            table = pa.ipc.open_file(pa.memory_map(str(file), "r")).read_all()
+        except (OSError, pa.ArrowException, ValueError):
+            return None
+        split = self._split(part)
+        if (table.schema.names != ["id", "tokens"] or table.schema.field("tokens").type != TOKENS_TYPE
+                or table.num_rows != split["documents"] or table.column("tokens").num_chunks > 1
+                or table.column("tokens").null_count or table.column("id").null_count):
+            return None
+        tokens = table.column("tokens")
+        if tokens.num_chunks:
+            offsets = tokens.chunk(0).offsets
+            if int(offsets[-1].as_py()) - int(offsets[0].as_py()) != split["tokens"]:
+                return None
+        elif split["tokens"]:
+            return None
+        return table
+
+    def map_copy(self, partition: Partition | str, file: str | os.PathLike) -> bool:
+        """Serve this split from the decoded copy at ``file`` by memory map (zero-copy) if it holds
+        the split; False (and nothing changes) when it is missing or does not match."""
+        part = store_partition(partition)
+        if part in self._tables:
+            return part in self._mapped
+        table = self._copy_table(part, Path(file))
+        if table is None:
+            return False
+        self._tables[part] = table
+        self._mapped[part] = Path(file)
+        return True
+
     # -- pickling ---------------------------------------------------------------------------
     def __reduce__(self):
-        """Pickle as the store's absolute path: the copy reopens and re-checks the store from disk,
-        so a process started by spawn (a DataLoader worker) receives bytes, not token buffers."""
-        return (TokenStore.open, (os.fspath(Path(self.path).absolute()),))
+        """Pickle as the store's absolute path and the decoded copies of the splits read so far
+        (written now if need be, see the module docstring): the copy reopens and re-checks the
+        store from disk and memory-maps those splits, so a process started by spawn (a
+        DataLoader worker) receives bytes, not token buffers, and shares the token pages."""
+        mapped = {}
+        for part in list(self._tables):
+            try:
+                mapped[part.value] = os.fspath(self.mapped_copy(part))
+            except StoreError:  # no room for a copy: the copy decodes this split from Parquet itself
+                continue
+        return (_reopen, (os.fspath(Path(self.path).absolute()), mapped))
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{p.value}={self.num_documents(p)}" for p in self.partitions)
         return f"TokenStore({str(self.path)!r}, {counts}, tokenizer={self.tokenizer_hash[:12]})"
+
+
+def _reopen(path: str, mapped: dict[str, str]) -> TokenStore:
+    store = TokenStore.open(path)
+    for partition, file in mapped.items():
+        store.map_copy(partition, file)
+    return store

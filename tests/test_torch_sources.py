@@ -1,0 +1,242 @@
+"""engine.torch over packed epochs and mixtures: the same batch source protocol as MiniBatchEpoch.
+
+Packed batches through TokenDataset equal plain-loop packing (naive_pack) with the row order of
+SPEC §6's Fisher–Yates per epoch; mixtures equal ``mixture.batch(k)``, which test_mixing checks
+against the plain-loop schedule. Resume is checked under other world sizes and worker counts.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="needs the torch extra (pip install -e '.[torch]')")
+from torch.utils.data import DataLoader  # noqa: E402
+
+from engine.batches import PACKED_FIELDS, BatchOrder, MiniBatchConfig, MiniBatchEpoch  # noqa: E402
+from engine.corpus import Partition  # noqa: E402
+from engine.errors import ConfigurationError  # noqa: E402
+from engine.mixing import Mixture  # noqa: E402
+from engine.packed import PackedEpoch  # noqa: E402
+from engine.store import EncodedDocument, TokenStore  # noqa: E402
+from engine.torch import TokenDataset, TokenLoader  # noqa: E402
+from engine.windows import CausalWindowConfig  # noqa: E402
+from tests.fakes import ByteIdsTokenizer  # noqa: E402
+from tests.naive_packing import naive_epoch_seed, naive_pack  # noqa: E402
+from tests.naive_windows import fisher_yates  # noqa: E402
+
+L, B, SEED = 16, 12, 5
+NAMES = ("input_ids", "labels", *PACKED_FIELDS)
+SOURCE_FIELDS = ("inputs", "targets", *PACKED_FIELDS)
+
+
+def random_documents(count, seed, low=2, high=60, prefix="d"):
+    """Documents framed as a store keeps them: BOS (0), random ids, EOS (1)."""
+    rng = np.random.default_rng(seed)
+    return [EncodedDocument(f"{prefix}{i}", Partition.TRAIN, np.concatenate(
+        [[0], rng.integers(2, 5000, int(rng.integers(low, high)) - 2), [1]]).astype(np.uint32))
+            for i in range(count)]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("torch_sources") / "store"
+    return TokenStore.write(path, {"train": random_documents(70, 2), "validation": [], "test": []},
+                            ByteIdsTokenizer())
+
+
+def packed(source, batch_size=B, seed=SEED):
+    return PackedEpoch.build(source, "train", row_length=L, batches=MiniBatchConfig(batch_size, BatchOrder.shuffled(seed)))
+
+
+def naive_packed_sequence(documents, batch_size, seed, epochs):
+    """(epoch, k, {field: rows}) of every batch: plain-loop rows in SPEC §6's row order per epoch."""
+    rows, _, _ = naive_pack([d.tokens.tolist() for d in documents], L, "bfd")
+    count = len(rows["inputs"])
+    out = []
+    for e in range(epochs):
+        order, _ = fisher_yates(list(range(count)), naive_epoch_seed(seed, e))
+        for k in range(-(-count // batch_size)):
+            chosen = order[k * batch_size:(k + 1) * batch_size]
+            out.append((e, k, {name: [rows[field][r] for r in chosen] for name, field in
+                               zip(NAMES, ("inputs", "targets", *PACKED_FIELDS))}))
+    return out
+
+
+def collect(items, names=NAMES):
+    """Copies of what a loader yields (the tensors are reused buffers)."""
+    return [(int(b["epoch"]), int(b["batch_index"]), {name: b[name].tolist() for name in names}) for b in items]
+
+
+def source_sequence(source, ks, epochs=(0,)):
+    """(epoch, k, {field: rows}) from the source's own batch(k)."""
+    out = []
+    for e in epochs:
+        epoch = source.with_epoch(e)
+        for k in (range(epoch.batch_count) if ks is None else ks):
+            batch = epoch.batch(k, dtype=np.int64)
+            out.append((e, k, {name: getattr(batch, field).tolist() for name, field in zip(NAMES, SOURCE_FIELDS)
+                               if getattr(batch, field, None) is not None}))
+    return out
+
+
+def test_packed_epochs_equal_plain_loop_packing_in_every_epoch(store):
+    documents = list(store.documents("train"))
+    epoch = packed(store)
+    expected = naive_packed_sequence(documents, B, SEED, epochs=3)
+    assert expected[0][2] != expected[epoch.batch_count][2]  # each epoch reshuffled
+    ds = TokenDataset(epoch, epochs=3)
+    got = []
+    for item in ds.loader():
+        assert item["input_ids"].dtype == torch.int64 and item["segment_ids"].dtype == torch.int32
+        assert item["position_ids"].dtype == torch.int32 and item["loss_weights"].dtype == torch.uint8
+        got += collect([item])
+    assert got == expected
+    assert ds.state_dict() == {"seed": SEED, "epoch": 3, "next_batch": 0, "global_batch_size": B}
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_packed_batches_through_workers(store, context):
+    epoch = packed(store)
+    expected = naive_packed_sequence(list(store.documents("train")), B, SEED, epochs=2)
+    ds = TokenDataset(epoch, epochs=2, dtype=torch.int32)
+    items = ds.loader(num_workers=2, multiprocessing_context=context)
+    got = []
+    for item in items:
+        assert item["input_ids"].dtype == torch.int32
+        got += collect([item])
+    assert got == expected
+    plain = DataLoader(TokenDataset(epoch, epochs=2), batch_size=None, num_workers=2, multiprocessing_context=context)
+    assert collect(plain) == expected
+
+
+def rank_slices(source, world_size, state=None, num_workers=0, stop_after=None, epochs=2, names=NAMES):
+    """Per global batch, the rank shares concatenated; and each rank's state at the stop."""
+    per_rank, states = [], []
+    for rank in range(world_size):
+        ds = TokenDataset(source, rank=rank, world_size=world_size, epochs=epochs)
+        if state is not None:
+            ds.load_state_dict(state)
+        items = []
+        for item in ds.loader(num_workers=num_workers, multiprocessing_context="fork" if num_workers else None):
+            items += collect([item], names)
+            if stop_after is not None and len(items) == stop_after:
+                break
+        per_rank.append(items)
+        states.append(ds.state_dict())
+    joined = []
+    for shares in zip(*per_rank):
+        assert len({(e, k) for e, k, _ in shares}) == 1
+        joined.append((shares[0][0], shares[0][1], {name: sum((s[2][name] for s in shares), []) for name in names}))
+    return joined, states
+
+
+def test_packed_elastic_resume_from_4_ranks_to_2_and_3(store):
+    epoch = packed(store)
+    assert epoch.batch_width(epoch.batch_count - 1) >= 4  # every batch has rows for 4 ranks
+    uninterrupted = naive_packed_sequence(list(store.documents("train")), B, SEED, epochs=2)
+    stop = epoch.batch_count - 1  # resume crosses into the second epoch
+    before, states = rank_slices(epoch, 4, stop_after=stop)
+    assert before == uninterrupted[:stop]
+    state = states[0]
+    assert all(s == state for s in states)
+    assert state == {"seed": SEED, "epoch": 0, "next_batch": stop, "global_batch_size": B}
+    for world_size, workers in ((2, 0), (3, 2)):
+        after, _ = rank_slices(packed(store), world_size, state=pickle.loads(pickle.dumps(state)),
+                               num_workers=workers)
+        assert before + after == uninterrupted
+
+
+def window_epoch(documents, seed, batch_size=1):
+    return MiniBatchEpoch.build(documents, "train", windows=CausalWindowConfig(L, 5),
+                                batches=MiniBatchConfig(batch_size, BatchOrder.shuffled(seed)))
+
+
+def window_mixture(store):
+    small = random_documents(3, 9, low=20, high=40, prefix="s")  # few windows: many epochs of it
+    return Mixture([(window_epoch(store, 3), 0.7), (window_epoch(small, 4), 0.299), (window_epoch(small, 8), 0.001)],
+                   batch_size=B, names=["web", "small", "rare"])
+
+
+def packed_mixture(store):
+    small = random_documents(4, 11, low=2, high=30, prefix="p")
+    return Mixture([(packed(store, 1, 21), 2.0), (packed(small, 1, 22), 1.0)], batch_size=8)
+
+
+@pytest.mark.parametrize("make", [window_mixture, packed_mixture])
+def test_mixture_batches_state_and_elastic_resume(store, make):
+    mixture = make(store)
+    names = NAMES if mixture.packed else NAMES[:2]
+    steps = 40
+    expected = source_sequence(mixture, range(steps))
+    ds = TokenDataset(mixture)
+    got = []
+    for item in ds.loader():
+        got += collect([item], names)
+        if len(got) == 25:
+            break
+    assert got == expected[:25]
+    state = ds.state_dict()
+    progress = mixture.progress(25)
+    assert state == {"seed": [s.order.seed for s in mixture._sources], "epoch": 0, "next_batch": 25,
+                     "global_batch_size": mixture.batch_size, **progress}
+    taken = mixture.taken(25 * mixture.batch_size)
+    for source, sample_count, record in zip(mixture._sources, taken.tolist(), progress["sources"]):
+        per_epoch = source.rows if mixture.packed else source.window_count
+        assert (record["epoch"], record["position"], record["samples"]) == divmod(sample_count, per_epoch) + (
+            sample_count,)
+    if not mixture.packed:
+        assert progress["sources"][1]["epoch"] >= 2  # the small source is in a later epoch of its own
+    # elastic: 4 ranks to the stop, then 2 or 3 ranks (with workers) from the saved state
+    before, states = rank_slices(mixture, 4, stop_after=25, names=names)
+    assert before == expected[:25] and all(s == state for s in states)
+    for world_size, workers in ((2, 0), (3, 2)):
+        after, _ = rank_slices(pickle.loads(pickle.dumps(make(store))), world_size, state=state,
+                               num_workers=workers, stop_after=steps - 25, names=names)
+        assert before + after == expected
+    with pytest.raises(TypeError, match="endless"):
+        len(ds)
+
+
+def test_mixture_state_must_match_the_mixture(store):
+    mixture = window_mixture(store)
+    ds = TokenDataset(mixture)
+    ds.load_state_dict(TokenDataset(window_mixture(store)).state_dict())
+    state = {**ds.state_dict(), "next_batch": 7}
+    state.update(mixture.progress(7))
+    ds.load_state_dict(state)
+    assert ds.state_dict() == state
+    other = Mixture([(s, w) for s, w in zip(mixture._sources, (0.5, 0.3, 0.2))], batch_size=B)
+    with pytest.raises(ConfigurationError, match="stands at"):
+        TokenDataset(other).load_state_dict(state)
+    with pytest.raises(ConfigurationError, match="outside this source"):
+        ds.load_state_dict({**state, "epoch": 1})
+    with pytest.raises(ConfigurationError, match="one endless epoch"):
+        mixture.with_epoch(1)
+
+
+def test_sources_pickle_small_and_rebuild_equal(store):
+    mixture = window_mixture(store)
+    epoch = packed(store)
+    for source in (epoch, epoch.with_epoch(3), packed_mixture(store)):
+        copy = pickle.loads(pickle.dumps(source))
+        assert copy.order == source.order
+        for k in (0, 5):
+            for field in SOURCE_FIELDS:
+                np.testing.assert_array_equal(getattr(copy.batch(k), field), getattr(source.batch(k), field))
+    assert len(pickle.dumps(TokenDataset(epoch))) < 2_000
+    copy = pickle.loads(pickle.dumps(mixture))
+    assert copy.weights.tolist() == mixture.weights.tolist()
+    assert all(np.array_equal(copy.batch(k).inputs, mixture.batch(k).inputs) for k in (0, 30, 99))
+
+
+def test_loader_options_that_would_break_the_order_are_refused(store):
+    ds = TokenDataset(packed(store))
+    with pytest.raises(ConfigurationError, match="persistent_workers"):
+        TokenLoader(ds, num_workers=2, persistent_workers=True)
+    with pytest.raises(ConfigurationError, match="in_order"):
+        TokenLoader(ds, num_workers=2, in_order=False)
+    with pytest.raises(ConfigurationError, match="world_size 13 is wider than a batch of 12 rows"):
+        TokenDataset(window_mixture(store), rank=0, world_size=13)
