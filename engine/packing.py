@@ -91,6 +91,18 @@ def _memory_limit() -> int:
         return 2**62
 
 
+def _bfd_scratch(pieces: int, row_length: int) -> tuple[np.ndarray, ...]:
+    """The work arrays of ``kernels.best_fit_decreasing``, allocated here so the kernel compiles no
+    allocation routine of its own."""
+    words = (row_length >> 6) + 1
+    return (
+        np.zeros(row_length + 2, dtype=np.int64), np.empty(row_length + 2, dtype=np.int64),
+        np.empty(pieces, dtype=np.int64), np.zeros(words, dtype=np.uint64),
+        np.zeros((words >> 6) + 1, dtype=np.uint64), np.full(row_length + 1, -1, dtype=np.int32),
+        np.empty(pieces, dtype=np.int32), np.empty(pieces, dtype=np.int32), np.zeros(pieces, dtype=np.int32),
+    )
+
+
 def _plan_from_offsets(offsets: np.ndarray, row_length: int, strategy: str) -> PackingPlan:
     if strategy not in STRATEGIES:
         raise ConfigurationError(f"strategy={strategy!r} is not one of {STRATEGIES}")
@@ -114,7 +126,7 @@ def _plan_from_offsets(offsets: np.ndarray, row_length: int, strategy: str) -> P
     piece_segment = np.empty(pieces, dtype=np.int32)
     if strategy == "bfd":
         rows = int(kernels.best_fit_decreasing(piece_length, row_length, piece_row, piece_column, piece_segment,
-                                               *kernels.bfd_scratch(pieces, row_length)))
+                                               *_bfd_scratch(pieces, row_length)))
     else:
         rows = int(kernels.next_fit(piece_length, row_length, piece_row, piece_column, piece_segment))
     return PackingPlan(

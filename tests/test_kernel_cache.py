@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import engine.kernels as kernels
-from engine.kernels import KERNEL_LOCATORS, sources_digest
+from engine import kernel_cache
+from engine.kernel_cache import KERNEL_LOCATORS, sources_digest
 from engine.kernels.bpe_train import train_merges
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,4 +72,4 @@ def test_editing_a_callee_recompiles_its_cached_caller(tmp_path):
     assert run() == "11"  # from the cache
     (probe / "_probe_callee.py").write_text(CALLEE.format(factor=3))
     assert run() == "16"  # the caller's file is unchanged, yet its stale machine code is not reused
-    assert kernels.KERNEL_DIR == str(ROOT / "engine" / "kernels")
+    assert kernel_cache.KERNEL_DIR == str(ROOT / "engine" / "kernels")

@@ -118,26 +118,15 @@ def _bits_first_at_least(bits, summary, leaf):
     return (word << 6) + _lowest_bit(bits[word])
 
 
-def bfd_scratch(pieces, row_length):
-    """The work arrays of ``best_fit_decreasing`` (allocated by the caller, so the kernel compiles
-    no allocation of its own): int64 ``first``, ``cursor`` [L + 2] and ``order`` [P]; uint64 bitset
-    ``bits`` [L / 64 + 1] and ``summary``; int32 ``bucket_root`` [L + 1], ``left``, ``right``,
-    ``row_segments`` [P]."""
-    words = (row_length >> 6) + 1
-    return (
-        np.zeros(row_length + 2, dtype=np.int64), np.empty(row_length + 2, dtype=np.int64),
-        np.empty(pieces, dtype=np.int64), np.zeros(words, dtype=np.uint64),
-        np.zeros((words >> 6) + 1, dtype=np.uint64), np.full(row_length + 1, -1, dtype=np.int32),
-        np.empty(pieces, dtype=np.int32), np.empty(pieces, dtype=np.int32), np.zeros(pieces, dtype=np.int32),
-    )
-
-
 @njit(cache=True, nogil=True)
 def best_fit_decreasing(piece_length, row_length, piece_row, piece_column, piece_segment, first, cursor, order,
                         bits, summary, bucket_root, left, right, row_segments):
     """Place pieces by best-fit decreasing (module docstring); returns the number of rows.
 
-    The arguments after ``piece_segment`` are the fresh work arrays of ``bfd_scratch``.
+    The arguments after ``piece_segment`` are fresh work arrays (``engine.packing._bfd_scratch``):
+    int64 ``first``, ``cursor`` [L + 2] (``first`` zeroed) and ``order`` [P]; uint64 bitsets ``bits``
+    [L / 64 + 1] and ``summary`` [L / 4096 + 1] (zeroed); int32 ``bucket_root`` [L + 1] (all -1),
+    ``left``, ``right`` and ``row_segments`` [P] (``row_segments`` zeroed).
     """
     pieces = piece_length.shape[0]
     # Stable counting sort, longest first: pieces of length n sit at first[L - n] .. first[L - n + 1].
