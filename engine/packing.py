@@ -25,6 +25,7 @@ Role flags (0/1 per source token) are shifted with the targets: the weight at in
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -36,6 +37,7 @@ from engine.buffers import as_token_buffers
 from engine.checks import check_count
 from engine.errors import ConfigurationError, PackingError
 from engine.kernels import packing as kernels
+from engine.parallel import resolve_threads
 from engine.windows import check_int32_rows, row_dtype
 
 __all__ = ["PackedBatch", "PackingPlan", "pack_documents", "plan_packing", "write_packed", "STRATEGIES", "PACKED_FILES"]
@@ -89,12 +91,25 @@ def _memory_limit() -> int:
         return 2**62
 
 
+def _bfd_scratch(pieces: int, row_length: int) -> tuple[np.ndarray, ...]:
+    """The work arrays of ``kernels.best_fit_decreasing``, allocated here so the kernel compiles no
+    allocation routine of its own."""
+    words = (row_length >> 6) + 1
+    return (
+        np.zeros(row_length + 2, dtype=np.int64), np.empty(row_length + 2, dtype=np.int64),
+        np.empty(pieces, dtype=np.int64), np.zeros(words, dtype=np.uint64),
+        np.zeros((words >> 6) + 1, dtype=np.uint64), np.full(row_length + 1, -1, dtype=np.int32),
+        np.empty(pieces, dtype=np.int32), np.empty(pieces, dtype=np.int32), np.zeros(pieces, dtype=np.int32),
+    )
+
+
 def _plan_from_offsets(offsets: np.ndarray, row_length: int, strategy: str) -> PackingPlan:
     if strategy not in STRATEGIES:
         raise ConfigurationError(f"strategy={strategy!r} is not one of {STRATEGIES}")
     documents = offsets.shape[0] - 1
-    counts = np.empty(documents, dtype=np.int64)
-    pieces = int(kernels.piece_counts(offsets, row_length, counts))
+    # Pieces per document: ceil((n - 1) / L), none when n < 2 (lengths leave room for + L in int64).
+    transitions = np.diff(offsets) - 1
+    pieces = int(np.where(transitions > 0, (transitions + (row_length - 1)) // row_length, 0).sum())
     # Six int64 arrays per piece, and best-fit keeps 12 bytes of buckets per possible capacity.
     needed = pieces * 48 + (12 * row_length if strategy == "bfd" else 0)
     if needed > _memory_limit():
@@ -109,8 +124,11 @@ def _plan_from_offsets(offsets: np.ndarray, row_length: int, strategy: str) -> P
     piece_row = np.empty(pieces, dtype=np.int64)
     piece_column = np.empty(pieces, dtype=np.int64)
     piece_segment = np.empty(pieces, dtype=np.int32)
-    place = kernels.best_fit_decreasing if strategy == "bfd" else kernels.next_fit
-    rows = int(place(piece_length, row_length, piece_row, piece_column, piece_segment))
+    if strategy == "bfd":
+        rows = int(kernels.best_fit_decreasing(piece_length, row_length, piece_row, piece_column, piece_segment,
+                                               *_bfd_scratch(pieces, row_length)))
+    else:
+        rows = int(kernels.next_fit(piece_length, row_length, piece_row, piece_column, piece_segment))
     return PackingPlan(
         row_length=row_length,
         rows=rows,
@@ -250,6 +268,33 @@ def _flat_roles(roles: Any, offsets: np.ndarray, ids: tuple[str, ...]) -> np.nda
     return flat.astype(np.uint8)
 
 
+# Positions per thread when filling rows: below this, one thread copies faster than a pool starts.
+FILL_POSITIONS_PER_THREAD = 1 << 22
+
+
+def _fill_rows(values, offsets, flags, has_roles: bool, plan: PackingPlan, outputs: tuple) -> None:
+    """Copy every piece into its span, on up to ``resolve_threads()`` threads for large batches.
+
+    Threads take contiguous, disjoint ranges of pieces and each piece owns its span, so the rows
+    do not depend on the thread count.
+    """
+    pieces = plan.piece_length.shape[0]
+    threads = min(resolve_threads(), pieces, plan.real_positions // FILL_POSITIONS_PER_THREAD)
+
+    def fill(first: int, stop: int) -> None:
+        kernels.fill_rows(values, offsets, flags, has_roles, plan.piece_document, plan.piece_source_start,
+                          plan.piece_length, plan.piece_row, plan.piece_column, plan.piece_segment, *outputs,
+                          first, stop)
+
+    if threads <= 1:
+        fill(0, pieces)
+        return
+    bounds = [pieces * k // threads for k in range(threads + 1)]
+    with ThreadPoolExecutor(threads) as pool:
+        for future in [pool.submit(fill, bounds[k], bounds[k + 1]) for k in range(threads)]:
+            future.result()
+
+
 def pack_documents(
     documents: Any,
     row_length: int,
@@ -284,11 +329,7 @@ def pack_documents(
     segment_ids = np.full(shape, -1, np.int32)
     position_ids = np.zeros(shape, np.int32)
     loss_weights = np.zeros(shape, np.uint8)
-    kernels.fill_rows(
-        values, offsets, flags, roles is not None, plan.piece_document, plan.piece_source_start,
-        plan.piece_length, plan.piece_row, plan.piece_column, plan.piece_segment,
-        inputs, targets, segment_ids, position_ids, loss_weights,
-    )
+    _fill_rows(values, offsets, flags, roles is not None, plan, (inputs, targets, segment_ids, position_ids, loss_weights))
     if dtype == np.int32:
         check_int32_rows(inputs, targets)
     order = np.empty(plan.piece_length.shape[0], np.int64)

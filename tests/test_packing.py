@@ -287,3 +287,18 @@ def test_cut_document_scores_every_transition_once_with_shifted_roles():
     assert packed.position_ids.tolist() == [[0, 1, 2, 3], [0, 1, 2, 3], [0, 0, 0, 0]]
     assert packed.loss_weights.tolist() == [[0, 1, 1, 0], [1, 1, 1, 0], [1, 0, 0, 0]]
     assert packed.fill_efficiency == 9 / 12
+@pytest.mark.parametrize("threads", ["1", "3", "7"])
+def test_threaded_fill_matches_naive(monkeypatch, threads):
+    # Large batches fill rows on threads over disjoint piece ranges; force it on a small one.
+    import engine.packing
+
+    monkeypatch.setattr(engine.packing, "FILL_POSITIONS_PER_THREAD", 1)
+    monkeypatch.setenv("ENGINE_THREADS", threads)
+    rng = np.random.default_rng(5)
+    token_lists = [rng.integers(0, 1000, int(n)).tolist() for n in rng.integers(0, 30, 40)]
+    roles = [rng.integers(0, 2, len(t)).astype(np.uint8) for t in token_lists]
+    for strategy in ("bfd", "sequential"):
+        packed = pack_documents(docs(*token_lists), 8, strategy=strategy, roles=roles)
+        expected, _, _ = naive_pack(token_lists, 8, strategy, roles=[r.tolist() for r in roles])
+        for name, rows in expected.items():
+            assert getattr(packed, name).tolist() == rows, name

@@ -148,7 +148,7 @@ def _merge_long(parts, m, ordered, keys, heads, nexts, lefts, rights, made, prio
     following = np.empty(m, dtype=np.int64)
     preceding = np.empty(m, dtype=np.int64)
     heap = new_heap(3 * m)  # m - 1 pairs, then at most 2 per merge
-    size = 0
+    size = np.int64(0)  # not a literal 0, which would compile heap_push and heap_pop once more
     for i in range(m):
         following[i] = i + 1 if i + 1 < m else -1
         preceding[i] = i - 1

@@ -86,17 +86,20 @@ def rehash_words(slots, word_hashes, word_total):
         slots[slot] = w
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _grow_rows(a, rows):
     out = np.empty((rows, a.shape[1]), dtype=a.dtype)
-    out[: a.shape[0]] = a
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            out[i, j] = a[i, j]
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _grow_1d(a, size):
     out = np.empty(size, dtype=a.dtype)
-    out[: a.shape[0]] = a
+    for i in range(a.shape[0]):
+        out[i] = a[i]
     return out
 
 
@@ -106,7 +109,7 @@ PAIR_COLUMNS = 10
 NO_WORD = np.int64(1 << 40)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _pair_index(a, b, table_keys, table_values, pairs, pair_total):
     """Index of pair (a, b), creating it (count 0) if new; returns (index, pair total)."""
     key, slot = key_slot(table_keys, a, b)
@@ -147,7 +150,7 @@ def _apply_delta(a, b, delta, word, offset, step, table_keys, table_values, pair
     return pair_total, occurrence_total, touched_total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _first_occurrence(p, pairs, occurrences, symbols, offsets, word_starts, word_lengths):
     """Exact (word, offset) of the first remaining occurrence of pair ``p``."""
     a, b = pairs[p, LEFT], pairs[p, RIGHT]
@@ -173,7 +176,7 @@ def _tie_key(p, pairs, tie_rule):
     return (pairs[p, FIRST_WORD] << 32) | pairs[p, FIRST_OFFSET]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _grow_pairs(pairs, table_keys, pair_total, need, touched):
     """Double the pair arrays (and rehash the pair table) until ``need`` more pairs fit."""
     rows = pairs.shape[0]
@@ -248,10 +251,13 @@ def train_merges(word_syms, word_starts, word_counts, alphabet, tie_rule, max_me
     pairs = np.empty((1 << 15, PAIR_COLUMNS), dtype=np.int64)
     touched = np.empty(1 << 15, dtype=np.int64)
     occurrences = np.empty((1 << 16, 2), dtype=np.int64)
-    pair_total, occurrence_total, touched_total = 0, 0, 0
-    heap = new_heap(1024)
-    heap_size = 0
+    # Counters start as np.int64, not as literal 0: a literal argument would make Numba compile
+    # the helpers once more for it.
+    pair_total, occurrence_total, touched_total = np.int64(0), np.int64(0), np.int64(0)
+    heap = new_heap(np.int64(1024))
+    heap_size = np.int64(0)
     # step 0 counts the pairs of every word; step k >= 1 is merge k - 1
+    zero = np.int64(0)
     for w in range(word_total):
         need = 2 * word_lengths[w] + 2
         if pair_total + need > pairs.shape[0] or occurrence_total + need > occurrences.shape[0]:
@@ -259,15 +265,15 @@ def train_merges(word_syms, word_starts, word_counts, alphabet, tie_rule, max_me
                 need, pairs, table_keys, table_values, touched, occurrences, pair_total, occurrence_total)
         s = word_starts[w]
         for j in range(word_lengths[w] - 1):
-            pair_total, occurrence_total, touched_total = _apply_delta(
-                symbols[s + j], symbols[s + j + 1], word_counts[w], w, j, 0, table_keys, table_values,
-                pairs, pair_total, occurrences, occurrence_total, touched, 0)
+            pair_total, occurrence_total, _ = _apply_delta(
+                np.int64(symbols[s + j]), np.int64(symbols[s + j + 1]), word_counts[w], w, j, zero,
+                table_keys, table_values, pairs, pair_total, occurrences, occurrence_total, touched, zero)
     for p in range(pair_total):
         if pairs[p, COUNT] > 0:
             if heap_size == heap.shape[0]:
                 heap = heap_grow(heap)
             heap_size = heap_push(heap, heap_size, -pairs[p, COUNT], _tie_key(p, pairs, tie_rule), p)
-    step = 1
+    step = np.int64(1)
     merge_total = 0
     new_tokens = 0
     while merge_total < max_merges and new_tokens < max_new and heap_size > 0:
@@ -297,8 +303,10 @@ def train_merges(word_syms, word_starts, word_counts, alphabet, tie_rule, max_me
         lb = token_offsets[b + 1] - token_offsets[b]
         if start + la + lb > token_pool.shape[0]:
             token_pool = _grow_1d(token_pool, 2 * (start + la + lb))
-        token_pool[start:start + la] = token_pool[token_offsets[a]:token_offsets[a] + la]
-        token_pool[start + la:start + la + lb] = token_pool[token_offsets[b]:token_offsets[b] + lb]
+        for j in range(la):
+            token_pool[start + j] = token_pool[token_offsets[a] + j]
+        for j in range(lb):
+            token_pool[start + la + j] = token_pool[token_offsets[b] + j]
         token_offsets[token_total + 1] = start + la + lb
         h = hash_span(token_pool, start, start + la + lb)
         new_token, slot = find_span(token_pool, start, start + la + lb, h, token_pool, token_offsets, token_slots)
@@ -308,7 +316,7 @@ def train_merges(word_syms, word_starts, word_counts, alphabet, tie_rule, max_me
             token_total += 1
             new_tokens += 1
         out_left[merge_total], out_right[merge_total], out_made[merge_total] = a, b, new_token
-        touched_total = 0
+        touched_total = np.int64(0)
         o = pairs[p, HEAD]
         while o >= 0:
             w = occurrences[o, 0]
@@ -329,7 +337,7 @@ def train_merges(word_syms, word_starts, word_counts, alphabet, tie_rule, max_me
                 if r + 1 < length and symbols[s + r] == a and symbols[s + r + 1] == b:
                     here = np.int64(offsets[s + r])
                     if kept > 0:
-                        prev = symbols[s + kept - 1]
+                        prev = np.int64(symbols[s + kept - 1])
                         prev_offset = np.int64(offsets[s + kept - 1])
                         pair_total, occurrence_total, touched_total = _apply_delta(
                             prev, a, -weight, w, prev_offset, step, table_keys, table_values, pairs, pair_total,
@@ -338,7 +346,7 @@ def train_merges(word_syms, word_starts, word_counts, alphabet, tie_rule, max_me
                             prev, new_token, weight, w, prev_offset, step, table_keys, table_values, pairs,
                             pair_total, occurrences, occurrence_total, touched, touched_total)
                     if r + 2 < length:
-                        following = symbols[s + r + 2]
+                        following = np.int64(symbols[s + r + 2])
                         pair_total, occurrence_total, touched_total = _apply_delta(
                             b, following, -weight, w, np.int64(offsets[s + r + 1]), step, table_keys, table_values,
                             pairs, pair_total, occurrences, occurrence_total, touched, touched_total)

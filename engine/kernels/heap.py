@@ -24,7 +24,9 @@ def new_heap(capacity):
 def heap_grow(heap):
     """A copy of a full ``heap`` with twice the room (call when ``size == heap.shape[0]``)."""
     grown = np.empty((2 * heap.shape[0], 3), dtype=np.int64)
-    grown[: heap.shape[0]] = heap
+    for i in range(heap.shape[0]):
+        for c in range(3):
+            grown[i, c] = heap[i, c]
     return grown
 
 

@@ -15,26 +15,17 @@ Best-fit decreasing (``best_fit_decreasing``), ``O(P log R)`` amortised for ``P`
    id the number of pieces the row already holds.
 
 Next-fit (``next_fit``), ``O(P)``: pieces in document order; a piece that does not fit the last
-row opens a new one. ``fill_rows`` then copies tokens in parallel over pieces (each piece owns
-its span of its row, so the output does not depend on the thread count).
+row opens a new one. ``fill_rows`` then copies the tokens of a range of pieces (each piece owns
+its span of its row, so ranges may run on threads and the output does not depend on their count).
+
+Kernels allocate nothing: the caller passes every work array, so a first run compiles no
+allocation routines (compile time is what a first run of ``pack_documents`` mostly costs).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
-
-
-@njit(cache=True, nogil=True)
-def piece_counts(offsets, row_length, counts):
-    """counts[d] = pieces of document d (``ceil((n - 1) / L)``, 0 when n < 2); returns their sum."""
-    total = 0
-    for d in range(offsets.shape[0] - 1):
-        transitions = offsets[d + 1] - offsets[d] - 1
-        pieces = 0 if transitions <= 0 else (transitions + row_length - 1) // row_length
-        counts[d] = pieces
-        total += pieces
-    return total
+from numba import njit
 
 
 @njit(cache=True, nogil=True)
@@ -128,30 +119,31 @@ def _bits_first_at_least(bits, summary, leaf):
 
 
 @njit(cache=True, nogil=True)
-def best_fit_decreasing(piece_length, row_length, piece_row, piece_column, piece_segment):
-    """Place pieces by best-fit decreasing (module docstring); returns the number of rows."""
+def best_fit_decreasing(piece_length, row_length, piece_row, piece_column, piece_segment, first, cursor, order,
+                        bits, summary, bucket_root, left, right, row_segments):
+    """Place pieces by best-fit decreasing (module docstring); returns the number of rows.
+
+    The arguments after ``piece_segment`` are fresh work arrays (``engine.packing._bfd_scratch``):
+    int64 ``first``, ``cursor`` [L + 2] (``first`` zeroed) and ``order`` [P]; uint64 bitsets ``bits``
+    [L / 64 + 1] and ``summary`` [L / 4096 + 1] (zeroed); int32 ``bucket_root`` [L + 1] (all -1),
+    ``left``, ``right`` and ``row_segments`` [P] (``row_segments`` zeroed).
+    """
     pieces = piece_length.shape[0]
     # Stable counting sort, longest first: pieces of length n sit at first[L - n] .. first[L - n + 1].
-    first = np.zeros(row_length + 2, dtype=np.int64)
     for p in range(pieces):
         first[row_length - piece_length[p] + 1] += 1
     for c in range(1, row_length + 2):
         first[c] += first[c - 1]
-    order = np.empty(pieces, dtype=np.int64)
-    cursor = first.copy()
+    for c in range(row_length + 2):
+        cursor[c] = first[c]
     for p in range(pieces):
         slot = row_length - piece_length[p]
         order[cursor[slot]] = p
         cursor[slot] += 1
 
-    words = (row_length >> 6) + 1
-    bits = np.zeros(words, dtype=np.uint64)
-    summary = np.zeros((words >> 6) + 1, dtype=np.uint64)
-    bucket_root = np.full(row_length + 1, -1, dtype=np.int32)
-    left = np.empty(pieces, dtype=np.int32)
-    right = np.empty(pieces, dtype=np.int32)
-    row_segments = np.zeros(pieces, dtype=np.int32)
     rows = 0
+    # Typed flags rather than literal True/False, which would compile _bits_set once for each.
+    on, off = pieces >= 0, pieces < 0
     for slot in range(row_length):
         need = row_length - slot
         for k in range(first[slot], first[slot + 1]):
@@ -165,7 +157,7 @@ def best_fit_decreasing(piece_length, row_length, piece_row, piece_column, piece
                 row = bucket_root[capacity]
                 bucket_root[capacity] = _heap_merge(left, right, left[row], right[row])
                 if bucket_root[capacity] < 0:
-                    _bits_set(bits, summary, capacity, False)
+                    _bits_set(bits, summary, capacity, off)
             piece_row[p] = row
             piece_column[p] = row_length - capacity
             piece_segment[p] = row_segments[row]
@@ -175,8 +167,8 @@ def best_fit_decreasing(piece_length, row_length, piece_row, piece_column, piece
                 left[row] = -1
                 right[row] = -1
                 if bucket_root[remaining] < 0:
-                    _bits_set(bits, summary, remaining, True)
-                bucket_root[remaining] = _heap_merge(left, right, bucket_root[remaining], row)
+                    _bits_set(bits, summary, remaining, on)
+                bucket_root[remaining] = _heap_merge(left, right, bucket_root[remaining], np.int32(row))
     return rows
 
 
@@ -213,17 +205,19 @@ def row_index(piece_row, piece_segment, rows, row_first, row_pieces):
         row_pieces[row_first[piece_row[p]] + piece_segment[p]] = p
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True)
 def fill_rows(
     values, offsets, roles, has_roles, piece_document, piece_source_start, piece_length,
     piece_row, piece_column, piece_segment, inputs, targets, segment_ids, position_ids, loss_weights,
+    first_piece, stop_piece,
 ):
-    """Copy every piece into its row span; padding must be pre-filled by the caller.
+    """Copy pieces ``first_piece..stop_piece - 1`` into their row spans; padding must be pre-filled
+    by the caller. Each piece owns its span, so callers may run disjoint piece ranges on threads.
 
     inputs[r, c + t] = z[a + t], targets[r, c + t] = z[a + t + 1], position t, weight = role of
     the target token (1 when ``has_roles`` is false), for the piece's source span ``z[a : a + n + 1]``.
     """
-    for p in prange(piece_length.shape[0]):
+    for p in range(first_piece, stop_piece):
         source = offsets[piece_document[p]] + piece_source_start[p]
         row = piece_row[p]
         column = piece_column[p]

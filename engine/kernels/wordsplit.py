@@ -157,7 +157,8 @@ def _intern_kernel(cps, starts, ends, word_of_piece, first_piece, counts, word_o
         # A new distinct word.
         if used + length > buf.shape[0]:
             grown = np.empty(2 * (used + length), dtype=np.uint32)
-            grown[:used] = buf[:used]
+            for k in range(used):
+                grown[k] = buf[k]
             buf = grown
         for k in range(length):
             buf[used + k] = cps[s + k]
