@@ -27,11 +27,12 @@ import numpy as np
 from numba import njit
 
 from engine.kernels.heap import heap_pop, heap_push, new_heap
-from engine.kernels.pretokenize import piece_end
+from engine.kernels.pretokenize import ascii_table, scan_pieces
 
 __all__ = [
     "EMPTY_KEY", "LONG_WORD", "hash_span", "same_span", "key_slot", "find_span", "build_pair_table", "merge_word",
-    "encode_words", "scatter_documents", "map_symbols", "build_token_map", "encode_bytes",
+    "encode_words", "scatter_documents", "map_symbols", "piece_key", "build_piece_table",
+    "self_merging_tokens", "encode_bytes",
 ]
 
 EMPTY_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -39,6 +40,10 @@ NO_PRIORITY = np.int64(1 << 62)
 # Above this many symbols a word is merged with the heap (O(L log L)); below, the scan is faster.
 LONG_WORD = 64
 MAX_CACHED_PIECE = 256
+# Pieces of up to this many bytes are their own key (see piece_key).
+SHORT_PIECE = 7
+# Pieces cut ahead per scan in encode_bytes (their ends stay in the L1/L2 cache).
+PIECE_BLOCK = 1024
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 FNV_PRIME = np.uint64(0x100000001B3)
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -272,19 +277,6 @@ def scatter_documents(word_of_piece, doc_piece_bounds, word_ids, word_id_offsets
 
 
 @njit(cache=True, nogil=True)
-def build_token_map(pool, offsets, slots):
-    """Map token ``t`` (bytes ``pool[offsets[t]:offsets[t+1]]``) into ``slots`` (size 2^k, -1 filled)."""
-    mask = slots.shape[0] - 1
-    for t in range(offsets.shape[0] - 1):
-        if offsets[t + 1] == offsets[t]:
-            continue
-        slot = np.int64(hash_span(pool, offsets[t], offsets[t + 1]) & np.uint64(mask))
-        while slots[slot] >= 0:
-            slot = (slot + 1) & mask
-        slots[slot] = t
-
-
-@njit(cache=True, nogil=True)
 def find_span(buf, start, end, h, pool, offsets, slots):
     """``(t, slot)``: the entry ``t`` of ``slots`` whose span ``pool[offsets[t]:offsets[t+1]]``
     equals ``buf[start:end]`` (hash ``h``), or ``(-1, the free slot where it would go)``."""
@@ -300,43 +292,162 @@ def find_span(buf, start, end, h, pool, offsets, slots):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _merge_piece(buf, pos, length, byte_ids, keys, heads, nexts, lefts, rights, made, priorities, parts, part_priority,
-                 out, out_pos):
-    """Merge the bytes ``buf[pos:pos + length]`` (byte-level rule) in ``parts``; write the ids at ``out[out_pos:]``."""
+def _word_at(buf, i, count):
+    """``count`` (at most 8) bytes from ``buf[i]`` as a little-endian uint64; eight fixed loads when they
+    all lie inside ``buf`` (no branches on the count), else a loop."""
+    if i + 8 <= buf.shape[0]:
+        word = (np.uint64(buf[i]) | (np.uint64(buf[i + 1]) << np.uint64(8))
+                | (np.uint64(buf[i + 2]) << np.uint64(16)) | (np.uint64(buf[i + 3]) << np.uint64(24))
+                | (np.uint64(buf[i + 4]) << np.uint64(32)) | (np.uint64(buf[i + 5]) << np.uint64(40))
+                | (np.uint64(buf[i + 6]) << np.uint64(48)) | (np.uint64(buf[i + 7]) << np.uint64(56)))
+        if count >= 8:
+            return word
+        return word & ((np.uint64(1) << np.uint64(8 * count)) - np.uint64(1))
+    word = np.uint64(0)
+    for j in range(count):
+        word |= np.uint64(buf[i + j]) << np.uint64(8 * j)
+    return word
+
+
+@njit(cache=True, nogil=True, inline="always")
+def piece_key(buf, start, length):
+    """64-bit key of ``buf[start:start + length]`` (``length >= 1``), never 0.
+
+    Up to ``SHORT_PIECE`` bytes the key is the bytes themselves with the length in the top byte,
+    so equal keys mean equal pieces. Longer pieces hash 8 bytes at a time, with
+    ``min(length, 255)`` in the top byte; equal keys then still need a comparison of the bytes.
+    """
+    if length <= SHORT_PIECE:
+        return _word_at(buf, start, length) | (np.uint64(length) << np.uint64(56))
+    h = FNV_OFFSET
+    i = 0
+    while i < length:
+        h = (h ^ _word_at(buf, start + i, min(8, length - i))) * GOLDEN
+        h ^= h >> np.uint64(29)
+        i += 8
+    return (h >> np.uint64(8)) | (np.uint64(min(length, 255)) << np.uint64(56))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def key_home(key, mask):
+    return np.int64((key * GOLDEN) >> np.uint64(40)) & mask
+
+
+@njit(cache=True, nogil=True)
+def build_piece_table(pool, offsets, wanted, table):
+    """Put token ``t`` (bytes ``pool[offsets[t]:offsets[t+1]]``) for every ``wanted[t]`` into ``table``
+    (uint64 ``(2^k, 2)``, zero filled): open addressing by ``piece_key`` of the bytes, row ``(key, t)``."""
+    mask = table.shape[0] - 1
+    for t in range(offsets.shape[0] - 1):
+        if not wanted[t]:
+            continue
+        key = piece_key(pool, offsets[t], offsets[t + 1] - offsets[t])
+        slot = key_home(key, mask)
+        while table[slot, 0] != 0:
+            slot = (slot + 1) & mask
+        table[slot, 0] = key
+        table[slot, 1] = t
+
+
+@njit(cache=True, nogil=True, inline="always")
+def find_piece(buf, start, length, key, table, pool, offsets):
+    """Token of the piece ``buf[start:start + length]`` (key ``key``) in a ``build_piece_table`` table, or -1."""
+    mask = table.shape[0] - 1
+    slot = key_home(key, mask)
+    while True:
+        k = table[slot, 0]
+        if k == key:
+            t = np.int64(table[slot, 1])
+            if length <= SHORT_PIECE or (offsets[t + 1] - offsets[t] == length
+                                         and same_span(pool, offsets[t], buf, start, length)):
+                return t
+        elif k == 0:
+            return -1
+        slot = (slot + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def self_merging_tokens(pool, offsets, byte_ids, keys, heads, nexts, lefts, rights, made, priorities):
+    """bool per token: its bytes (two or more) merge, by the byte-level rule, into exactly that token.
+
+    A piece equal to such a token encodes as that token, so the encoder may look it up directly.
+    """
+    n = offsets.shape[0] - 1
+    wanted = np.zeros(n, dtype=np.bool_)
+    longest = 1
+    for t in range(n):
+        longest = max(longest, offsets[t + 1] - offsets[t])
+    parts = np.empty(longest, dtype=np.int64)
+    part_priority = np.empty(LONG_WORD, dtype=np.int64)
+    for t in range(n):
+        length = offsets[t + 1] - offsets[t]
+        if length < 2:
+            continue
+        for i in range(length):
+            parts[i] = byte_ids[pool[offsets[t] + i]]
+        m = merge_word(parts, length, LONG_WORD, False, keys, heads, nexts, lefts, rights, made, priorities,
+                       part_priority)
+        wanted[t] = m == 1 and parts[0] == t
+    return wanted
+
+
+@njit(cache=True, nogil=True)
+def _encode_miss(buf, pos, length, key, slot, byte_ids, keys, heads, nexts, lefts, rights, made, priorities, parts,
+                 part_priority, out, out_pos, cache, cache_used):
+    """Merge a piece found in neither table, write its ids at ``out[out_pos:]`` and remember them in the cache
+    (at ``slot``, the free slot its probe ended on) when it is short enough; returns ``(out_pos, cache_used)``."""
+    if length > LONG_WORD:
+        parts = np.empty(length, dtype=np.int64)
     for i in range(length):
         parts[i] = byte_ids[buf[pos + i]]
     m = merge_word(parts, length, LONG_WORD, False, keys, heads, nexts, lefts, rights, made, priorities, part_priority)
     for i in range(m):
         out[out_pos + i] = parts[i]
-    return out_pos + m
+    if length <= MAX_CACHED_PIECE:
+        cache_size = cache.shape[0]
+        if cache_used >= (cache_size * 3) // 4:  # evict everything: the cache stays bounded and linear
+            for j in range(cache_size):
+                cache[j, 0] = 0
+            cache_used = 0
+            slot = key_home(key, cache_size - 1)
+        cache[slot, 0] = key
+        cache[slot, 1] = pos
+        cache[slot, 2] = out_pos
+        cache[slot, 3] = m
+        cache_used += 1
+    return out_pos + m, cache_used
 
 
 @njit(cache=True, nogil=True)
 def encode_bytes(
     buf, document_offsets, classes, pattern, byte_ids, keys, heads, nexts, lefts, rights, made, priorities,
-    whole_piece_first, token_pool, token_offsets, token_slots, bos, eos, wrap, out, out_offsets,
+    token_table, token_pool, token_offsets, cache_limit, bos, eos, wrap, out, out_offsets,
 ):
     """Encode every document of ``buf`` into ``out`` (uint32); ``out_offsets[d]`` = start of document d.
 
-    Byte b starts as symbol ``byte_ids[b]``; pieces merge by the byte-level (not ordered) rule, and
-    with ``whole_piece_first`` a piece that is itself a token is that token (tiktoken). ``out``
-    needs ``len(buf) + 2 * documents`` entries; with ``wrap`` each document is ``[bos, ids..., eos]``.
-    Returns the number of ids written.
+    Byte b starts as symbol ``byte_ids[b]``; pieces merge by the byte-level (not ordered) rule. A
+    piece found in ``token_table`` (``build_piece_table``) is
+    that token; any other piece of up to ``MAX_CACHED_PIECE`` bytes is merged once per call and
+    its ids are remembered in a cache of at most ``cache_limit`` slots (a power of two; emptied
+    when three quarters full), which points at the ids of the piece's first occurrence in ``out``.
+    ``out`` needs ``len(buf) + 2 * documents`` entries; with ``wrap`` each document is
+    ``[bos, ids..., eos]``. Returns the number of ids written.
+
+    Pieces are cut ``PIECE_BLOCK`` at a time (``scan_pieces``), then looked up in a loop without
+    calls; only a piece to merge leaves it.
     """
     n = buf.shape[0]
-    cache_size = 1024
-    while cache_size < min(n // 32, 1 << 20):  # distinct pieces are far fewer than bytes / 32
+    table = ascii_table(classes)
+    cache_size = 64
+    while cache_size < cache_limit and cache_size < n // 64:  # distinct pieces are far fewer than bytes / 64
         cache_size <<= 1
     cache_mask = cache_size - 1
-    cache_limit = (cache_size * 3) // 4
-    cache_start = np.full(cache_size, -1, dtype=np.int64)
-    cache_length = np.zeros(cache_size, dtype=np.int64)
-    cache_hash = np.zeros(cache_size, dtype=np.uint64)
-    cache_value_start = np.zeros(cache_size, dtype=np.int64)
-    cache_value_count = np.zeros(cache_size, dtype=np.int64)
+    # rows (key, piece start in buf, start of its ids in out, number of ids); key 0 = free
+    cache = np.zeros((cache_size, 4), dtype=np.uint64)
     cache_used = 0
-    short_parts = np.empty(LONG_WORD, dtype=np.int64)
+    parts = np.empty(LONG_WORD, dtype=np.int64)
     part_priority = np.empty(LONG_WORD, dtype=np.int64)
+    ends = np.empty(PIECE_BLOCK, dtype=np.int64)
     out_pos = 0
     for d in range(document_offsets.shape[0] - 1):
         out_offsets[d] = out_pos
@@ -346,55 +457,52 @@ def encode_bytes(
         pos = document_offsets[d]
         end_of_document = document_offsets[d + 1]
         while pos < end_of_document:
-            end = piece_end(buf, pos, end_of_document, classes, pattern)
-            length = end - pos
-            if length == 1:
-                out[out_pos] = byte_ids[buf[pos]]
-                out_pos += 1
-                pos = end
-                continue
-            cacheable = length <= MAX_CACHED_PIECE
-            slot = -1
-            h = hash_span(buf, pos, end)
-            if cacheable:
-                slot = np.int64(h & np.uint64(cache_mask))
-                found = False
-                while cache_start[slot] >= 0:
-                    if (cache_hash[slot] == h and cache_length[slot] == length
-                            and same_span(buf, cache_start[slot], buf, pos, length)):
-                        found = True
+            count = scan_pieces(buf, pos, end_of_document, classes, table, pattern, ends, 0, PIECE_BLOCK)
+            k = 0
+            while k < count:
+                slot = 0
+                key = np.uint64(0)
+                while k < count:  # no calls in this loop: it handles the pieces found in the tables
+                    end = ends[k]
+                    length = end - pos
+                    if length == 1:
+                        out[out_pos] = byte_ids[buf[pos]]
+                        out_pos += 1
+                        pos = end
+                        k += 1
+                        continue
+                    key = piece_key(buf, pos, length)
+                    token = find_piece(buf, pos, length, key, token_table, token_pool, token_offsets)
+                    if token >= 0:
+                        out[out_pos] = token
+                        out_pos += 1
+                        pos = end
+                        k += 1
+                        continue
+                    slot = key_home(key, cache_mask)
+                    if length > MAX_CACHED_PIECE:
                         break
-                    slot = (slot + 1) & cache_mask
-                if found:
-                    # the ids of an earlier occurrence are already in ``out``
-                    first = cache_value_start[slot]
-                    count = cache_value_count[slot]
-                    for j in range(count):
+                    while cache[slot, 0] != 0:
+                        if cache[slot, 0] == key and (length <= SHORT_PIECE
+                                                      or same_span(buf, np.int64(cache[slot, 1]), buf, pos, length)):
+                            break
+                        slot = (slot + 1) & cache_mask
+                    if cache[slot, 0] == 0:
+                        break
+                    first = np.int64(cache[slot, 2])  # the ids of an earlier occurrence are already in ``out``
+                    count_ids = np.int64(cache[slot, 3])
+                    for j in range(count_ids):
                         out[out_pos + j] = out[first + j]
-                    out_pos += count
+                    out_pos += count_ids
                     pos = end
-                    continue
-            start_out = out_pos
-            token = -1
-            if whole_piece_first:
-                token, _ = find_span(buf, pos, end, h, token_pool, token_offsets, token_slots)
-            if token >= 0:
-                out[out_pos] = token
-                out_pos += 1
-            elif length <= LONG_WORD:
-                out_pos = _merge_piece(buf, pos, length, byte_ids, keys, heads, nexts, lefts, rights, made, priorities,
-                                       short_parts, part_priority, out, out_pos)
-            else:
-                out_pos = _merge_piece(buf, pos, length, byte_ids, keys, heads, nexts, lefts, rights, made, priorities,
-                                       np.empty(length, dtype=np.int64), part_priority, out, out_pos)
-            if cacheable and cache_used < cache_limit:
-                cache_start[slot] = pos
-                cache_length[slot] = length
-                cache_hash[slot] = h
-                cache_value_start[slot] = start_out
-                cache_value_count[slot] = out_pos - start_out
-                cache_used += 1
-            pos = end
+                    k += 1
+                if k < count:  # piece k is in neither table
+                    end = ends[k]
+                    out_pos, cache_used = _encode_miss(
+                        buf, pos, end - pos, key, slot, byte_ids, keys, heads, nexts, lefts, rights, made, priorities,
+                        parts, part_priority, out, out_pos, cache, cache_used)
+                    pos = end
+                    k += 1
         if wrap:
             out[out_pos] = eos
             out_pos += 1
