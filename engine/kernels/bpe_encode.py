@@ -26,7 +26,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.kernels.heap import heap_pop, heap_push, new_heap
 from engine.kernels.pretokenize import ascii_table, scan_pieces
 
 __all__ = [
@@ -36,7 +35,7 @@ __all__ = [
 ]
 
 EMPTY_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)
-NO_PRIORITY = np.int64(1 << 62)
+NO_PRIORITY = np.int64(1 << 62)  # above every (priority << 32) | entry: priorities stay below 2^30
 # Above this many symbols a word is merged with the heap (O(L log L)); below, the scan is faster.
 LONG_WORD = 64
 MAX_CACHED_PIECE = 256
@@ -84,104 +83,289 @@ def key_slot(keys, a, b):
     return key, slot
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _pair_row(pairs, a, b):
+    """Row of pair (a, b) in ``pairs``: the row holding it, or the free row where it would go."""
+    mask = pairs.shape[0] - 1
+    key = (np.int64(a) << 32) | np.int64(b)
+    slot = pair_slot(np.uint64(key), mask)
+    while pairs[slot, 0] != key and pairs[slot, 0] != -1:
+        slot = (slot + 1) & mask
+    return slot
+
+
 @njit(cache=True, nogil=True)
 def build_pair_table(lefts, rights):
-    """Pair table over entries ``lefts[e], rights[e]`` (int64): ``(keys, heads, nexts)``.
+    """Pair table over entries ``lefts[e], rights[e]`` (int64 symbols below 2^31): ``(pairs, nexts)``.
 
-    ``keys`` (uint64, size 2^k) hold the pairs, ``heads[slot]`` their first entry and
-    ``nexts[e]`` the next entry of the same pair (-1 at the end), in insertion order.
+    ``pairs`` (int64, ``(2^k, 2)``) has rows ``(pair key (left << 32) | right, first entry)``,
+    -1 in a free row; ``nexts[e]`` is the next entry of the same pair (-1 at the end), in
+    insertion order. Key and first entry share a cache line, so a lookup costs one miss.
     """
     n = lefts.shape[0]
     size = 16
     while size < 2 * n + 2:
         size <<= 1
-    keys = np.full(size, EMPTY_KEY, dtype=np.uint64)
-    heads = np.full(size, -1, dtype=np.int64)
+    pairs = np.full((size, 2), -1, dtype=np.int64)
     last = np.full(size, -1, dtype=np.int64)
     nexts = np.full(n, -1, dtype=np.int64)
     for e in range(n):
-        key, slot = key_slot(keys, lefts[e], rights[e])
-        if keys[slot] == key:
+        slot = _pair_row(pairs, lefts[e], rights[e])
+        if pairs[slot, 0] >= 0:
             nexts[last[slot]] = e
         else:
-            keys[slot] = key
-            heads[slot] = e
+            pairs[slot, 0] = (lefts[e] << 32) | rights[e]
+            pairs[slot, 1] = e
         last[slot] = e
-    return keys, heads, nexts
+    return pairs, nexts
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _entry(a, b, floor, keys, heads, nexts, priorities):
+def _entry(a, b, floor, pairs, nexts, priorities):
     """First entry of pair (a, b) with priority >= ``floor``, or -1."""
-    _, slot = key_slot(keys, a, b)
-    e = heads[slot]  # -1 in an empty slot
+    e = pairs[_pair_row(pairs, a, b), 1]  # -1 in a free row
     while e >= 0 and priorities[e] < floor:
         e = nexts[e]
     return e
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _merge_short(parts, m, ordered, keys, heads, nexts, made, priorities, part_priority):
+def _packed(e, priorities):
+    """``(priority << 32) | e`` of entry ``e``, or ``NO_PRIORITY`` for -1."""
+    return (priorities[e] << 32) | e if e >= 0 else NO_PRIORITY
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _merge_short(parts, m, ordered, pairs, nexts, made, priorities, part_priority):
+    # part_priority[i]: (priority << 32) | entry of the pair at i (NO_PRIORITY: none merges)
     for i in range(m - 1):
-        e = _entry(parts[i], parts[i + 1], 0, keys, heads, nexts, priorities)
-        part_priority[i] = priorities[e] if e >= 0 else NO_PRIORITY
+        part_priority[i] = _packed(_entry(parts[i], parts[i + 1], 0, pairs, nexts, priorities), priorities)
     while m > 1:
         best = 0
-        best_priority = part_priority[0]
+        best_priority = part_priority[0] >> 32
         for i in range(1, m - 1):
-            if part_priority[i] < best_priority:
-                best_priority = part_priority[i]
+            if (part_priority[i] >> 32) < best_priority:
+                best_priority = part_priority[i] >> 32
                 best = i
-        if best_priority == NO_PRIORITY:
+        if part_priority[best] == NO_PRIORITY:
             break
-        # The pair's entry of this priority (the first one at or above it, under either rule).
-        parts[best] = made[_entry(parts[best], parts[best + 1], best_priority, keys, heads, nexts, priorities)]
+        parts[best] = made[part_priority[best] & 0xFFFFFFFF]
         for i in range(best + 1, m - 1):
             parts[i] = parts[i + 1]
             part_priority[i] = part_priority[i + 1]
         m -= 1
         floor = best_priority + 1 if ordered else 0
         for i in range(max(best - 1, 0), min(best + 1, m - 1)):
-            e = _entry(parts[i], parts[i + 1], floor, keys, heads, nexts, priorities)
-            part_priority[i] = priorities[e] if e >= 0 else NO_PRIORITY
+            part_priority[i] = _packed(_entry(parts[i], parts[i + 1], floor, pairs, nexts, priorities), priorities)
     return m
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _heap_push(heap, size, key):
+    """Add ``key`` to the 4-ary min-heap ``heap[:size]`` (int64; children of i: 4i+1..4i+4); returns the new size."""
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 2
+        if heap[parent] <= key:
+            break
+        heap[i] = heap[parent]
+        i = parent
+    heap[i] = key
+    return size + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _heap_pop(heap, size):
+    """Remove the smallest key (``heap[0]``, read it first) from the 4-ary heap ``heap[:size]``; returns the new size."""
+    size -= 1
+    key = heap[size]
+    i = 0
+    while True:
+        first = 4 * i + 1
+        if first >= size:
+            break
+        child = first
+        for c in range(first + 1, min(first + 4, size)):
+            if heap[c] < heap[child]:
+                child = c
+        if key <= heap[child]:
+            break
+        heap[i] = heap[child]
+        i = child
+    heap[i] = key
+    return size
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sort_positions(values, count):
+    """Sort ``values[:count]`` (int32, >= 0) ascending in linear time: nothing if already sorted,
+    insertion below 64 values, else two 16-bit radix passes."""
+    sorted_already = True
+    for i in range(1, count):
+        if values[i] < values[i - 1]:
+            sorted_already = False
+            break
+    if sorted_already:
+        return
+    if count < 64:
+        for i in range(1, count):
+            v = values[i]
+            j = i - 1
+            while j >= 0 and values[j] > v:
+                values[j + 1] = values[j]
+                j -= 1
+            values[j + 1] = v
+        return
+    counts = np.empty(65537, dtype=np.int64)
+    spare = np.empty(count, dtype=np.int32)
+    for shift in (0, 16):
+        for i in range(65537):
+            counts[i] = 0
+        for i in range(count):
+            counts[((values[i] >> shift) & 0xFFFF) + 1] += 1
+        for i in range(65536):
+            counts[i + 1] += counts[i]
+        for i in range(count):
+            digit = (values[i] >> shift) & 0xFFFF
+            spare[counts[digit]] = values[i]
+            counts[digit] += 1
+        for i in range(count):
+            values[i] = spare[i]
+
+
 @njit(cache=True, nogil=True)
-def _merge_long(parts, m, ordered, keys, heads, nexts, lefts, rights, made, priorities):
-    """Same result as the scan in O(L log L); an entry acts only if its pair is still at its position."""
-    following = np.empty(m, dtype=np.int64)
-    preceding = np.empty(m, dtype=np.int64)
-    heap = new_heap(3 * m)  # m - 1 pairs, then at most 2 per merge
-    size = 0
+def _doubled(values):
+    """A copy of ``values`` (int64) with twice the room."""
+    out = np.empty(2 * values.shape[0], dtype=np.int64)
+    for i in range(values.shape[0]):
+        out[i] = values[i]
+    return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bucket_of(bucket_priority, q):
+    """Slot of priority ``q`` in the open-addressing ``bucket_priority`` (-1 free): its slot or the free one."""
+    mask = bucket_priority.shape[0] - 1
+    slot = np.int64((np.uint64(q) * GOLDEN) >> np.uint64(32)) & mask
+    while bucket_priority[slot] != q and bucket_priority[slot] != -1:
+        slot = (slot + 1) & mask
+    return slot
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _queue_pair(q, pos, current, bucket_priority, bucket_head, bucket_tail, node_pos, node_next, nodes, queue, queued,
+                low, low_size):
+    """Queue the pair at ``pos`` with priority ``q``: in its bucket when above ``current``, else in the
+    ``low`` heap. Returns ``(nodes, queued, low_size)``."""
+    if q <= current:
+        return nodes, queued, _heap_push(low, low_size, (q << 32) | pos)  # low has room: see _merge_long
+    slot = _bucket_of(bucket_priority, q)
+    if bucket_priority[slot] == -1:
+        bucket_priority[slot] = q
+        bucket_head[slot] = -1
+    if bucket_head[slot] < 0:
+        bucket_head[slot] = nodes
+        queued = _heap_push(queue, queued, q)
+    else:
+        node_next[bucket_tail[slot]] = nodes
+    node_pos[nodes] = pos
+    node_next[nodes] = -1
+    bucket_tail[slot] = nodes
+    return nodes + 1, queued, low_size
+
+
+@njit(cache=True, nogil=True)
+def _merge_long(parts, m, ordered, pairs, nexts, made, priorities):
+    """Same result as the scan, in linear time when merges make pairs of higher priority (the usual case).
+
+    Pairs wait in buckets, one per priority (a list of positions; a small heap orders the
+    priorities). The lowest bucket is taken whole, its positions sorted (``_sort_positions``) and
+    merged left to right; ``entry[i]`` is the entry of the pair now starting at part ``i`` (-1:
+    none), so a position acts only if its pair still has the bucket's priority. A merge that makes
+    a pair of priority at or below the bucket's (rare) queues it in a binary heap of keys
+    ``(priority << 32) | position``, drained in order between the bucket's positions, so the
+    order of merges is exactly the scan's: lowest priority, then leftmost.
+    """
+    following = np.empty(m, dtype=np.int32)  # int32: a piece stays below 2^31 bytes, the arrays stay small
+    preceding = np.empty(m, dtype=np.int32)
+    entry = np.empty(m, dtype=np.int32)
+    capacity = 3 * m  # m - 1 pairs, then at most 2 per merge
+    node_pos = np.empty(capacity, dtype=np.int32)
+    node_next = np.empty(capacity, dtype=np.int32)
+    batch = np.empty(capacity, dtype=np.int32)
+    low = np.empty(16, dtype=np.int64)  # grows when needed: rarely used
+    buckets = 16
+    while buckets < 2 * min(capacity, priorities.shape[0] + 1):
+        buckets <<= 1
+    bucket_priority = np.full(buckets, -1, dtype=np.int64)
+    bucket_head = np.empty(buckets, dtype=np.int32)
+    bucket_tail = np.empty(buckets, dtype=np.int32)
+    queue = np.empty(buckets, dtype=np.int64)
+    nodes, queued, low_size = 0, 0, 0
+    current = np.int64(-1)  # priority of the bucket being merged
     for i in range(m):
         following[i] = i + 1 if i + 1 < m else -1
         preceding[i] = i - 1
+    entry[m - 1] = -1
     for i in range(m - 1):
-        e = _entry(parts[i], parts[i + 1], 0, keys, heads, nexts, priorities)
+        e = _entry(parts[i], parts[i + 1], 0, pairs, nexts, priorities)
+        entry[i] = e
         if e >= 0:
-            size = heap_push(heap, size, priorities[e], i, e)
-    if size == 0:
-        return m  # no pair merges: the parts stay as they are
-    while size > 0:
-        priority, pos, e = heap[0, 0], heap[0, 1], heap[0, 2]
-        size = heap_pop(heap, size)
-        right = following[pos]
-        if parts[pos] < 0 or right < 0 or parts[pos] != lefts[e] or parts[right] != rights[e]:
-            continue  # stale: the pair at pos changed since this row was pushed
-        parts[pos] = made[e]
-        parts[right] = -1
-        after = following[right]
-        following[pos] = after
-        if after >= 0:
-            preceding[after] = pos
-        floor = priority + 1 if ordered else 0
-        for i, j in ((preceding[pos], pos), (pos, after)):  # the two pairs the merge made
-            if i < 0 or j < 0:
-                continue
-            e = _entry(parts[i], parts[j], floor, keys, heads, nexts, priorities)
+            nodes, queued, low_size = _queue_pair(priorities[e], i, current, bucket_priority, bucket_head, bucket_tail,
+                                                  node_pos, node_next, nodes, queue, queued, low, low_size)
+    while queued > 0:
+        current = queue[0]
+        queued = _heap_pop(queue, queued)
+        slot = _bucket_of(bucket_priority, current)
+        count = 0
+        node = bucket_head[slot]
+        while node >= 0:
+            batch[count] = node_pos[node]
+            count += 1
+            node = node_next[node]
+        bucket_head[slot] = -1
+        _sort_positions(batch, count)
+        at = 0
+        while at < count or low_size > 0:
+            if low_size > 0 and (at >= count or low[0] < ((current << 32) | batch[at])):
+                key = low[0]
+                low_size = _heap_pop(low, low_size)
+                priority = key >> 32
+                pos = key & 0xFFFFFFFF
+            else:
+                priority = current
+                pos = np.int64(batch[at])
+                at += 1
+            e = entry[pos]
+            if e < 0 or priorities[e] != priority:
+                continue  # stale: the pair at pos changed since it was queued
+            right = following[pos]
+            parts[pos] = made[e]
+            parts[right] = -1
+            entry[right] = -1
+            after = following[right]
+            following[pos] = after
+            if after >= 0:
+                preceding[after] = pos
+            floor = priority + 1 if ordered else 0
+            if low_size + 2 > low.shape[0]:
+                low = _doubled(low)
+            before = preceding[pos]
+            if before >= 0:  # the two pairs the merge made: (before, pos) and (pos, after)
+                e = _entry(parts[before], parts[pos], floor, pairs, nexts, priorities)
+                entry[before] = e
+                if e >= 0:
+                    nodes, queued, low_size = _queue_pair(
+                        priorities[e], before, current, bucket_priority, bucket_head, bucket_tail, node_pos, node_next,
+                        nodes, queue, queued, low, low_size)
+            e = -1
+            if after >= 0:
+                e = _entry(parts[pos], parts[after], floor, pairs, nexts, priorities)
+            entry[pos] = e
             if e >= 0:
-                size = heap_push(heap, size, priorities[e], i, e)
+                nodes, queued, low_size = _queue_pair(
+                    priorities[e], pos, current, bucket_priority, bucket_head, bucket_tail, node_pos, node_next,
+                    nodes, queue, queued, low, low_size)
     kept = 0
     i = 0
     while i >= 0:
@@ -192,14 +376,14 @@ def _merge_long(parts, m, ordered, keys, heads, nexts, lefts, rights, made, prio
 
 
 @njit(cache=True, nogil=True, inline="always")
-def merge_word(parts, m, long_word, ordered, keys, heads, nexts, lefts, rights, made, priorities, part_priority):
+def merge_word(parts, m, long_word, ordered, pairs, nexts, lefts, rights, made, priorities, part_priority):
     """Merge the symbols ``parts[:m]`` in place; returns how many remain.
 
     ``part_priority`` is scratch of at least ``m`` entries when ``m <= long_word``.
     """
     if m > long_word and m > 1:
-        return _merge_long(parts, m, ordered, keys, heads, nexts, lefts, rights, made, priorities)
-    return _merge_short(parts, m, ordered, keys, heads, nexts, made, priorities, part_priority)
+        return _merge_long(parts, m, ordered, pairs, nexts, made, priorities)
+    return _merge_short(parts, m, ordered, pairs, nexts, made, priorities, part_priority)
 
 
 @njit(cache=True, nogil=True)
@@ -218,7 +402,7 @@ def map_symbols(cps, char_table):
 
 
 @njit(cache=True, nogil=True)
-def encode_words(word_syms, word_offsets, keys, heads, nexts, lefts, rights, made, priorities, long_word=LONG_WORD):
+def encode_words(word_syms, word_offsets, pairs, nexts, lefts, rights, made, priorities, long_word=LONG_WORD):
     """Merge every word in merge order (the ``ordered`` rule); returns (pieces int64 flat, piece offsets int64[d+1])."""
     n_words = word_offsets.shape[0] - 1
     out = np.empty(word_syms.shape[0], dtype=np.int64)
@@ -234,7 +418,7 @@ def encode_words(word_syms, word_offsets, keys, heads, nexts, lefts, rights, mad
         n = word_offsets[w + 1] - word_offsets[w]
         for i in range(n):
             work[i] = word_syms[word_offsets[w] + i]
-        n = merge_word(work, n, long_word, True, keys, heads, nexts, lefts, rights, made, priorities,
+        n = merge_word(work, n, long_word, True, pairs, nexts, lefts, rights, made, priorities,
                        part_priority)
         for i in range(n):
             out[used + i] = work[i]
@@ -367,7 +551,7 @@ def find_piece(buf, start, length, key, table, pool, offsets):
 
 
 @njit(cache=True, nogil=True)
-def self_merging_tokens(pool, offsets, byte_ids, keys, heads, nexts, lefts, rights, made, priorities):
+def self_merging_tokens(pool, offsets, byte_ids, pairs, nexts, lefts, rights, made, priorities):
     """bool per token: its bytes (two or more) merge, by the byte-level rule, into exactly that token.
 
     A piece equal to such a token encodes as that token, so the encoder may look it up directly.
@@ -385,14 +569,14 @@ def self_merging_tokens(pool, offsets, byte_ids, keys, heads, nexts, lefts, righ
             continue
         for i in range(length):
             parts[i] = byte_ids[pool[offsets[t] + i]]
-        m = merge_word(parts, length, LONG_WORD, False, keys, heads, nexts, lefts, rights, made, priorities,
+        m = merge_word(parts, length, LONG_WORD, False, pairs, nexts, lefts, rights, made, priorities,
                        part_priority)
         wanted[t] = m == 1 and parts[0] == t
     return wanted
 
 
 @njit(cache=True, nogil=True)
-def _encode_miss(buf, pos, length, key, slot, byte_ids, keys, heads, nexts, lefts, rights, made, priorities, parts,
+def _encode_miss(buf, pos, length, key, slot, byte_ids, pairs, nexts, lefts, rights, made, priorities, parts,
                  part_priority, out, out_pos, cache, cache_used):
     """Merge a piece found in neither table, write its ids at ``out[out_pos:]`` and remember them in the cache
     (at ``slot``, the free slot its probe ended on) when it is short enough; returns ``(out_pos, cache_used)``."""
@@ -400,7 +584,7 @@ def _encode_miss(buf, pos, length, key, slot, byte_ids, keys, heads, nexts, left
         parts = np.empty(length, dtype=np.int64)
     for i in range(length):
         parts[i] = byte_ids[buf[pos + i]]
-    m = merge_word(parts, length, LONG_WORD, False, keys, heads, nexts, lefts, rights, made, priorities, part_priority)
+    m = merge_word(parts, length, LONG_WORD, False, pairs, nexts, lefts, rights, made, priorities, part_priority)
     for i in range(m):
         out[out_pos + i] = parts[i]
     if length <= MAX_CACHED_PIECE:
@@ -419,8 +603,52 @@ def _encode_miss(buf, pos, length, key, slot, byte_ids, keys, heads, nexts, left
 
 
 @njit(cache=True, nogil=True)
+def _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool, token_offsets, cache, out, out_pos):
+    """Write the ids of pieces ``k, k + 1, ...`` (ending at ``ends[k]``, ..., the first at ``pos``) while
+    each is one byte, a token of ``token_table`` or in ``cache``; stops at ``count`` or at a piece
+    found in neither. Returns ``(k, pos, out_pos, key, slot)``: that piece, its start, where its ids
+    go, its key and the free cache slot its probe ended on. No calls in the loop."""
+    cache_mask = cache.shape[0] - 1
+    while k < count:
+        end = ends[k]
+        length = end - pos
+        if length == 1:
+            out[out_pos] = byte_ids[buf[pos]]
+            out_pos += 1
+            pos = end
+            k += 1
+            continue
+        key = piece_key(buf, pos, length)
+        token = find_piece(buf, pos, length, key, token_table, token_pool, token_offsets)
+        if token >= 0:
+            out[out_pos] = token
+            out_pos += 1
+            pos = end
+            k += 1
+            continue
+        slot = key_home(key, cache_mask)
+        if length > MAX_CACHED_PIECE:
+            return k, pos, out_pos, key, slot
+        while cache[slot, 0] != 0:
+            if cache[slot, 0] == key and (length <= SHORT_PIECE
+                                          or same_span(buf, np.int64(cache[slot, 1]), buf, pos, length)):
+                break
+            slot = (slot + 1) & cache_mask
+        if cache[slot, 0] == 0:
+            return k, pos, out_pos, key, slot
+        first = np.int64(cache[slot, 2])  # the ids of an earlier occurrence are already in ``out``
+        count_ids = np.int64(cache[slot, 3])
+        for j in range(count_ids):
+            out[out_pos + j] = out[first + j]
+        out_pos += count_ids
+        pos = end
+        k += 1
+    return k, pos, out_pos, np.uint64(0), 0
+
+
+@njit(cache=True, nogil=True)
 def encode_bytes(
-    buf, document_offsets, classes, pattern, byte_ids, keys, heads, nexts, lefts, rights, made, priorities,
+    buf, document_offsets, classes, pattern, byte_ids, pairs, nexts, lefts, rights, made, priorities,
     token_table, token_pool, token_offsets, cache_limit, bos, eos, wrap, out, out_offsets,
 ):
     """Encode every document of ``buf`` into ``out`` (uint32); ``out_offsets[d]`` = start of document d.
@@ -441,7 +669,6 @@ def encode_bytes(
     cache_size = 64
     while cache_size < cache_limit and cache_size < n // 64:  # distinct pieces are far fewer than bytes / 64
         cache_size <<= 1
-    cache_mask = cache_size - 1
     # rows (key, piece start in buf, start of its ids in out, number of ids); key 0 = free
     cache = np.zeros((cache_size, 4), dtype=np.uint64)
     cache_used = 0
@@ -460,46 +687,12 @@ def encode_bytes(
             count = scan_pieces(buf, pos, end_of_document, classes, table, pattern, ends, 0, PIECE_BLOCK)
             k = 0
             while k < count:
-                slot = 0
-                key = np.uint64(0)
-                while k < count:  # no calls in this loop: it handles the pieces found in the tables
-                    end = ends[k]
-                    length = end - pos
-                    if length == 1:
-                        out[out_pos] = byte_ids[buf[pos]]
-                        out_pos += 1
-                        pos = end
-                        k += 1
-                        continue
-                    key = piece_key(buf, pos, length)
-                    token = find_piece(buf, pos, length, key, token_table, token_pool, token_offsets)
-                    if token >= 0:
-                        out[out_pos] = token
-                        out_pos += 1
-                        pos = end
-                        k += 1
-                        continue
-                    slot = key_home(key, cache_mask)
-                    if length > MAX_CACHED_PIECE:
-                        break
-                    while cache[slot, 0] != 0:
-                        if cache[slot, 0] == key and (length <= SHORT_PIECE
-                                                      or same_span(buf, np.int64(cache[slot, 1]), buf, pos, length)):
-                            break
-                        slot = (slot + 1) & cache_mask
-                    if cache[slot, 0] == 0:
-                        break
-                    first = np.int64(cache[slot, 2])  # the ids of an earlier occurrence are already in ``out``
-                    count_ids = np.int64(cache[slot, 3])
-                    for j in range(count_ids):
-                        out[out_pos + j] = out[first + j]
-                    out_pos += count_ids
-                    pos = end
-                    k += 1
+                k, pos, out_pos, key, slot = _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool,
+                                                           token_offsets, cache, out, out_pos)
                 if k < count:  # piece k is in neither table
                     end = ends[k]
                     out_pos, cache_used = _encode_miss(
-                        buf, pos, end - pos, key, slot, byte_ids, keys, heads, nexts, lefts, rights, made, priorities,
+                        buf, pos, end - pos, key, slot, byte_ids, pairs, nexts, lefts, rights, made, priorities,
                         parts, part_priority, out, out_pos, cache, cache_used)
                     pos = end
                     k += 1
