@@ -126,3 +126,34 @@ def test_same_ids_as_tiktoken_on_the_three_corpora(shakespeare_text, pattern):
     enc = tiktoken.Encoding("t", pat_str=PATTERNS[pattern], mergeable_ranks=ranks, special_tokens={})
     for texts in (stdlib, shakespeare, multilingual):
         assert [ids.tolist() for ids in tok.encode_batch(texts)] == [enc.encode_ordinary(t) for t in texts]
+
+
+# -- character-level BPE: one kernel with a cache of merged words -------------------------------
+@pytest.mark.parametrize("slots", [64, 1 << 16])
+def test_word_cache_hits_eviction_and_long_words_match_naive(monkeypatch, slots):
+    import engine.tokenizers.bpe as bpe_module
+    from engine.tokenizers import BpeTrainer
+    from tests.naive_tokenizers import naive_bpe_vocab, naive_encode_bpe
+
+    monkeypatch.setattr(bpe_module, "WORD_CACHE_SLOTS", slots)
+    rng = random.Random(11)
+    words = ["".join(rng.choice("abcdeé") for _ in range(rng.randint(1, 9))) for _ in range(400)]
+    long_word = "abcab" * (MAX_CACHED_PIECE // 5 + 3)  # past the cache's length limit: merged at each occurrence
+    text = " ".join(rng.choice(words + [long_word]) for _ in range(3000)) + ", ok!\n"
+    tok = BpeTrainer(60).train(text[:20_000])
+    vocab = naive_bpe_vocab(tok.alphabet, tok.merges)
+    assert tok.encode(text).tolist() == [vocab[p] for p in naive_encode_bpe(text, tok.alphabet, tok.merges)]
+    documents = [text[:5000], "", text[5000:9000], text[:5000]]
+    values, offsets = tok.encode_documents(documents)
+    for d, document in enumerate(documents):
+        assert values[offsets[d]:offsets[d + 1]].tolist() == [0] + tok.encode(document).tolist() + [1]
+
+
+def test_word_encoder_names_the_first_unknown_character():
+    from engine.errors import TokenizerError
+    from engine.tokenizers import BpeTrainer
+
+    tok = BpeTrainer(5).train("abc abc cab")
+    for document, offset in (("abc abX", 6), ("Xab", 0), ("ab cXc", 4), ("abc Y", 4)):
+        with pytest.raises(TokenizerError, match=f"offset {offset}"):
+            tok.encode_documents(["abc", document], ["first", "second"])

@@ -31,14 +31,14 @@ from engine.kernels.pretokenize import ascii_table, scan_pieces
 __all__ = [
     "EMPTY_KEY", "LONG_WORD", "hash_span", "same_span", "key_slot", "find_span", "build_pair_table", "merge_word",
     "encode_words", "scatter_documents", "map_symbols", "piece_key", "build_piece_table",
-    "self_merging_tokens", "encode_bytes",
+    "self_merging_tokens", "encode_bytes", "encode_word_documents",
 ]
 
 EMPTY_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)
 NO_PRIORITY = np.int64(1 << 62)  # above every (priority << 32) | entry: priorities stay below 2^30
 # Above this many symbols a word is merged with the heap (O(L log L)); below, the scan is faster.
 LONG_WORD = 64
-MAX_CACHED_PIECE = 256
+MAX_CACHED_PIECE = 255  # the length fits the top byte of a key, so equal keys mean equal lengths
 # Pieces of up to this many bytes are their own key (see piece_key).
 SHORT_PIECE = 7
 # Pieces cut ahead per scan in encode_bytes (their ends stay in the L1/L2 cache).
@@ -701,3 +701,99 @@ def encode_bytes(
             out_pos += 1
     out_offsets[document_offsets.shape[0] - 1] = out_pos
     return out_pos
+
+
+@njit(cache=True, nogil=True)
+def encode_word_documents(cps, document_offsets, word_classes, char_table, pairs, nexts, lefts, rights, made, priorities,
+                          cache_limit, first_id, bos, eos, wrap, out, out_offsets):
+    """Character-level BPE of every document of ``cps`` (uint32 code points) in one pass.
+
+    Pieces are those of ``\\w+|[^\\w\\s]|\\s`` (``word_classes``: 1 = word character); each
+    character maps to its symbol through ``char_table`` (int64 by code point, -1 = unknown), and a
+    piece's symbols merge in merge order (the ``ordered`` rule), emitted as ``symbol + first_id``
+    (uint32). A piece of several characters is merged once per call: a cache of at most
+    ``cache_limit`` slots (power of two; emptied when three quarters full; pieces up to
+    ``MAX_CACHED_PIECE`` characters) points at the ids of its first occurrence in ``out``. ``out``
+    needs ``len(cps) + 2 * documents`` entries; with ``wrap`` each document is ``[bos, ids..., eos]``.
+    Returns ``(ids written, position of the first unknown character or -1)``.
+    """
+    n = cps.shape[0]
+    cache_size = 64
+    while cache_size < cache_limit and cache_size < n // 16:
+        cache_size <<= 1
+    cache_mask = cache_size - 1
+    cache = np.zeros((cache_size, 4), dtype=np.uint64)  # rows (key, piece start, first id at, ids); key 0 = free
+    cache_used = 0
+    limit = char_table.shape[0]
+    parts = np.empty(LONG_WORD, dtype=np.int64)
+    part_priority = np.empty(LONG_WORD, dtype=np.int64)
+    out_pos = 0
+    for d in range(document_offsets.shape[0] - 1):
+        out_offsets[d] = out_pos
+        if wrap:
+            out[out_pos] = bos
+            out_pos += 1
+        pos = document_offsets[d]
+        stop = document_offsets[d + 1]
+        while pos < stop:
+            end = pos + 1
+            if word_classes[cps[pos]] == 1:
+                while end < stop and word_classes[cps[end]] == 1:
+                    end += 1
+            length = end - pos
+            if length == 1:
+                c = cps[pos]
+                symbol = char_table[c] if c < limit else -1
+                if symbol < 0:
+                    return out_pos, pos
+                out[out_pos] = symbol + first_id
+                out_pos += 1
+                pos = end
+                continue
+            cacheable = length <= MAX_CACHED_PIECE
+            slot = 0
+            key = np.uint64(0)
+            if cacheable:
+                key = (hash_span(cps, pos, end) >> np.uint64(8)) | (np.uint64(length) << np.uint64(56))  # never 0
+                slot = key_home(key, cache_mask)
+                while cache[slot, 0] != 0:
+                    if cache[slot, 0] == key and same_span(cps, np.int64(cache[slot, 1]), cps, pos, length):
+                        break
+                    slot = (slot + 1) & cache_mask
+                if cache[slot, 0] != 0:  # the ids of an earlier occurrence are already in ``out``
+                    first = np.int64(cache[slot, 2])
+                    count = np.int64(cache[slot, 3])
+                    for j in range(count):
+                        out[out_pos + j] = out[first + j]
+                    out_pos += count
+                    pos = end
+                    continue
+            work = parts if length <= LONG_WORD else np.empty(length, dtype=np.int64)
+            for i in range(length):
+                c = cps[pos + i]
+                symbol = char_table[c] if c < limit else -1
+                if symbol < 0:
+                    return out_pos, pos + i
+                work[i] = symbol
+            m = merge_word(work, length, LONG_WORD, True, pairs, nexts, lefts, rights, made, priorities,
+                           part_priority)
+            for i in range(m):
+                out[out_pos + i] = work[i] + first_id
+            if cacheable:
+                if cache_used >= (cache_size * 3) // 4:  # evict everything: bounded and linear
+                    for j in range(cache_size):
+                        cache[j, 0] = 0
+                    cache_used = 0
+                    slot = key_home(key, cache_mask)
+                cache[slot, 0] = key
+                cache[slot, 1] = pos
+                cache[slot, 2] = out_pos
+                cache[slot, 3] = m
+                cache_used += 1
+            out_pos += m
+            pos = end
+        if wrap:
+            out[out_pos] = eos
+            out_pos += 1
+    out_offsets[document_offsets.shape[0] - 1] = out_pos
+    return out_pos, -1
