@@ -160,7 +160,7 @@ def _merge_short(parts, m, ordered, pairs, nexts, made, priorities, part_priorit
     return m
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _heap_push(heap, size, key):
     """Add ``key`` to the 4-ary min-heap ``heap[:size]`` (int64; children of i: 4i+1..4i+4); returns the new size."""
     i = size
@@ -174,7 +174,7 @@ def _heap_push(heap, size, key):
     return size + 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _heap_pop(heap, size):
     """Remove the smallest key (``heap[0]``, read it first) from the 4-ary heap ``heap[:size]``; returns the new size."""
     size -= 1
@@ -196,7 +196,7 @@ def _heap_pop(heap, size):
     return size
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _sort_positions(values, count):
     """Sort ``values[:count]`` (int32, >= 0) ascending in linear time: nothing if already sorted,
     insertion below 64 values, else two 16-bit radix passes."""
@@ -242,7 +242,7 @@ def _doubled(values):
     return out
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _bucket_of(bucket_priority, q):
     """Slot of priority ``q`` in the open-addressing ``bucket_priority`` (-1 free): its slot or the free one."""
     mask = bucket_priority.shape[0] - 1
@@ -252,7 +252,7 @@ def _bucket_of(bucket_priority, q):
     return slot
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _queue_pair(q, pos, current, bucket_priority, bucket_head, bucket_tail, node_pos, node_next, nodes, queue, queued,
                 low, low_size):
     """Queue the pair at ``pos`` with priority ``q``: in its bucket when above ``current``, else in the
@@ -375,7 +375,7 @@ def _merge_long(parts, m, ordered, pairs, nexts, made, priorities):
     return kept
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def merge_word(parts, m, long_word, ordered, pairs, nexts, lefts, rights, made, priorities, part_priority):
     """Merge the symbols ``parts[:m]`` in place; returns how many remain.
 
