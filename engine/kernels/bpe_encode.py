@@ -104,7 +104,7 @@ def build_pair_table(lefts, rights):
     """
     n = lefts.shape[0]
     size = 16
-    while size < 2 * n + 2:
+    while size < n + (n >> 1) + 2:  # at most 2/3 full: short probes, and the table stays small for the caches
         size <<= 1
     pairs = np.full((size, 2), -1, dtype=np.int64)
     last = np.full(size, -1, dtype=np.int64)
