@@ -339,7 +339,7 @@ def ascii_piece_end(buf, pos, end, table, pattern):
     return -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def scan_pieces(buf, pos, end, classes, table, pattern, out_ends, at, limit):
     """Write the ends of the pieces from ``pos`` into ``out_ends[at:]`` until ``end`` or ``limit`` entries;
     returns the new ``at``. The inner loop takes the ASCII pieces without calls."""
