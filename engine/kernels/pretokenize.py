@@ -41,7 +41,7 @@ LETTER_NUMBER_CR_LF = 11
 UPPER_LOWER = 96
 NON_ASCII = 128  # in ascii_table only: a byte >= 0x80
 SPACE_NON_ASCII = 132
-LETTER_NUMBER_SPACE_NON_ASCII = 135
+OTHER = 0  # run_end's want for a run of characters that are not letters, numbers or whitespace
 LETTER_NUMBER_CR_LF_NON_ASCII = 139
 
 
@@ -74,22 +74,20 @@ def class_at(buf, i, classes):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def run_end(buf, i, end, classes, want):
-    """First position >= i in [i, end) whose character has none of the ``want`` flags."""
-    while i < end:
-        flags, width = class_at(buf, i, classes)
-        if (flags & want) == 0:
-            break
-        i += width
-    return i
+def in_run(flags, want):
+    """A character of class ``flags`` continues a run of ``want`` (``OTHER``: of characters that are
+    not letters, numbers or whitespace; else of characters with one of the ``want`` flags)."""
+    if want == OTHER:
+        return (flags & LETTER_NUMBER_SPACE) == 0
+    return (flags & want) != 0
 
 
 @njit(cache=True, nogil=True, inline="always")
-def other_run_end(buf, i, end, classes):
-    """End of the run of characters that are not letters, numbers or whitespace."""
+def run_end(buf, i, end, classes, want):
+    """First position >= i in [i, end) whose character does not continue the run (``in_run``)."""
     while i < end:
         flags, width = class_at(buf, i, classes)
-        if (flags & LETTER_NUMBER_SPACE) != 0:
+        if not in_run(flags, want):
             break
         i += width
     return i
@@ -147,7 +145,7 @@ def gpt2_piece_end(buf, pos, end, classes):
     if flags & NUMBER:
         return run_end(buf, start + width, end, classes, NUMBER)
     if (flags & SPACE) == 0:
-        return other_run_end(buf, start + width, end, classes)
+        return run_end(buf, start + width, end, classes, OTHER)
     return whitespace_piece_end(buf, pos, end, classes, False)
 
 
@@ -174,7 +172,7 @@ def tail_piece_end(buf, pos, flags, width, end, classes, slash):
         if (next_flags & LETTER_NUMBER_SPACE) == 0:
             start = pos + 1 + next_width
     if start >= 0:
-        i = other_run_end(buf, start, end, classes)
+        i = run_end(buf, start, end, classes, OTHER)
         while i < end and (buf[i] == 13 or buf[i] == 10 or (slash and buf[i] == 47)):
             i += 1
         return i
@@ -281,22 +279,13 @@ def ascii_table(classes):
 
 @njit(cache=True, nogil=True, inline="always")
 def ascii_run_end(buf, i, end, table, want):
-    """End of the run of ASCII bytes with one of the ``want`` flags from ``i``; -1 if it stops at a byte >= 0x80."""
+    """End of the run (``in_run``) of ASCII bytes from ``i``; -1 if it stops at a byte >= 0x80."""
     while i < end:
         flags = table[buf[i]]
-        if (flags & want) == 0:
-            return -1 if flags & NON_ASCII else i
-        i += 1
-    return i
-
-
-@njit(cache=True, nogil=True, inline="always")
-def ascii_other_run_end(buf, i, end, table):
-    """End of the run of ASCII bytes that are not letters, numbers or whitespace; -1 if it stops at a byte >= 0x80."""
-    while i < end:
-        flags = table[buf[i]]
-        if flags & LETTER_NUMBER_SPACE_NON_ASCII:
-            return -1 if flags & NON_ASCII else i
+        if flags & NON_ASCII:
+            return -1
+        if not in_run(flags, want):
+            return i
         i += 1
     return i
 
@@ -324,7 +313,7 @@ def ascii_piece_end(buf, pos, end, table, pattern):
         if (flags & SPACE_NON_ASCII) == 0:
             if b0 == 39:  # an apostrophe at pos may start a contraction
                 return -1
-            return ascii_other_run_end(buf, start + 1, end, table)
+            return ascii_run_end(buf, start + 1, end, table, OTHER)
         if (flags & NON_ASCII) == 0:  # \s+(?!\S) or \s+ on an ASCII whitespace run from pos
             i = ascii_run_end(buf, pos + 1, end, table, SPACE)
             if i < 0 or i == end or i == pos + 1:
