@@ -1,14 +1,15 @@
 """pytest-benchmark: byte-level BPE encode and train, engine beside tiktoken and HF in one run.
 
 Run: ``pytest bench/bench_byte_bpe.py --benchmark-only``. Uses 3 MB of the standard library and
-a 4,096 vocabulary so it finishes in seconds; ``python bench/peers_byte_bpe.py`` runs full size.
+a 4,096 vocabulary so it finishes in seconds (also on Tiny Shakespeare and 1 MB of the repeated
+en/el/ru corpus); ``python bench/peers_byte_bpe.py`` runs full size.
 """
 
 import os
 
 import pytest
 
-from peers_byte_bpe import stdlib_texts, trained_tokenizer
+from peers_byte_bpe import multilingual_texts, stdlib_texts, trained_tokenizer
 from engine.tokenizers.byte_bpe import ByteBpeTrainer
 from engine.tokenizers.pretokenize import PATTERNS
 
@@ -38,6 +39,34 @@ def test_tiktoken_encode_ordinary(benchmark, tokenizer, corpus):
     ranks = {t: i for i, t in enumerate(tokenizer.tokens) if t is not None}
     enc = tiktoken.Encoding("bench", pat_str=PATTERNS["gpt2"], mergeable_ranks=ranks, special_tokens={})
     benchmark(lambda: [enc.encode_ordinary(t) for t in corpus])
+
+
+def tiktoken_of(tokenizer):
+    tiktoken = pytest.importorskip("tiktoken")
+    ranks = {t: i for i, t in enumerate(tokenizer.tokens) if t is not None}
+    return tiktoken.Encoding("bench", pat_str=PATTERNS["gpt2"], mergeable_ranks=ranks, special_tokens={})
+
+
+@pytest.fixture(scope="module")
+def other_corpora(shakespeare_text):
+    return {"shakespeare": [shakespeare_text], "multilingual": multilingual_texts(1_000_000)[0]}
+
+
+@pytest.mark.parametrize("name", ["shakespeare", "multilingual"])
+@pytest.mark.benchmark(group="encode-1-thread-other-corpora")
+def test_engine_encode_other_corpora(benchmark, tokenizer, other_corpora, name):
+    texts = other_corpora[name]
+    assert [a.tolist() for a in tokenizer.encode_batch(texts)] == [tiktoken_of(tokenizer).encode_ordinary(t)
+                                                                   for t in texts]
+    benchmark(tokenizer.encode_batch, texts, threads=1)
+
+
+@pytest.mark.parametrize("name", ["shakespeare", "multilingual"])
+@pytest.mark.benchmark(group="encode-1-thread-other-corpora")
+def test_tiktoken_encode_other_corpora(benchmark, tokenizer, other_corpora, name):
+    enc = tiktoken_of(tokenizer)
+    texts = other_corpora[name]
+    benchmark(lambda: [enc.encode_ordinary(t) for t in texts])
 
 
 @pytest.mark.benchmark(group="encode-all-threads")

@@ -1,9 +1,14 @@
 """Byte-level BPE against tiktoken and Hugging Face tokenizers, side by side in one run.
 
-Corpus: the standard library's .py files (about 34 MB; 3 MB with ``quick``). Vocabulary: 32,768
-trained on it by engine with the HF tie rule (4,096 with ``quick``), cached in bench/.cache.
+Corpora: the standard library's .py files (the files of scripts/make_stdlib_corpus.py, about
+32 MB; 3 MB with ``quick``), Tiny Shakespeare (data/tinyshakespeare.txt), and the bundled en/el/ru
+corpus (data/corpus.jsonl) repeated to about 4 MB (1 MB with ``quick``). Vocabulary: 32,768
+trained on the stdlib corpus by engine with the HF tie rule (4,096 with ``quick``), cached in
+bench/.cache, used for all three. Every encode row checks that tiktoken gives the same ids
+before timing, and times engine and the peer alternately (best of each).
 Rows report seconds for engine and the peer and ``ratio = peer_s / engine_s`` (above 1: engine
-is faster), except the long-piece row, whose ratio is time("a" * 1e6) / time("a" * 1e5).
+is faster), except the long-piece row, whose ratio is time("a" * 1e6) / time("a" * 1e5), and the
+2-thread row, whose peer is engine itself on 1 thread.
 Compilation happens before any timed region. Run: ``python bench/peers_byte_bpe.py [--quick]``.
 """
 
@@ -14,7 +19,7 @@ import os
 import sys
 import sysconfig
 from pathlib import Path
-from timing import best_of, row as bench_row
+from timing import best_of, row as bench_row, shakespeare_path, DATA_DIR
 
 
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -34,6 +39,25 @@ def stdlib_texts(max_bytes: int | None = None) -> list[str]:
         if max_bytes is not None and total >= max_bytes:
             break
     return texts
+
+
+def multilingual_texts(size_bytes: int) -> tuple[list[str], int, int]:
+    """The bundled en/el/ru corpus (data/corpus.jsonl) repeated to about ``size_bytes`` of UTF-8:
+    (texts, repetitions, bytes)."""
+    once = [json.loads(line)["text"] for line in (DATA_DIR / "corpus.jsonl").read_text("utf-8").splitlines()
+            if line.strip()]
+    each = sum(len(t.encode()) for t in once)
+    times = max(1, size_bytes // each)
+    return once * times, times, each * times
+
+
+def side_by_side(engine_fn, peer_fn, rounds: int) -> tuple[float, float]:
+    """Fastest of ``rounds`` alternating runs of each (seconds): both see the same machine load."""
+    engine_s, peer_s = float("inf"), float("inf")
+    for _ in range(rounds):
+        engine_s = min(engine_s, best_of(engine_fn, 1))
+        peer_s = min(peer_s, best_of(peer_fn, 1))
+    return engine_s, peer_s
 
 
 def trained_tokenizer(texts, vocab_size: int, tag: str):
@@ -66,18 +90,25 @@ def rows(quick: bool = False) -> list[dict]:
     tokenizer = trained_tokenizer(texts, vocab_size, "quick" if quick else "full")
     tokenizer.encode_batch(texts[:3])  # compile outside the timed regions
     threads = os.cpu_count() or 1
-    engine_one = best_of(lambda: tokenizer.encode_batch(texts, threads=1), repeat)
-    engine_all = best_of(lambda: tokenizer.encode_batch(texts, threads=threads), repeat)
     ids = [a.tolist() for a in tokenizer.encode_batch(texts)]
+    engine_one = best_of(lambda: tokenizer.encode_batch(texts, threads=1), repeat)
     try:
         import tiktoken
 
         ranks = {t: i for i, t in enumerate(tokenizer.tokens) if t is not None}
         enc = tiktoken.Encoding("bench", pat_str=PATTERNS["gpt2"], mergeable_ranks=ranks, special_tokens={})
-        if [enc.encode_ordinary(t) for t in texts] != ids:
-            raise RuntimeError("tiktoken ids differ from engine ids")
-        peer = best_of(lambda: [enc.encode_ordinary(t) for t in texts], repeat)
-        row(f"encode {megabytes:.0f} MB, 1 thread", engine_one, "tiktoken encode_ordinary", peer, at_least=3)
+        corpora = [(f"stdlib {megabytes:.0f} MB", texts), ("tinyshakespeare 1 MB", [shakespeare_path().read_text("utf-8")])]
+        multilingual = multilingual_texts(1_000_000 if quick else 4_000_000)
+        corpora.append((f"en/el/ru corpus x{multilingual[1]} {multilingual[2] / 1e6:.0f} MB", multilingual[0]))
+        for name, corpus in corpora:
+            if [a.tolist() for a in tokenizer.encode_batch(corpus)] != [enc.encode_ordinary(t) for t in corpus]:
+                raise RuntimeError(f"tiktoken ids differ from engine ids on {name}")
+            ours, theirs = side_by_side(lambda: tokenizer.encode_batch(corpus, threads=1),
+                                        lambda: [enc.encode_ordinary(t) for t in corpus], 3 if quick else 5)
+            if corpus is texts:
+                engine_one = ours
+            row(f"encode {name}, 1 thread", ours, "tiktoken encode_ordinary", theirs, at_least=8)
+        engine_all = best_of(lambda: tokenizer.encode_batch(texts, threads=threads), repeat)
         if enc.encode_ordinary_batch(texts, num_threads=threads) != ids:
             raise RuntimeError("tiktoken batch ids differ from engine ids")
         peer = best_of(lambda: enc.encode_ordinary_batch(texts, num_threads=threads), repeat)
@@ -85,6 +116,12 @@ def rows(quick: bool = False) -> list[dict]:
             at_least=3)
     except ImportError:
         pass
+    if threads >= 2:
+        if [a.tolist() for a in tokenizer.encode_batch(texts, threads=2)] != ids:
+            raise RuntimeError("engine ids on 2 threads differ from 1 thread")
+        two, one = side_by_side(lambda: tokenizer.encode_batch(texts, threads=2),
+                                lambda: tokenizer.encode_batch(texts, threads=1), repeat)
+        row(f"encode {megabytes:.0f} MB, 2 threads", two, "engine on 1 thread", one, at_least=1.8)
     try:
         import tokenizers
         from tokenizers import pre_tokenizers, trainers
@@ -123,9 +160,8 @@ def rows(quick: bool = False) -> list[dict]:
         pass
     short, long = "a" * 100_000, "a" * 1_000_000
     tokenizer.encode(short)
-    t_short = best_of(lambda: tokenizer.encode(short), 3)
-    t_long = best_of(lambda: tokenizer.encode(long), 3)
-    row("encode 'a' * 1e6 vs 'a' * 1e5", t_long, "engine 'a' * 1e5", t_short, at_most=15, ratio=t_long / t_short)
+    t_long, t_short = side_by_side(lambda: tokenizer.encode(long), lambda: tokenizer.encode(short), 5)
+    row("encode 'a' * 1e6 vs 'a' * 1e5", t_long, "engine 'a' * 1e5", t_short, at_most=11, ratio=t_long / t_short)
     return out
 
 

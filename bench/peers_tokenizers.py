@@ -124,9 +124,12 @@ def rows(quick: bool) -> list[dict]:
         theirs = encoding.encode_ordinary(text)
         if len(theirs) != len(ours) or any(int(a) != b + 2 for a, b in zip(ours.tolist(), theirs)):
             raise RuntimeError("tiktoken and engine disagree on the ids of the same merges")
-        tiktoken_s = best_of_warm(lambda: encoding.encode_ordinary(text), repeat)
-        out.append(row("bpe encode full text, 200 merges", engine_encode, "tiktoken (same ranks, word regex)",
-                       tiktoken_s, at_least=2))
+        engine_s, tiktoken_s = float("inf"), float("inf")
+        for _ in range(repeat):  # alternately, so that both see the same machine load
+            engine_s = min(engine_s, best_of(lambda: bpe.encode(text), 1))
+            tiktoken_s = min(tiktoken_s, best_of(lambda: encoding.encode_ordinary(text), 1))
+        out.append(row("bpe encode full text, 200 merges", engine_s, "tiktoken (same ranks, word regex)",
+                       tiktoken_s, at_least=3))
     return out
 
 

@@ -2,6 +2,8 @@
 
 - ``naive_pretokenize``: the patterns run by the ``regex`` module (the definition to match).
 - ``naive_encode_ranks`` / ``naive_encode_merges``: tiktoken's and GPT-2's merge loops.
+- ``naive_piece_key`` / ``naive_self_merging``: the encoder's piece key and its table of pieces
+  that are their own token.
 - ``naive_train``: recount every pair after every merge and pick the best by the tie rule.
 - ``stdlib_texts``: the standard library's .py files (sorted, UTF-8 only) as a test corpus.
 """
@@ -21,9 +23,10 @@ def naive_pretokenize(text: str, pattern: str) -> list[str]:
     return regex.findall(PATTERNS[pattern], text)
 
 
-def naive_encode_ranks(piece: bytes, ranks: dict[bytes, int]) -> list[int]:
-    """tiktoken: a whole-piece token, else merge the lowest-ranked adjacent concatenation, leftmost first."""
-    if piece in ranks:
+def naive_encode_ranks(piece: bytes, ranks: dict[bytes, int], whole_piece_first: bool = True) -> list[int]:
+    """tiktoken: a whole-piece token, else merge the lowest-ranked adjacent concatenation, leftmost first
+    (``whole_piece_first=False``: merge every piece, whole tokens included)."""
+    if whole_piece_first and piece in ranks:
         return [ranks[piece]]
     parts = [piece[i:i + 1] for i in range(len(piece))]
     while len(parts) > 1:
@@ -36,6 +39,24 @@ def naive_encode_ranks(piece: bytes, ranks: dict[bytes, int]) -> list[int]:
             break
         parts[best:best + 2] = [parts[best] + parts[best + 1]]
     return [ranks[p] for p in parts]
+
+
+def naive_piece_key(piece: bytes) -> int:
+    """``engine.kernels.bpe_encode.piece_key``: up to 7 bytes the bytes (little-endian) with the length in
+    the top byte; longer, a hash of 8-byte words with ``min(length, 255)`` in the top byte."""
+    mask = (1 << 64) - 1
+    if len(piece) <= 7:
+        return int.from_bytes(piece, "little") | (len(piece) << 56)
+    h = 0xCBF29CE484222325
+    for i in range(0, len(piece), 8):
+        h = ((h ^ int.from_bytes(piece[i:i + 8], "little")) * 0x9E3779B97F4A7C15) & mask
+        h ^= h >> 29
+    return (h >> 8) | (min(len(piece), 255) << 56)
+
+
+def naive_self_merging(tokens: list[bytes | None], merge_piece) -> list[bool]:
+    """Per token: it has two or more bytes and ``merge_piece(its bytes)`` is exactly ``[that token]``."""
+    return [t is not None and len(t) >= 2 and merge_piece(t) == [i] for i, t in enumerate(tokens)]
 
 
 def naive_encode_merges(piece: bytes, byte_ids: list[int], merges: dict[tuple[int, int], tuple[int, int]]) -> list[int]:

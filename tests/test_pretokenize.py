@@ -39,6 +39,18 @@ def test_fragments_match_regex(pattern, parts):
     assert_same_pieces("".join(parts), pattern)
 
 
+# Single characters around the ASCII fast path's exits: ASCII classes next to bytes >= 0x80.
+ASCII_EDGES = [" ", "  ", "a", "Z", "7", "'", "'s", "'T", "\t", "\n", "\r", ".", "/", "_", "é", "\xa0", "\u2028", "ſ",
+               "٣", "😀", "\u0301"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.sampled_from(ASCII_EDGES), max_size=40))
+def test_ascii_fast_path_edges_match_regex(pattern, parts):
+    assert_same_pieces("".join(parts), pattern)
+
+
 # Any code point but a surrogate (which no UTF-8 text holds): assigned or not, old or new.
 ASSIGNED = st.characters(exclude_categories=("Cs",))
 

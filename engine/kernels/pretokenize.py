@@ -39,6 +39,10 @@ LOWER = 64
 LETTER_NUMBER_SPACE = 7
 LETTER_NUMBER_CR_LF = 11
 UPPER_LOWER = 96
+NON_ASCII = 128  # in ascii_table only: a byte >= 0x80
+SPACE_NON_ASCII = 132
+OTHER = 0  # run_end's want for a run of characters that are not letters, numbers or whitespace
+LETTER_NUMBER_CR_LF_NON_ASCII = 139
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -70,22 +74,20 @@ def class_at(buf, i, classes):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def run_end(buf, i, end, classes, want):
-    """First position >= i in [i, end) whose character has none of the ``want`` flags."""
-    while i < end:
-        flags, width = class_at(buf, i, classes)
-        if (flags & want) == 0:
-            break
-        i += width
-    return i
+def in_run(flags, want):
+    """A character of class ``flags`` continues a run of ``want`` (``OTHER``: of characters that are
+    not letters, numbers or whitespace; else of characters with one of the ``want`` flags)."""
+    if want == OTHER:
+        return (flags & LETTER_NUMBER_SPACE) == 0
+    return (flags & want) != 0
 
 
 @njit(cache=True, nogil=True, inline="always")
-def other_run_end(buf, i, end, classes):
-    """End of the run of characters that are not letters, numbers or whitespace."""
+def run_end(buf, i, end, classes, want):
+    """First position >= i in [i, end) whose character does not continue the run (``in_run``)."""
     while i < end:
         flags, width = class_at(buf, i, classes)
-        if (flags & LETTER_NUMBER_SPACE) != 0:
+        if not in_run(flags, want):
             break
         i += width
     return i
@@ -143,33 +145,15 @@ def gpt2_piece_end(buf, pos, end, classes):
     if flags & NUMBER:
         return run_end(buf, start + width, end, classes, NUMBER)
     if (flags & SPACE) == 0:
-        return other_run_end(buf, start + width, end, classes)
+        return run_end(buf, start + width, end, classes, OTHER)
     return whitespace_piece_end(buf, pos, end, classes, False)
 
 
-@njit(cache=True, nogil=True)
-def cl100k_piece_end(buf, pos, end, classes):
-    """End of the cl100k piece starting at ``pos`` (``pos < end``)."""
-    b0 = buf[pos]
-    if b0 == 39 and pos + 1 < end:  # '(?i:[sdmt]|ll|ve|re)
-        b1 = lower_ascii(buf[pos + 1])
-        if b1 == 115 or b1 == 100 or b1 == 109 or b1 == 116:
-            return pos + 2
-        if buf[pos + 1] == 0xC5 and pos + 2 < end and buf[pos + 2] == 0xBF:  # U+017F folds to "s"
-            return pos + 3
-        if pos + 2 < end:
-            b2 = lower_ascii(buf[pos + 2])
-            if (b1 == 108 and b2 == 108) or (b1 == 118 and b2 == 101) or (b1 == 114 and b2 == 101):
-                return pos + 3
-    flags, width = class_at(buf, pos, classes)
-    # [^\r\n\p{L}\p{N}]?+\p{L}+
-    if flags & LETTER:
-        return run_end(buf, pos + width, end, classes, LETTER)
-    if (flags & LETTER_NUMBER_CR_LF) == 0 and pos + width < end:
-        next_flags, next_width = class_at(buf, pos + width, classes)
-        if next_flags & LETTER:
-            return run_end(buf, pos + width + next_width, end, classes, LETTER)
-    # \p{N}{1,3}
+@njit(cache=True, nogil=True, inline="always")
+def tail_piece_end(buf, pos, flags, width, end, classes, slash):
+    """The alternatives cl100k and o200k share after their words, at ``pos`` (class ``flags``, ``width`` bytes):
+    ``\\p{N}{1,3}``, then `` ?[^\\s\\p{L}\\p{N}]+`` with its trailing ``[\\r\\n]*`` (``[\\r\\n/]*`` with
+    ``slash``, o200k), then the whitespace alternatives."""
     if flags & NUMBER:
         i = pos + width
         for _ in range(2):
@@ -180,7 +164,6 @@ def cl100k_piece_end(buf, pos, end, classes):
                 break
             i += next_width
         return i
-    #  ?[^\s\p{L}\p{N}]++[\r\n]*
     start = -1
     if (flags & LETTER_NUMBER_SPACE) == 0:
         start = pos + width
@@ -189,11 +172,28 @@ def cl100k_piece_end(buf, pos, end, classes):
         if (next_flags & LETTER_NUMBER_SPACE) == 0:
             start = pos + 1 + next_width
     if start >= 0:
-        i = other_run_end(buf, start, end, classes)
-        while i < end and (buf[i] == 13 or buf[i] == 10):
+        i = run_end(buf, start, end, classes, OTHER)
+        while i < end and (buf[i] == 13 or buf[i] == 10 or (slash and buf[i] == 47)):
             i += 1
         return i
     return whitespace_piece_end(buf, pos, end, classes, True)
+
+
+@njit(cache=True, nogil=True)
+def cl100k_piece_end(buf, pos, end, classes):
+    """End of the cl100k piece starting at ``pos`` (``pos < end``)."""
+    contraction = contraction_end(buf, pos, end)  # '(?i:[sdmt]|ll|ve|re)
+    if contraction > pos:
+        return contraction
+    flags, width = class_at(buf, pos, classes)
+    # [^\r\n\p{L}\p{N}]?+\p{L}+
+    if flags & LETTER:
+        return run_end(buf, pos + width, end, classes, LETTER)
+    if (flags & LETTER_NUMBER_CR_LF) == 0 and pos + width < end:
+        next_flags, next_width = class_at(buf, pos + width, classes)
+        if next_flags & LETTER:
+            return run_end(buf, pos + width + next_width, end, classes, LETTER)
+    return tail_piece_end(buf, pos, flags, width, end, classes, False)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -253,40 +253,100 @@ def o200k_piece_end(buf, pos, end, classes):
             return contraction_end(buf, word_end, end)
         if upper_end > pos + width:
             return contraction_end(buf, upper_end, end)
-    # \p{N}{1,3}
-    if flags & NUMBER:
-        i = pos + width
-        for _ in range(2):
-            if i >= end:
-                break
-            next_flags, next_width = class_at(buf, i, classes)
-            if (next_flags & NUMBER) == 0:
-                break
-            i += next_width
-        return i
-    #  ?[^\s\p{L}\p{N}]+[\r\n/]*
-    start = -1
-    if (flags & LETTER_NUMBER_SPACE) == 0:
-        start = pos + width
-    elif (flags & ASCII_SPACE) and pos + 1 < end:
-        next_flags, next_width = class_at(buf, pos + 1, classes)
-        if (next_flags & LETTER_NUMBER_SPACE) == 0:
-            start = pos + 1 + next_width
-    if start >= 0:
-        i = other_run_end(buf, start, end, classes)
-        while i < end and (buf[i] == 13 or buf[i] == 10 or buf[i] == 47):
-            i += 1
-        return i
-    return whitespace_piece_end(buf, pos, end, classes, True)
+    return tail_piece_end(buf, pos, flags, width, end, classes, True)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def piece_end(buf, pos, end, classes, pattern):
+    """End of the piece at ``pos`` (``pos < end``) under ``pattern``: the full scanners."""
     if pattern == CL100K:
         return cl100k_piece_end(buf, pos, end, classes)
     if pattern == O200K:
         return o200k_piece_end(buf, pos, end, classes)
     return gpt2_piece_end(buf, pos, end, classes)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def ascii_table(classes):
+    """The flags of the 128 ASCII bytes, and ``NON_ASCII`` for the bytes 0x80..0xFF (uint8[256])."""
+    table = np.empty(256, dtype=np.uint8)
+    for b in range(128):
+        table[b] = classes[b]
+    for b in range(128, 256):
+        table[b] = NON_ASCII
+    return table
+
+
+@njit(cache=True, nogil=True, inline="always")
+def ascii_run_end(buf, i, end, table, want):
+    """End of the run (``in_run``) of ASCII bytes from ``i``; -1 if it stops at a byte >= 0x80."""
+    while i < end:
+        flags = table[buf[i]]
+        if flags & NON_ASCII:
+            return -1
+        if not in_run(flags, want):
+            return i
+        i += 1
+    return i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def ascii_piece_end(buf, pos, end, table, pattern):
+    """End of the piece at ``pos`` when it is one of the common ASCII pieces, else -1.
+
+    GPT-2: `` ?`` before a word, number or punctuation run, and whitespace runs; cl100k: words with
+    their optional leading character. A piece that meets a byte >= 0x80, an apostrophe at ``pos``
+    (a contraction) or any other case gives -1: ``piece_end`` then scans it. No calls, so the
+    loop over pieces stays tight; ``table`` is ``ascii_table(classes)``.
+    """
+    b0 = buf[pos]
+    flags = table[b0]
+    if pattern == GPT2:
+        start = pos
+        if (flags & ASCII_SPACE) and pos + 1 < end:  # " ?" before a word, number or punctuation
+            start = pos + 1
+            flags = table[buf[start]]
+        if flags & LETTER:
+            return ascii_run_end(buf, start + 1, end, table, LETTER)
+        if flags & NUMBER:
+            return ascii_run_end(buf, start + 1, end, table, NUMBER)
+        if (flags & SPACE_NON_ASCII) == 0:
+            if b0 == 39:  # an apostrophe at pos may start a contraction
+                return -1
+            return ascii_run_end(buf, start + 1, end, table, OTHER)
+        if (flags & NON_ASCII) == 0:  # \s+(?!\S) or \s+ on an ASCII whitespace run from pos
+            i = ascii_run_end(buf, pos + 1, end, table, SPACE)
+            if i < 0 or i == end or i == pos + 1:
+                return i
+            return i - 1
+        return -1
+    if pattern == CL100K:
+        if flags & LETTER:
+            return ascii_run_end(buf, pos + 1, end, table, LETTER)
+        if (flags & LETTER_NUMBER_CR_LF_NON_ASCII) == 0 and b0 != 39 and pos + 1 < end and (table[buf[pos + 1]] & LETTER):
+            return ascii_run_end(buf, pos + 2, end, table, LETTER)
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def scan_pieces(buf, pos, end, classes, table, pattern, out_ends, at, limit):
+    """Write the ends of the pieces from ``pos`` into ``out_ends[at:]`` until ``end`` or ``limit`` entries;
+    returns the new ``at``. The inner loop takes the ASCII pieces without calls."""
+    while pos < end and at < limit:
+        while True:
+            e = ascii_piece_end(buf, pos, end, table, pattern)
+            if e < 0:
+                break
+            out_ends[at] = e
+            at += 1
+            pos = e
+            if pos >= end or at >= limit:
+                return at
+        e = piece_end(buf, pos, end, classes, pattern)
+        out_ends[at] = e
+        at += 1
+        pos = e
+    return at
 
 
 @njit(cache=True, nogil=True)
@@ -297,12 +357,9 @@ def pretokenize_ends(buf, document_offsets, classes, pattern, out_ends):
     a document boundary, so piece ``i`` spans ``[out_ends[i-1], out_ends[i])`` (0 for ``i = 0``).
     ``out_ends`` needs ``len(buf)`` entries. Returns the number of pieces.
     """
+    table = ascii_table(classes)
     count = 0
     for d in range(document_offsets.shape[0] - 1):
-        pos = document_offsets[d]
-        end = document_offsets[d + 1]
-        while pos < end:
-            pos = piece_end(buf, pos, end, classes, pattern)
-            out_ends[count] = pos
-            count += 1
+        count = scan_pieces(buf, document_offsets[d], document_offsets[d + 1], classes, table, pattern, out_ends,
+                            count, out_ends.shape[0])
     return count

@@ -25,7 +25,7 @@ import numpy as np
 
 from engine.checks import check_count
 from engine.errors import TokenizerError
-from engine.kernels.bpe_encode import build_pair_table, build_token_map, encode_bytes
+from engine.kernels.bpe_encode import build_pair_table, build_piece_table, encode_bytes, self_merging_tokens
 from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
 from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.base import (MAX_VOCAB_SIZE, FitOptions, Tokenizer, _iter_texts, check_ids, check_special_ids,
@@ -34,6 +34,9 @@ from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
 from engine.tokenizers.unicode_tables import code_point_classes
 
 __all__ = ["ByteBpeTokenizer", "ByteBpeTrainer", "bytes_to_unicode"]
+
+# Most slots of the per-call cache of merged pieces (a power of two): bounded memory, any input size.
+PIECE_CACHE_SLOTS = 1 << 16
 
 
 @functools.lru_cache(maxsize=1)
@@ -143,9 +146,15 @@ class ByteBpeTokenizer(Tokenizer):
         self._token_offsets = np.zeros(size + 1, dtype=np.int64)
         np.cumsum(lengths, out=self._token_offsets[1:])
         self._token_pool = np.frombuffer(b"".join(t for t in self.tokens if t is not None), dtype=np.uint8)
-        self._token_slots = np.full(_power_of_two_at_least(2 * len(id_of) + 1) if self.whole_piece_first else 1, -1, dtype=np.int64)
+        # Pieces that are a token whose own bytes merge into it (all tokens under whole_piece_first)
+        # are looked up directly in build_piece_table's table.
         if self.whole_piece_first:
-            build_token_map(self._token_pool, self._token_offsets, self._token_slots)
+            wanted = (lengths >= 2)
+        else:
+            wanted = self_merging_tokens(self._token_pool, self._token_offsets, byte_ids, *self._merge_table)
+        table_size = _power_of_two_at_least(2 * int(wanted.sum()) + 1)
+        self._piece_table = np.zeros((table_size, 2), dtype=np.uint64)
+        build_piece_table(self._token_pool, self._token_offsets, wanted, self._piece_table)
         self._size = size
 
     # -- encoding -----------------------------------------------------------------------------
@@ -155,9 +164,8 @@ class ByteBpeTokenizer(Tokenizer):
         out_offsets = np.empty(documents + 1, dtype=np.int64)
         count = encode_bytes(
             buf, document_offsets, code_point_classes(), self._pattern_code, self._byte_ids,
-            *self._merge_table, self.whole_piece_first,
-            self._token_pool, self._token_offsets, self._token_slots, self.bos_id, self.eos_id, wrap,
-            out, out_offsets,
+            *self._merge_table, self._piece_table, self._token_pool, self._token_offsets,
+            PIECE_CACHE_SLOTS, self.bos_id, self.eos_id, wrap, out, out_offsets,
         )
         return out[:count], out_offsets
 

@@ -1,0 +1,375 @@
+"""Merging a word of BPE symbols, shared by character-level and byte-level BPE (the encoders
+in ``bpe_encode`` call it; ``bpe_train`` shares the hashing helpers).
+
+A merge table (``build_pair_table``) maps a symbol pair ``(left << 32) | right`` (open
+addressing) to a chain of entries in insertion order; entry ``e`` makes symbol ``made[e]`` with
+priority ``priorities[e]`` (lower merges first). A word (or pre-tokenizer piece) of symbols is
+merged by ``merge_word``: repeatedly the adjacent pair of lowest priority, leftmost on ties, one
+occurrence at a time. Two rules for the pairs a merge creates:
+
+- ``ordered`` (character level, SPEC §3: "apply merge k = 0..N-1 in order, each left to right
+  without overlap"): a pair created by the merge of priority p takes its first entry of priority
+  > p, so a pair that a later merge makes again merges again at that later rank;
+- not ordered (byte level, GPT-2 / tiktoken): a pair always takes its first entry.
+
+Up to ``long_word`` symbols a linear scan of the parts is used (O(L^2), fastest for the usual
+short words); longer ones keep a linked list and buckets of positions per priority (linear time
+when merges make pairs of higher priority, as trained vocabularies do; a heap takes the rare
+others), with identical results.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "EMPTY_KEY", "NO_PRIORITY", "LONG_WORD", "GOLDEN", "FNV_OFFSET", "hash_span", "same_span", "pair_slot", "key_slot",
+    "build_pair_table", "merge_word",
+]
+
+EMPTY_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)
+NO_PRIORITY = np.int64(1 << 62)  # above every (priority << 32) | entry: priorities stay below 2^30
+# Above this many symbols a word is merged through the priority buckets; below, the scan is faster.
+LONG_WORD = 64
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+FNV_PRIME = np.uint64(0x100000001B3)
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def hash_span(buf, start, end):
+    """FNV-1a of ``buf[start:end]`` (bytes or symbols), with a final mix of the high bits."""
+    h = FNV_OFFSET
+    for i in range(start, end):
+        h = (h ^ np.uint64(buf[i])) * FNV_PRIME
+    return h ^ (h >> np.uint64(29))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def same_span(a, a_start, b, b_start, length):
+    """``a[a_start:a_start + length]`` equals ``b[b_start:b_start + length]``."""
+    for j in range(length):
+        if a[a_start + j] != b[b_start + j]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def pair_slot(key, mask):
+    return np.int64(((key * GOLDEN) >> np.uint64(32)) & np.uint64(mask))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def key_slot(keys, a, b):
+    """``(key, slot)`` of pair (a, b) in the open-addressing table ``keys`` (size 2^k): the slot
+    holding the key, or the empty slot where it would go."""
+    mask = keys.shape[0] - 1
+    key = (np.uint64(a) << np.uint64(32)) | np.uint64(b)
+    slot = pair_slot(key, mask)
+    while keys[slot] != key and keys[slot] != EMPTY_KEY:
+        slot = (slot + 1) & mask
+    return key, slot
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pair_row(pairs, a, b):
+    """Row of pair (a, b) in ``pairs``: the row holding it, or the free row where it would go."""
+    mask = pairs.shape[0] - 1
+    key = (np.int64(a) << 32) | np.int64(b)
+    slot = pair_slot(np.uint64(key), mask)
+    while pairs[slot, 0] != key and pairs[slot, 0] != -1:
+        slot = (slot + 1) & mask
+    return slot
+
+
+@njit(cache=True, nogil=True)
+def build_pair_table(lefts, rights):
+    """Pair table over entries ``lefts[e], rights[e]`` (int64 symbols below 2^31): ``(pairs, nexts)``.
+
+    ``pairs`` (int64, ``(2^k, 2)``) has rows ``(pair key (left << 32) | right, first entry)``,
+    -1 in a free row; ``nexts[e]`` is the next entry of the same pair (-1 at the end), in
+    insertion order. Key and first entry share a cache line, so a lookup costs one miss.
+    """
+    n = lefts.shape[0]
+    size = 16
+    while size < n + (n >> 1) + 2:  # at most 2/3 full: short probes, and the table stays small for the caches
+        size <<= 1
+    pairs = np.full((size, 2), -1, dtype=np.int64)
+    last = np.full(size, -1, dtype=np.int64)
+    nexts = np.full(n, -1, dtype=np.int64)
+    for e in range(n):
+        slot = _pair_row(pairs, lefts[e], rights[e])
+        if pairs[slot, 0] >= 0:
+            nexts[last[slot]] = e
+        else:
+            pairs[slot, 0] = (lefts[e] << 32) | rights[e]
+            pairs[slot, 1] = e
+        last[slot] = e
+    return pairs, nexts
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _entry(a, b, floor, pairs, nexts, priorities):
+    """First entry of pair (a, b) with priority >= ``floor``, or -1."""
+    e = pairs[_pair_row(pairs, a, b), 1]  # -1 in a free row
+    while e >= 0 and priorities[e] < floor:
+        e = nexts[e]
+    return e
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _packed(e, priorities):
+    """``(priority << 32) | e`` of entry ``e``, or ``NO_PRIORITY`` for -1."""
+    return (priorities[e] << 32) | e if e >= 0 else NO_PRIORITY
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _merge_short(parts, m, ordered, pairs, nexts, made, priorities, part_priority):
+    # part_priority[i]: (priority << 32) | entry of the pair at i (NO_PRIORITY: none merges)
+    for i in range(m - 1):
+        part_priority[i] = _packed(_entry(parts[i], parts[i + 1], 0, pairs, nexts, priorities), priorities)
+    while m > 1:
+        best = 0
+        best_priority = part_priority[0] >> 32
+        for i in range(1, m - 1):
+            if (part_priority[i] >> 32) < best_priority:
+                best_priority = part_priority[i] >> 32
+                best = i
+        if part_priority[best] == NO_PRIORITY:
+            break
+        parts[best] = made[part_priority[best] & 0xFFFFFFFF]
+        for i in range(best + 1, m - 1):
+            parts[i] = parts[i + 1]
+            part_priority[i] = part_priority[i + 1]
+        m -= 1
+        floor = best_priority + 1 if ordered else 0
+        for i in range(max(best - 1, 0), min(best + 1, m - 1)):
+            part_priority[i] = _packed(_entry(parts[i], parts[i + 1], floor, pairs, nexts, priorities), priorities)
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _heap_push(heap, size, key):
+    """Add ``key`` to the 4-ary min-heap ``heap[:size]`` (int64; children of i: 4i+1..4i+4); returns the new size."""
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 2
+        if heap[parent] <= key:
+            break
+        heap[i] = heap[parent]
+        i = parent
+    heap[i] = key
+    return size + 1
+
+
+@njit(cache=True, nogil=True)
+def _heap_pop(heap, size):
+    """Remove the smallest key (``heap[0]``, read it first) from the 4-ary heap ``heap[:size]``; returns the new size."""
+    size -= 1
+    key = heap[size]
+    i = 0
+    while True:
+        first = 4 * i + 1
+        if first >= size:
+            break
+        child = first
+        for c in range(first + 1, min(first + 4, size)):
+            if heap[c] < heap[child]:
+                child = c
+        if key <= heap[child]:
+            break
+        heap[i] = heap[child]
+        i = child
+    heap[i] = key
+    return size
+
+
+@njit(cache=True, nogil=True)
+def _sort_positions(values, count):
+    """Sort ``values[:count]`` (int32, >= 0) ascending in linear time: nothing if already sorted,
+    insertion below 64 values, else two 16-bit radix passes."""
+    sorted_already = True
+    for i in range(1, count):
+        if values[i] < values[i - 1]:
+            sorted_already = False
+            break
+    if sorted_already:
+        return
+    if count < 64:
+        for i in range(1, count):
+            v = values[i]
+            j = i - 1
+            while j >= 0 and values[j] > v:
+                values[j + 1] = values[j]
+                j -= 1
+            values[j + 1] = v
+        return
+    counts = np.empty(65537, dtype=np.int64)
+    spare = np.empty(count, dtype=np.int32)
+    for shift in (0, 16):
+        for i in range(65537):
+            counts[i] = 0
+        for i in range(count):
+            counts[((values[i] >> shift) & 0xFFFF) + 1] += 1
+        for i in range(65536):
+            counts[i + 1] += counts[i]
+        for i in range(count):
+            digit = (values[i] >> shift) & 0xFFFF
+            spare[counts[digit]] = values[i]
+            counts[digit] += 1
+        for i in range(count):
+            values[i] = spare[i]
+
+
+@njit(cache=True, nogil=True)
+def _doubled(values):
+    """A copy of ``values`` (int64) with twice the room."""
+    out = np.empty(2 * values.shape[0], dtype=np.int64)
+    for i in range(values.shape[0]):
+        out[i] = values[i]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _bucket_of(bucket_priority, q):
+    """Slot of priority ``q`` in the open-addressing ``bucket_priority`` (-1 free): its slot or the free one."""
+    mask = bucket_priority.shape[0] - 1
+    slot = np.int64((np.uint64(q) * GOLDEN) >> np.uint64(32)) & mask
+    while bucket_priority[slot] != q and bucket_priority[slot] != -1:
+        slot = (slot + 1) & mask
+    return slot
+
+
+@njit(cache=True, nogil=True)
+def _queue_pair(q, pos, current, bucket_priority, bucket_head, bucket_tail, node_pos, node_next, nodes, queue, queued,
+                low, low_size):
+    """Queue the pair at ``pos`` with priority ``q``: in its bucket when above ``current``, else in the
+    ``low`` heap. Returns ``(nodes, queued, low_size)``."""
+    if q <= current:
+        return nodes, queued, _heap_push(low, low_size, (q << 32) | pos)  # low has room: see _merge_long
+    slot = _bucket_of(bucket_priority, q)
+    if bucket_priority[slot] == -1:
+        bucket_priority[slot] = q
+        bucket_head[slot] = -1
+    if bucket_head[slot] < 0:
+        bucket_head[slot] = nodes
+        queued = _heap_push(queue, queued, q)
+    else:
+        node_next[bucket_tail[slot]] = nodes
+    node_pos[nodes] = pos
+    node_next[nodes] = -1
+    bucket_tail[slot] = nodes
+    return nodes + 1, queued, low_size
+
+
+@njit(cache=True, nogil=True)
+def _merge_long(parts, m, ordered, pairs, nexts, made, priorities):
+    """Same result as the scan, in linear time when merges make pairs of higher priority (the usual case).
+
+    Pairs wait in buckets, one per priority (a list of positions; a small heap orders the
+    priorities). The lowest bucket is taken whole, its positions sorted (``_sort_positions``) and
+    merged left to right; ``entry[i]`` is the entry of the pair now starting at part ``i`` (-1:
+    none), so a position acts only if its pair still has the bucket's priority. A merge that makes
+    a pair of priority at or below the bucket's (rare) queues it in a binary heap of keys
+    ``(priority << 32) | position``, drained in order between the bucket's positions, so the
+    order of merges is exactly the scan's: lowest priority, then leftmost.
+    """
+    following = np.empty(m, dtype=np.int32)  # int32: a piece stays below 2^31 bytes, the arrays stay small
+    preceding = np.empty(m, dtype=np.int32)
+    entry = np.empty(m, dtype=np.int32)
+    capacity = 3 * m  # m - 1 pairs, then at most 2 per merge
+    node_pos = np.empty(capacity, dtype=np.int32)
+    node_next = np.empty(capacity, dtype=np.int32)
+    batch = np.empty(capacity, dtype=np.int32)
+    low = np.empty(16, dtype=np.int64)  # grows when needed: rarely used
+    buckets = 16
+    while buckets < 2 * min(capacity, priorities.shape[0] + 1):
+        buckets <<= 1
+    bucket_priority = np.full(buckets, -1, dtype=np.int64)
+    bucket_head = np.empty(buckets, dtype=np.int32)
+    bucket_tail = np.empty(buckets, dtype=np.int32)
+    queue = np.empty(buckets, dtype=np.int64)
+    nodes, queued, low_size = 0, 0, 0
+    current = np.int64(-1)  # priority of the bucket being merged
+    for i in range(m):
+        following[i] = i + 1 if i + 1 < m else -1
+        preceding[i] = i - 1
+    entry[m - 1] = -1
+    for i in range(m - 1):
+        e = _entry(parts[i], parts[i + 1], 0, pairs, nexts, priorities)
+        entry[i] = e
+        if e >= 0:
+            nodes, queued, low_size = _queue_pair(priorities[e], i, current, bucket_priority, bucket_head, bucket_tail,
+                                                  node_pos, node_next, nodes, queue, queued, low, low_size)
+    while queued > 0:
+        current = queue[0]
+        queued = _heap_pop(queue, queued)
+        slot = _bucket_of(bucket_priority, current)
+        count = 0
+        node = bucket_head[slot]
+        while node >= 0:
+            batch[count] = node_pos[node]
+            count += 1
+            node = node_next[node]
+        bucket_head[slot] = -1
+        _sort_positions(batch, count)
+        at = 0
+        while at < count or low_size > 0:
+            if low_size > 0 and (at >= count or low[0] < ((current << 32) | batch[at])):
+                key = low[0]
+                low_size = _heap_pop(low, low_size)
+                priority = key >> 32
+                pos = key & 0xFFFFFFFF
+            else:
+                priority = current
+                pos = np.int64(batch[at])
+                at += 1
+            e = entry[pos]
+            if e < 0 or priorities[e] != priority:
+                continue  # stale: the pair at pos changed since it was queued
+            right = following[pos]
+            parts[pos] = made[e]
+            parts[right] = -1
+            entry[right] = -1
+            after = following[right]
+            following[pos] = after
+            if after >= 0:
+                preceding[after] = pos
+            floor = priority + 1 if ordered else 0
+            if low_size + 2 > low.shape[0]:
+                low = _doubled(low)
+            before = preceding[pos]
+            if before >= 0:  # the two pairs the merge made: (before, pos) and (pos, after)
+                e = _entry(parts[before], parts[pos], floor, pairs, nexts, priorities)
+                entry[before] = e
+                if e >= 0:
+                    nodes, queued, low_size = _queue_pair(
+                        priorities[e], before, current, bucket_priority, bucket_head, bucket_tail, node_pos, node_next,
+                        nodes, queue, queued, low, low_size)
+            e = -1
+            if after >= 0:
+                e = _entry(parts[pos], parts[after], floor, pairs, nexts, priorities)
+            entry[pos] = e
+            if e >= 0:
+                nodes, queued, low_size = _queue_pair(
+                    priorities[e], pos, current, bucket_priority, bucket_head, bucket_tail, node_pos, node_next,
+                    nodes, queue, queued, low, low_size)
+    kept = 0
+    i = 0
+    while i >= 0:
+        parts[kept] = parts[i]
+        kept += 1
+        i = following[i]
+    return kept
+
+
+@njit(cache=True, nogil=True)
+def merge_word(parts, m, long_word, ordered, pairs, nexts, lefts, rights, made, priorities, part_priority):
+    """Merge the symbols ``parts[:m]`` in place; returns how many remain.
+
+    ``part_priority`` is scratch of at least ``m`` entries when ``m <= long_word``.
+    """
+    if m > long_word and m > 1:
+        return _merge_long(parts, m, ordered, pairs, nexts, made, priorities)
+    return _merge_short(parts, m, ordered, pairs, nexts, made, priorities, part_priority)

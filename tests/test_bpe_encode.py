@@ -1,0 +1,159 @@
+"""Byte-level encode kernels against their plain-loop twins (tests/naive_byte_bpe.py): the piece key,
+the table of pieces that are their own token, the per-call piece cache (hits, eviction, pieces over
+its length limit), long pieces with non-monotone ranks, and tiktoken's ids on the three corpora."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import engine.tokenizers.byte_bpe as byte_bpe_module
+from engine.kernels.bpe_encode import LONG_WORD, MAX_CACHED_PIECE, piece_key, self_merging_tokens
+from engine.tokenizers.byte_bpe import ByteBpeTokenizer, ByteBpeTrainer
+from engine.tokenizers.pretokenize import PATTERNS
+from tests.naive_byte_bpe import (naive_encode_merges, naive_encode_ranks, naive_piece_key, naive_pretokenize,
+                                  naive_self_merging, stdlib_texts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(piece=st.binary(min_size=1, max_size=40), before=st.integers(0, 9), after=st.integers(0, 9))
+def test_piece_key_matches_naive_anywhere_in_the_buffer(piece, before, after):
+    buf = np.frombuffer(b"\x01" * before + piece + b"\x02" * after, dtype=np.uint8)
+    assert int(piece_key(buf, before, len(piece))) == naive_piece_key(piece)
+
+
+def test_piece_keys_of_short_pieces_are_exact():
+    pieces = [b"a", b"a\x00", b"\x00a", b"ab", b"abcdefg", b"\x00" * 7, b"\xff" * 7]
+    keys = {naive_piece_key(p) for p in pieces}
+    assert len(keys) == len(pieces) and 0 not in keys
+
+
+def random_rank_tokenizer(seed: int, whole_piece_first: bool) -> tuple[ByteBpeTokenizer, dict[bytes, int]]:
+    """All 256 bytes plus random strings over "ab", ids shuffled: ranks that are not monotone in merges."""
+    rng = random.Random(seed)
+    extra = {"".join(rng.choice("ab") for _ in range(rng.randint(2, 7))).encode() for _ in range(40)}
+    tokens = [bytes([b]) for b in range(256)] + sorted(extra)
+    rng.shuffle(tokens)
+    tok = ByteBpeTokenizer(tokens, specials={"<bos>": len(tokens), "<eos>": len(tokens) + 1},
+                           whole_piece_first=whole_piece_first)
+    return tok, {t: i for i, t in enumerate(tokens)}
+
+
+def naive_rank_ids(text: str, ranks: dict[bytes, int], whole_piece_first: bool) -> list[int]:
+    return [i for piece in naive_pretokenize(text, "gpt2") for i in naive_encode_ranks(piece.encode(), ranks,
+                                                                                          whole_piece_first)]
+
+
+@pytest.mark.parametrize("whole_piece_first", [True, False])
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), words=st.lists(st.text("ab", min_size=1, max_size=400), max_size=6))
+def test_random_ranks_short_and_long_pieces_match_naive(whole_piece_first, seed, words):
+    tok, ranks = random_rank_tokenizer(seed, whole_piece_first)
+    text = " ".join(words)
+    assert tok.encode(text).tolist() == naive_rank_ids(text, ranks, whole_piece_first)
+
+
+def test_long_pieces_past_every_limit_match_naive():
+    tok, ranks = random_rank_tokenizer(7, True)
+    rng = random.Random(3)
+    for length in (LONG_WORD - 1, LONG_WORD, LONG_WORD + 1, MAX_CACHED_PIECE + 1, 3000):
+        word = "".join(rng.choice("ab") for _ in range(length))
+        text = f"{word} {word} x{word}"  # the same long piece twice: past MAX_CACHED_PIECE it is merged twice
+        assert tok.encode(text).tolist() == naive_rank_ids(text, ranks, True)
+    assert tok.encode("a" * 20000).tolist() == naive_rank_ids("a" * 20000, ranks, True)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return ByteBpeTrainer(vocab_size=600).train(stdlib_texts(200_000))
+
+
+def merges_of(tok):
+    merges = {}
+    for k, (a, b) in enumerate(tok.merges):
+        merges.setdefault((a, b), (k, tok.tokens.index(tok.tokens[a] + tok.tokens[b])))
+    return merges
+
+
+def test_self_merging_tokens_match_naive(trained):
+    byte_ids = [trained.tokens.index(bytes([b])) for b in range(256)]
+    merges = merges_of(trained)
+    got = self_merging_tokens(trained._token_pool, trained._token_offsets, trained._byte_ids, *trained._merge_table)
+    want = naive_self_merging(trained.tokens, lambda piece: naive_encode_merges(piece, byte_ids, merges))
+    assert got.tolist() == want + [False] * (len(got) - len(want))
+    for seed in (1, 2):
+        tok, ranks = random_rank_tokenizer(seed, False)
+        got = self_merging_tokens(tok._token_pool, tok._token_offsets, tok._byte_ids, *tok._merge_table)
+        want = naive_self_merging(tok.tokens, lambda piece: naive_encode_ranks(piece, ranks, False))
+        assert got.tolist() == want + [False] * (len(got) - len(want))
+
+
+@pytest.mark.parametrize("slots", [64, 1 << 16])
+def test_piece_cache_hits_and_eviction_give_the_same_ids(trained, monkeypatch, slots):
+    """Many distinct pieces that are no token, repeated: hits, and with 64 slots several evictions."""
+    monkeypatch.setattr(byte_bpe_module, "PIECE_CACHE_SLOTS", slots)
+    rng = random.Random(5)
+    words = ["".join(rng.choice("qxzjkvwy") for _ in range(rng.randint(2, 12))) for _ in range(300)]
+    long_word = "zq" * (MAX_CACHED_PIECE // 2 + 20)
+    text = " ".join(rng.choice(words + [long_word]) for _ in range(5000))
+    byte_ids = [trained.tokens.index(bytes([b])) for b in range(256)]
+    merges = merges_of(trained)
+    want = [i for piece in naive_pretokenize(text, "gpt2") for i in naive_encode_merges(piece.encode(), byte_ids, merges)]
+    assert trained.encode(text).tolist() == want
+    documents = [text[:7000], text[7000:], text[:7000]]
+    assert [ids.tolist() for ids in trained.encode_batch(documents, threads=2)] == [trained.encode(d).tolist()
+                                                                                    for d in documents]
+
+
+def multilingual_texts() -> list[str]:
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "data" / "corpus.jsonl"
+    return [json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "o200k"])
+def test_same_ids_as_tiktoken_on_the_three_corpora(shakespeare_text, pattern):
+    tiktoken = pytest.importorskip("tiktoken", reason="needs the bench extra (pip install -e '.[bench]')")
+    stdlib = stdlib_texts(150_000)
+    shakespeare = [shakespeare_text[:150_000]]
+    multilingual = multilingual_texts()
+    tok = ByteBpeTrainer(vocab_size=1500, pattern=pattern).train(stdlib + shakespeare + multilingual)
+    ranks = {t: i for i, t in enumerate(tok.tokens) if t is not None}
+    enc = tiktoken.Encoding("t", pat_str=PATTERNS[pattern], mergeable_ranks=ranks, special_tokens={})
+    for texts in (stdlib, shakespeare, multilingual):
+        assert [ids.tolist() for ids in tok.encode_batch(texts)] == [enc.encode_ordinary(t) for t in texts]
+
+
+# -- character-level BPE: one kernel with a cache of merged words -------------------------------
+@pytest.mark.parametrize("slots", [64, 1 << 16])
+def test_word_cache_hits_eviction_and_long_words_match_naive(monkeypatch, slots):
+    import engine.tokenizers.bpe as bpe_module
+    from engine.tokenizers import BpeTrainer
+    from tests.naive_tokenizers import naive_bpe_vocab, naive_encode_bpe
+
+    monkeypatch.setattr(bpe_module, "WORD_CACHE_SLOTS", slots)
+    rng = random.Random(11)
+    words = ["".join(rng.choice("abcdeé") for _ in range(rng.randint(1, 9))) for _ in range(400)]
+    long_word = "abcab" * (MAX_CACHED_PIECE // 5 + 3)  # past the cache's length limit: merged at each occurrence
+    text = " ".join(rng.choice(words + [long_word]) for _ in range(3000)) + ", ok!\n"
+    tok = BpeTrainer(60).train(text[:20_000])
+    vocab = naive_bpe_vocab(tok.alphabet, tok.merges)
+    assert tok.encode(text).tolist() == [vocab[p] for p in naive_encode_bpe(text, tok.alphabet, tok.merges)]
+    documents = [text[:5000], "", text[5000:9000], text[:5000]]
+    values, offsets = tok.encode_documents(documents)
+    for d, document in enumerate(documents):
+        assert values[offsets[d]:offsets[d + 1]].tolist() == [0] + tok.encode(document).tolist() + [1]
+
+
+def test_word_encoder_names_the_first_unknown_character():
+    from engine.errors import TokenizerError
+    from engine.tokenizers import BpeTrainer
+
+    tok = BpeTrainer(5).train("abc abc cab")
+    for document, offset in (("abc abX", 6), ("Xab", 0), ("ab cXc", 4), ("abc Y", 4)):
+        with pytest.raises(TokenizerError, match=f"offset {offset}"):
+            tok.encode_documents(["abc", document], ["first", "second"])
