@@ -324,11 +324,12 @@ def encode_bytes(
         cache_size <<= 1
     # rows (key, piece start in buf, start of its ids in out, number of ids); key 0 = free
     cache = np.zeros((cache_size, 4), dtype=np.uint64)
-    cache_used = 0
+    # np.int64, not literal 0: a literal argument would compile the helpers once more for it
+    cache_used = np.int64(0)
     parts = np.empty(LONG_WORD, dtype=np.int64)
     part_priority = np.empty(LONG_WORD, dtype=np.int64)
     ends = np.empty(PIECE_BLOCK, dtype=np.int64)
-    out_pos = 0
+    out_pos = np.int64(0)
     for d in range(document_offsets.shape[0] - 1):
         out_offsets[d] = out_pos
         if wrap:
@@ -337,8 +338,8 @@ def encode_bytes(
         pos = document_offsets[d]
         end_of_document = document_offsets[d + 1]
         while pos < end_of_document:
-            count = scan_pieces(buf, pos, end_of_document, classes, table, pattern, ends, 0, PIECE_BLOCK)
-            k = 0
+            count = scan_pieces(buf, pos, end_of_document, classes, table, pattern, ends, np.int64(0), np.int64(PIECE_BLOCK))
+            k = np.int64(0)
             while k < count:
                 k, pos, out_pos, key, slot = _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool,
                                                            token_offsets, cache, out, out_pos)

@@ -290,7 +290,8 @@ def _merge_long(parts, m, ordered, pairs, nexts, made, priorities):
     bucket_head = np.empty(buckets, dtype=np.int32)
     bucket_tail = np.empty(buckets, dtype=np.int32)
     queue = np.empty(buckets, dtype=np.int64)
-    nodes, queued, low_size = 0, 0, 0
+    # np.int64, not literal 0: a literal argument would compile _queue_pair once more for it
+    nodes, queued, low_size = np.int64(0), np.int64(0), np.int64(0)
     current = np.int64(-1)  # priority of the bucket being merged
     for i in range(m):
         following[i] = i + 1 if i + 1 < m else -1
@@ -300,8 +301,9 @@ def _merge_long(parts, m, ordered, pairs, nexts, made, priorities):
         e = _entry(parts[i], parts[i + 1], 0, pairs, nexts, priorities)
         entry[i] = e
         if e >= 0:
-            nodes, queued, low_size = _queue_pair(priorities[e], i, current, bucket_priority, bucket_head, bucket_tail,
-                                                  node_pos, node_next, nodes, queue, queued, low, low_size)
+            nodes, queued, low_size = _queue_pair(np.int64(priorities[e]), np.int64(i), current, bucket_priority,
+                                                  bucket_head, bucket_tail, node_pos, node_next, nodes, queue, queued,
+                                                  low, low_size)
     while queued > 0:
         current = queue[0]
         queued = _heap_pop(queue, queued)
@@ -345,16 +347,16 @@ def _merge_long(parts, m, ordered, pairs, nexts, made, priorities):
                 entry[before] = e
                 if e >= 0:
                     nodes, queued, low_size = _queue_pair(
-                        priorities[e], before, current, bucket_priority, bucket_head, bucket_tail, node_pos, node_next,
-                        nodes, queue, queued, low, low_size)
+                        np.int64(priorities[e]), np.int64(before), current, bucket_priority, bucket_head,
+                        bucket_tail, node_pos, node_next, nodes, queue, queued, low, low_size)
             e = -1
             if after >= 0:
                 e = _entry(parts[pos], parts[after], floor, pairs, nexts, priorities)
             entry[pos] = e
             if e >= 0:
                 nodes, queued, low_size = _queue_pair(
-                    priorities[e], pos, current, bucket_priority, bucket_head, bucket_tail, node_pos, node_next,
-                    nodes, queue, queued, low, low_size)
+                    np.int64(priorities[e]), np.int64(pos), current, bucket_priority, bucket_head, bucket_tail,
+                    node_pos, node_next, nodes, queue, queued, low, low_size)
     kept = 0
     i = 0
     while i >= 0:

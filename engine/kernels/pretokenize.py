@@ -358,7 +358,7 @@ def pretokenize_ends(buf, document_offsets, classes, pattern, out_ends):
     ``out_ends`` needs ``len(buf)`` entries. Returns the number of pieces.
     """
     table = ascii_table(classes)
-    count = 0
+    count = np.int64(0)
     for d in range(document_offsets.shape[0] - 1):
         count = scan_pieces(buf, document_offsets[d], document_offsets[d + 1], classes, table, pattern, out_ends,
                             count, out_ends.shape[0])
