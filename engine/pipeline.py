@@ -684,7 +684,7 @@ def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, 
                 message = "resume: kept " + ", ".join(
                     f"{len(writer.resumed_sources(p)):,} files ({writer.resumed[p]:,} documents) of {p.value}"
                     for p in PARTITIONS)
-            if why is not None or any(writer.resumed.values()):
+            if (why is not None or any(writer.resumed.values())) and not options.quiet:
                 print(message, file=sys.stderr, flush=True)
         with Progress(f"pass 2: encoding on {threads} threads", total=total, quiet=options.quiet) as bar:
             for part in PARTITIONS:
