@@ -57,7 +57,7 @@ from engine.tokenizers.base import (
 
 __all__ = [
     "prepare", "run", "PrepareOptions", "PrepareResult", "EXECUTORS", "default_corpus_paths", "iter_corpus_batches",
-    "window_counts", "chunk_tally", "Chunker", "finish_report", "PartitionTally", "open_store_writer",
+    "window_counts", "chunk_tally", "Chunker", "finish_report", "PartitionTally", "open_store_writer", "StagedOutputs",
 ]
 
 ENCODE_CHUNK_DOCUMENTS = 2048
@@ -401,6 +401,37 @@ def drop_staged(staged: list[tuple[Path, Path]]) -> None:
         tmp.unlink(missing_ok=True)
 
 
+class StagedOutputs:
+    """``tokenizer.json`` and ``report.json`` of one run, staged while the store is still being
+    written (``stage``, called before the store is renamed into place) and renamed into ``--out``
+    when the ``with`` block ends without an error; on any error (or an interrupt) they are removed,
+    so a failed run of either executor changes nothing in ``--out``."""
+
+    def __init__(self, options: PrepareOptions, *, threads: int):
+        self.options, self.threads = options, threads
+        self.result: PrepareResult | None = None
+        self.files: list[tuple[Path, Path]] = []
+
+    def stage(self, tok: Tokenizer, tallies: dict[Partition, PartitionTally], **report: Any) -> None:
+        """Write both outputs to hidden temporaries (``report``: ``seconds``, ``read``, ``resume``)."""
+        self.result, files = stage_outputs(self.options, tok, tallies, threads=self.threads, **report)
+        self.files.extend(files)
+
+    def __enter__(self) -> "StagedOutputs":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            if exc_type is None:
+                commit_outputs(self.files)
+        except BaseException:
+            drop_staged(self.files)
+            raise
+        if exc_type is not None:
+            drop_staged(self.files)
+        return False
+
+
 def finish_report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], *,
                   threads: int, seconds: dict[str, float] | None = None, read: ReadReport | None = None,
                   resume: dict | None = None) -> PrepareResult:
@@ -410,13 +441,9 @@ def finish_report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partiti
     invalid UTF-8, made ids) goes to ``report["read"]``; ``report["warnings"]`` names partitions
     without complete windows and short documents.
     """
-    result, staged = stage_outputs(options, tok, tallies, threads=threads, seconds=seconds, read=read, resume=resume)
-    try:
-        commit_outputs(staged)
-    except BaseException:
-        drop_staged(staged)
-        raise
-    return result
+    with StagedOutputs(options, threads=threads) as outputs:
+        outputs.stage(tok, tallies, seconds=seconds, read=read, resume=resume)
+    return outputs.result
 
 
 def _report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], tokenizer_path: Path,
@@ -557,26 +584,17 @@ def run_local(options: PrepareOptions) -> PrepareResult:
         tok = options.load_tokenizer()
     fitted = time.perf_counter()
     tallies = {p: PartitionTally() for p in PARTITIONS}
-    results: list[PrepareResult] = []
-    staged: list[tuple[Path, Path]] = []
 
     def before_commit(resume: dict | None) -> None:
         # tokenizer.json and report.json are staged before the store is renamed into place, and
         # renamed after it: a failure on the way leaves --out as it was.
         seconds = {"fit": fitted - started, "encode": time.perf_counter() - fitted}
-        result, files = stage_outputs(options, tok, tallies, threads=threads, seconds=seconds, read=source.reads[-1],
-                                      resume=resume)
-        results.append(result)
-        staged.extend(files)
+        outputs.stage(tok, tallies, seconds=seconds, read=source.reads[-1], resume=resume)
 
-    try:
+    with StagedOutputs(options, threads=threads) as outputs:
         _encode_and_write(tok, source, tallies, options, threads, total_documents, before_commit)
-        commit_outputs(staged)
-        stop_point("stored")
-    except BaseException:
-        drop_staged(staged)
-        raise
-    return results[0]
+    stop_point("stored")
+    return outputs.result
 
 
 def _resumed_mismatch(writer, source: _Source) -> str | None:
