@@ -49,6 +49,7 @@ from engine.parallel import OrderedPool, count_types, encode_lock, resolve_threa
 from engine.progress import Progress
 from engine.testhook import stop_point
 from engine.store import TokenStore
+from engine.store.lock import pid_alive
 from engine.store.layout import source_digest
 from engine.store.writer import check_replaceable
 from engine.tokenizers.base import (
@@ -355,19 +356,23 @@ def check_out_dir(options: PrepareOptions) -> None:
                                      "(move it or choose another --out)")
     check_replaceable(options.store_path)
     if out.is_dir():
-        for stale in list(out.glob(".tokenizer.json.staged-*")) + list(out.glob(".report.json.staged-*")):
-            if not _pid_alive(stale.name.rsplit("-", 1)[-1]):
-                stale.unlink(missing_ok=True)
+        remove_dead_staged(out)
 
 
-def _pid_alive(text: str) -> bool:
-    try:
-        os.kill(int(text), 0)
-    except (ValueError, OverflowError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
+# Staged outputs of a run with pid P: ``.NAME.staged-P`` and, killed inside ``Tokenizer.save``, its
+# temporary ``..tokenizer.json.staged-P.<random>.tmp``.
+STAGED_PREFIXES = (".tokenizer.json.staged-", ".report.json.staged-", "..tokenizer.json.staged-")
+
+
+def remove_dead_staged(out: Path) -> None:
+    """Remove the staged outputs in ``out`` of runs that are dead (a live run's stay)."""
+    for stale in out.iterdir():
+        prefix = next((p for p in STAGED_PREFIXES if stale.name.startswith(p)), None)
+        if prefix is None:
+            continue
+        pid = stale.name[len(prefix):].split(".", 1)[0]
+        if not (pid.isdigit() and pid_alive(int(pid))) and stale.is_file():
+            stale.unlink(missing_ok=True)
 
 
 def stage_outputs(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], *,
