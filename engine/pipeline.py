@@ -27,10 +27,12 @@ Output is byte-identical for every thread count: chunk boundaries depend on the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +52,7 @@ from engine.progress import Progress
 from engine.testhook import stop_point
 from engine.store import TokenStore
 from engine.store.lock import pid_alive
-from engine.store.layout import source_digest
+from engine.store.layout import source_digest, utf8_length
 from engine.store.writer import check_replaceable
 from engine.tokenizers.base import (
     FitOptions, Tokenizer, Trainer, UnknownInputError, fittable_kinds, load_tokenizer, tokenizer_from_json, trainer_for,
@@ -678,20 +680,30 @@ def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, 
     def encode(item: tuple[Partition, list[Document]]):
         return encode_only(item) + ([source_digest(d.id, d.text) for d in item[1]],)
 
+    bars: list[Progress] = []
+    bar_lock = threading.Lock()
+
+    def count_bytes(items: int, nbytes: int) -> None:  # from any thread: a long document shows progress per span
+        with bar_lock:
+            bars[0].update(items, nbytes)
+
     def encode_only(item: tuple[Partition, list[Document]]):
         part, docs = item
         ids = [d.id for d in docs]
         texts = [d.text for d in docs]
+        streamed = [0]
+
+        def span_done(nbytes: int) -> None:
+            streamed[0] += nbytes
+            count_bytes(0, nbytes)
+
         try:
-            if lock is None:
-                values, offsets = tok.encode_documents(texts, ids)
-            else:
-                with lock:
-                    values, offsets = tok.encode_documents(texts, ids)
+            with lock if lock is not None else contextlib.nullcontext():
+                values, offsets = tok.encode_documents(texts, ids, progress=span_done)
         except UnknownInputError as exc:
             raise exc.in_partition(part.value) from None
         tally = chunk_tally(offsets, sum(len(t) for t in texts), options)
-        return part, ids, values, offsets, tally, sum(len(t.encode("utf-8")) for t in texts)
+        return part, ids, values, offsets, tally, sum(utf8_length(t) for t in texts) - streamed[0]
 
     resume = None
     with open_store_writer(options.store_path, tok, resume=options.resume) as writer:
@@ -710,6 +722,7 @@ def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, 
             if (why is not None or any(writer.resumed.values())) and not options.quiet:
                 print(message, file=sys.stderr, flush=True)
         with Progress(f"pass 2: encoding on {threads} threads", total=total, quiet=options.quiet) as bar:
+            bars.append(bar)
             for part in PARTITIONS:
                 lengths = writer.resumed_lengths(part)
                 if lengths.size:
@@ -722,7 +735,7 @@ def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, 
             for part, ids, values, offsets, tally, nbytes, sources in OrderedPool(encode, threads).map(chunks()):
                 writer.write_chunk(part, ids, values, offsets, sources=sources)
                 tallies[part].add(tally)
-                bar.update(len(ids), nbytes)
+                count_bytes(len(ids), nbytes)
                 stop_point("chunk")
             source.checked()  # a tokenizer file: one pass, so the manifest is checked before the commit
         if before_commit is not None:

@@ -42,6 +42,7 @@ from engine.tokenizers.char import (
     raise_unknown_in_documents,
     symbol_table,
 )
+from engine.tokenizers.streaming import WordSplitSpans, encode_streaming
 from engine.tokenizers.word import WordAnalysis, analyse_words, count_word_types
 
 __all__ = ["BpeTrainer", "BpeTokenizer", "fit_tokenizer"]
@@ -167,7 +168,7 @@ def train_on_words(
 
 
 @register_tokenizer
-class BpeTokenizer(Tokenizer):
+class BpeTokenizer(WordSplitSpans, Tokenizer):
     """Character-level BPE: ``merges`` (left, right) in training order, ``history`` (k, tokens)."""
 
     kind = "bpe"
@@ -214,14 +215,15 @@ class BpeTokenizer(Tokenizer):
     def vocab_size(self) -> int:
         return SPECIALS + len(self.pieces)
 
-    def _encode_many(self, texts, document_ids, *, wrap: bool):
+    def _encode_many(self, texts, document_ids, *, wrap: bool, shift: int = 0):
         texts = list(texts)
         analysis = analyse_words(texts)
         word_syms, first_unknown = map_symbols(analysis.word_cps, self._char_table)
         if first_unknown >= 0:
             w = int(np.searchsorted(analysis.word_offsets, first_unknown, side="right") - 1)
             position = analysis.word_start(w) + first_unknown - int(analysis.word_offsets[w])
-            raise_unknown_in_documents(texts, document_ids, analysis.bounds, position, self.kind, "training characters")
+            raise_unknown_in_documents(texts, document_ids, analysis.bounds, position, self.kind, "training characters",
+                                       shift)
         pieces, piece_offsets = encode_words(
             word_syms, analysis.word_offsets, *self._merge_table, self._left, self._right, self._made, self._priorities,
         )
@@ -234,9 +236,10 @@ class BpeTokenizer(Tokenizer):
         values, _ = self._encode_many([text], None if document_id is None else [document_id], wrap=False)
         return values
 
-    def encode_documents(self, texts, document_ids=None):
+    def encode_documents(self, texts, document_ids=None, *, progress=None):
         texts, document_ids = check_texts(texts, document_ids, self.kind)
-        return self._encode_many(texts, document_ids, wrap=True)
+        return encode_streaming(self, texts, document_ids,
+                                lambda part, ids: self._encode_many(part, ids, wrap=True), progress)
 
     def decode(self, ids) -> str:
         return "".join(self._texts[check_ids(ids, self.vocab_size, self.kind)])

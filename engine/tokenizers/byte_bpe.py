@@ -31,6 +31,7 @@ from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.base import (MAX_VOCAB_SIZE, FitOptions, Tokenizer, _iter_texts, check_ids, check_special_ids,
                                    check_texts, register_tokenizer)
 from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
+from engine.tokenizers.streaming import SPAN_MARGIN_BYTES, encode_streaming, safe_piece_end
 from engine.tokenizers.unicode_tables import code_point_classes
 
 __all__ = ["ByteBpeTokenizer", "ByteBpeTrainer", "bytes_to_unicode"]
@@ -199,10 +200,32 @@ class ByteBpeTokenizer(Tokenizer):
         return out
 
     def encode_documents(self, texts: Sequence[str], document_ids: Sequence[str] | None = None,
-                         *, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """``(values uint32, offsets int64)`` of the wrapped documents ``[BOS, ids..., EOS]``."""
+                         *, threads: int = 1, progress=None) -> tuple[np.ndarray, np.ndarray]:
+        """``(values uint32, offsets int64)`` of the wrapped documents ``[BOS, ids..., EOS]``; a long
+        document is encoded span by span (``engine.tokenizers.streaming``; ``progress(nbytes)`` per span)."""
         texts, document_ids = check_texts(texts, document_ids, self.kind)
-        texts = list(texts)
+        return encode_streaming(self, list(texts), document_ids,
+                                lambda part, ids: self._encode_wrapped(part, ids, threads), progress)
+
+    def _span(self, window: str, pos: int, document_id: str | None, final: bool):
+        """(characters of ``window`` to encode on their own, their UTF-8 bytes); see ``streaming``."""
+        data = np.frombuffer(utf8_bytes(window, document_id, shift=pos), dtype=np.uint8)
+        if final:
+            return len(window), data
+        limit = data.shape[0] - SPAN_MARGIN_BYTES
+        if limit <= 0:
+            return 0, None
+        ends = np.empty(data.shape[0], dtype=np.int64)
+        count = pretokenize_ends(data, np.array([0, data.shape[0]], dtype=np.int64), code_point_classes(),
+                                 self._pattern_code, ends)
+        cut = safe_piece_end(data, ends[:count], limit)
+        return int(np.count_nonzero((data[:cut] & 0xC0) != 0x80)), data[:cut]
+
+    def _encode_span(self, data: np.ndarray, document_id: str | None, pos: int) -> tuple[np.ndarray, int]:
+        ids, _ = self._run(data, np.array([0, data.shape[0]], dtype=np.int64), False)
+        return ids.copy(), int(data.shape[0])
+
+    def _encode_wrapped(self, texts: list[str], document_ids, threads: int) -> tuple[np.ndarray, np.ndarray]:
         results = self._encode_chunks(texts, document_ids, threads, True)
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
         at, base = 0, 0

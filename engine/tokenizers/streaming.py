@@ -1,0 +1,153 @@
+"""Long documents encoded span by span, so memory is bounded by a span, not by the document.
+
+A document longer than ``STREAM_CHARS`` characters is cut into spans that end where a piece of the
+kind's pre-tokenizer (or word split) ends for certain, whatever text follows; each span is encoded on
+its own, and the ids are exactly those of the whole document (merges never cross a piece). Each kind
+says where a window of text may be cut (``Tokenizer._span``: how many characters, 0 when the window
+holds no safe place yet) and encodes a span (``Tokenizer._encode_span``). Where a window holds no safe
+place (one piece longer than the window), the window doubles until it holds one: a single piece is
+always encoded whole, as any encoder must.
+
+Safe places:
+
+- character tokenizer: anywhere;
+- word split (word tokenizer, classic BPE): after any character that is not a word character (it is
+  a piece of its own);
+- byte-level pre-tokenizers (gpt2, cl100k, o200k): a piece end ``c`` with at least
+  ``SPAN_MARGIN_BYTES`` bytes of the window after it, where the characters on both sides of ``c``
+  belong to no common run of any pattern (``safe_piece_end``): a letter, number or other character
+  followed by a character of another of the classes letter, number, other, whitespace, except other
+  followed by ``\\r``/``\\n`` (``[\\r\\n]*`` after punctuation); marks (``\\p{M}``) and whitespace
+  before ``c`` never qualify. Every scan of the patterns that starts before ``c`` then stops within
+  three characters after it (contractions), so the pieces before ``c`` are those of the whole text.
+
+``progress(nbytes)``, if given, is called after each span with its UTF-8 size.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from engine.tokenizers.unicode_tables import CR_LF, LETTER, LOWER, NUMBER, SPACE, UPPER, code_point_classes
+
+__all__ = [
+    "STREAM_CHARS", "SPAN_MARGIN_BYTES", "encode_streaming", "encode_long", "safe_piece_end", "word_split_cut",
+    "WordSplitSpans",
+]
+
+# Documents longer than this many characters are encoded span by span (spans of about this size).
+# Kernels hold ~40 bytes of scratch per character: 2M characters keep a span near 80 MB.
+STREAM_CHARS = 1 << 21
+# Bytes a byte-level window must hold after a cut: the longest look-ahead past a piece end is a
+# contraction ('re: three characters of up to four bytes).
+SPAN_MARGIN_BYTES = 16
+
+_LETTER, _NUMBER, _OTHER, _SPACE = 1, 2, 3, 4  # categories of safe_piece_end; 0: a mark (never safe)
+
+
+def encode_streaming(tok, texts: Sequence[str], document_ids: Sequence[str] | None,
+                     encode_short: Callable, progress: Callable[[int], None] | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, offsets)`` of the wrapped documents: runs of short documents through
+    ``encode_short(texts, ids)`` (the kind's batch kernel), each long one span by span."""
+    long = [i for i, text in enumerate(texts) if len(text) > STREAM_CHARS]
+    if not long:
+        return encode_short(texts, document_ids)
+    arrays: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    start = 0
+    for i in long + [len(texts)]:
+        if start < i:
+            values, offsets = encode_short(texts[start:i], None if document_ids is None else document_ids[start:i])
+            arrays.append(values)
+            lengths.append(np.diff(offsets))
+        if i < len(texts):
+            parts = encode_long(tok, texts[i], None if document_ids is None else document_ids[i], progress)
+            arrays.extend([np.array([tok.bos_id], dtype=np.uint32), *parts, np.array([tok.eos_id], dtype=np.uint32)])
+            lengths.append(np.array([2 + sum(p.shape[0] for p in parts)], dtype=np.int64))
+        start = i + 1
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.concatenate(lengths), out=offsets[1:])
+    return np.concatenate(arrays).astype(np.uint32, copy=False), offsets
+
+
+def encode_long(tok, text: str, document_id: str | None, progress: Callable[[int], None] | None = None
+                ) -> list[np.ndarray]:
+    """Content ids (uint32 arrays, in order) of ``text``, encoded span by span."""
+    parts = []
+    pos, size = 0, STREAM_CHARS
+    while pos < len(text):
+        end = min(len(text), pos + max(size, 1))
+        window = text[pos:end]
+        cut, span = tok._span(window, pos, document_id, end == len(text))
+        if cut <= 0:
+            size *= 2  # no safe place in the window yet: one piece is longer than it
+            continue
+        ids, nbytes = tok._encode_span(span, document_id, pos)
+        parts.append(ids)
+        pos, size = pos + cut, STREAM_CHARS
+        if progress is not None:
+            progress(nbytes)
+    return parts
+
+
+def word_split_cut(window: str, final: bool) -> int:
+    """Characters of ``window`` to encode on their own under the word split: up to and including its
+    last non-word character (all of it if ``final``); 0 if it has none."""
+    if final:
+        return len(window)
+    from engine.kernels.wordsplit import WORD, char_classes, code_points
+
+    other = np.flatnonzero(char_classes()[code_points(window)] != WORD)
+    return int(other[-1]) + 1 if other.size else 0
+
+
+class WordSplitSpans:
+    """``_span``/``_encode_span`` of the kinds that encode pieces of the word split (``_encode_many``)."""
+
+    def _span(self, window: str, pos: int, document_id: str | None, final: bool) -> tuple[int, str]:
+        cut = word_split_cut(window, final)
+        return cut, window[:cut]
+
+    def _encode_span(self, span: str, document_id: str | None, pos: int) -> tuple[np.ndarray, int]:
+        values, _ = self._encode_many([span], None if document_id is None else [document_id], wrap=False, shift=pos)
+        return values, len(span.encode("utf-8", "surrogatepass"))
+
+
+def _categories(cps: np.ndarray) -> np.ndarray:
+    flags = code_point_classes()[cps]
+    cat = np.full(cps.shape[0], _OTHER, dtype=np.int8)
+    cat[(flags & (UPPER | LOWER)) != 0] = 0  # marks (letters are set below)
+    cat[(flags & SPACE) != 0] = _SPACE
+    cat[(flags & NUMBER) != 0] = _NUMBER
+    cat[(flags & LETTER) != 0] = _LETTER
+    return cat
+
+
+def _code_points_at(padded: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Code points of the UTF-8 characters starting at ``starts`` (``padded``: the bytes plus 3 zeros)."""
+    b0, b1, b2, b3 = (padded[starts + k].astype(np.int64) for k in range(4))
+    two = ((b0 & 0x1F) << 6) | (b1 & 0x3F)
+    three = ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F)
+    four = ((b0 & 0x07) << 18) | ((b1 & 0x3F) << 12) | ((b2 & 0x3F) << 6) | (b3 & 0x3F)
+    return np.where(b0 < 0x80, b0, np.where(b0 < 0xE0, two, np.where(b0 < 0xF0, three, four)))
+
+
+def safe_piece_end(data: np.ndarray, ends: np.ndarray, limit: int) -> int:
+    """The last piece end ``c <= limit`` of UTF-8 ``data`` (piece ends ``ends``) at which a byte-level
+    window may be cut (see the module docstring); 0 if there is none."""
+    cand = ends[(ends > 0) & (ends <= limit) & (ends < data.shape[0])]
+    if not cand.size:
+        return 0
+    padded = np.concatenate([data, np.zeros(3, dtype=np.uint8)])
+    before = cand - 1
+    for _ in range(3):  # back to the first byte of the character before the cut
+        before = np.where((padded[before] & 0xC0) == 0x80, before - 1, before)
+    before_cp, at_cp = _code_points_at(padded, before), _code_points_at(padded, cand)
+    x, y = _categories(before_cp), _categories(at_cp)
+    newline = (code_point_classes()[at_cp] & CR_LF) != 0
+    ok = (x != 0) & (x != _SPACE) & (y != 0) & (x != y) & ~((x == _OTHER) & newline)
+    good = np.flatnonzero(ok)
+    return int(cand[good[-1]]) if good.size else 0
