@@ -54,6 +54,7 @@ from engine.store import TokenStore
 from engine.store.lock import pid_alive
 from engine.store.layout import source_digest, utf8_length
 from engine.store.writer import check_replaceable
+from engine.tokenizers.streaming import training_batches
 from engine.tokenizers.base import (
     FitOptions, Tokenizer, Trainer, UnknownInputError, fittable_kinds, load_tokenizer, tokenizer_from_json, trainer_for,
 )
@@ -582,7 +583,7 @@ def run_local(options: PrepareOptions) -> PrepareResult:
                     stop_point("read")
                     yield texts
 
-        table = count_types(trainer, train_texts(), threads)
+        table = count_types(trainer, training_batches(trainer, train_texts()), threads)
         source.checked()  # the manifest first: a wrong manifest is named, not an empty training text
         tok = fit_from_table(options, trainer, table)
         stop_point("fitted")

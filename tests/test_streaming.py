@@ -100,3 +100,47 @@ def test_safe_piece_end_never_cuts_inside_a_run_that_may_continue():
     assert streaming.safe_piece_end(punct, np.array([1, 4, 5], dtype=np.int64), 5) == 1  # not punctuation then \n
     mark = np.frombuffer("e\u0301 x".encode(), dtype=np.uint8)
     assert streaming.safe_piece_end(mark, np.array([1, 3, 5], dtype=np.int64), 4) == 0  # marks join runs
+
+
+@pytest.mark.parametrize("kind", ["char", "word", "bpe", "byte-bpe-gpt2", "byte-bpe-cl100k", "byte-bpe-o200k"])
+def test_long_training_texts_are_counted_span_by_span_with_the_same_types(kind, monkeypatch):
+    from engine.parallel import count_types
+    from engine.tokenizers.base import FitOptions, trainer_for
+
+    name, _, pattern = kind.partition("-bpe-")
+    name = "byte-bpe" if pattern else name
+    trainer = trainer_for(name, FitOptions(merges=40, pattern=pattern or None, unknown="<unk>"))
+    rng = random.Random(17)
+    batches = [[random_text(rng, rng.randint(0, 150)) for _ in range(3)] for _ in range(4)]
+    whole = count_types(trainer, batches, 1)
+    monkeypatch.setattr(streaming, "STREAM_CHARS", 9)
+    spanned = list(streaming.training_batches(trainer, batches))
+    assert max(len(t) for b in spanned for t in b) < 150 and len(spanned) > 20
+    table = count_types(trainer, spanned, 2)
+    # The same types with the same counts (in first-appearance order, but for char's sorted batches).
+    assert dict(zip(table.types(), table.counts().tolist())) == dict(zip(whole.types(), whole.counts().tolist()))
+    if name != "char":
+        assert table.types() == whole.types()
+    assert trainer.train_from_counts(table.types(), table.counts()).hash == \
+        trainer.train_from_counts(whole.types(), whole.counts()).hash
+
+
+@pytest.mark.parametrize("tokenizer", ["byte-bpe", "bpe"])
+def test_prepare_on_long_documents_writes_the_same_store_span_by_span(tokenizer, tmp_path, monkeypatch):
+    import json
+
+    from engine.pipeline import prepare
+
+    rng = random.Random(23)
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": random_text(rng, rng.randint(50, 400))}) + "\n"
+                              for i in range(12)), encoding="utf-8")
+    options = dict(tokenizer=tokenizer, merges=60, context_length=8, threads=2, quiet=True,
+                   hash_split={"train": 0.8, "validation": 0.1, "test": 0.1})
+    whole = prepare(corpus, None, tmp_path / "whole", **options)
+    monkeypatch.setattr(streaming, "STREAM_CHARS", 41)
+    spanned = prepare(corpus, None, tmp_path / "spanned", **options)
+    assert spanned.report["tokenizer"]["hash"] == whole.report["tokenizer"]["hash"]
+    assert spanned.report["partitions"] == whole.report["partitions"]
+    manifest = lambda r: json.loads((r.store_path / "_engine.json").read_text())  # noqa: E731
+    assert manifest(spanned) == manifest(whole)

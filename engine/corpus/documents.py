@@ -196,6 +196,8 @@ def made_id(name: str, row: int) -> str:
 
 
 def _id_not_utf8(doc_id: str) -> UnicodeEncodeError | None:
+    if doc_id.isascii():  # O(1), and no UTF-8 copy of a long text
+        return None
     try:
         doc_id.encode("utf-8")
         return None

@@ -96,19 +96,24 @@ def iter_jsonl(
     except OSError as exc:
         raise CorpusError(f"{path}: cannot read corpus file: {exc.strerror}") from None
     with fh:
-        offset = 0
-        for lineno, raw in enumerate(fh, start=1):
+        offset = lineno = 0
+        # No enumerate, and each line's bytes and str are dropped once used: a long line is held
+        # once as its text while the consumer works on it, not three times.
+        for raw in fh:
+            lineno += 1
             line_start, offset = offset, offset + len(raw)
-            if not raw.strip():
+            if not raw[:64].strip() and not raw.strip():  # no copy of a long line that is not blank
                 report.blank_lines += 1
                 continue
             where = f"{path}:{lineno}"
             before = (report.replaced_invalid_utf8, report.replaced_sequences)
             line = _decode(raw, where=where, base_offset=line_start, policy=on_invalid_utf8, report=report)
+            del raw
             if line is None:
                 continue
             try:
-                doc_id, text = columns.parse(line.rstrip("\r\n"), where, lineno)
+                doc_id, text = columns.parse(line, where, lineno)  # JSON ignores the trailing \r\n
+                del line
                 fixed = _fix_surrogates(doc_id, text, where=where, policy=on_invalid_utf8, report=report)
             except CorpusError as exc:
                 if not skip_bad_lines:
@@ -180,6 +185,7 @@ def _parse_jsonl_object(line: str, where: str, expected: str) -> dict:
     try:
         obj = json.loads(line, strict=False, object_pairs_hook=_no_repeated_keys)
     except json.JSONDecodeError as exc:
+        exc = _error_without_newline(line) or exc  # columns as on the line itself, not past its end
         raise CorpusError(f"{where}: malformed JSON ({exc.msg} at column {exc.colno}); expected one object per line") from None
     except _RepeatedKey as exc:
         raise CorpusError(f'{where}: key "{exc.args[0]}" appears twice in one object; expected each key once') from None
@@ -190,6 +196,17 @@ def _parse_jsonl_object(line: str, where: str, expected: str) -> dict:
     if not isinstance(obj, dict):
         raise CorpusError(f"{where}: expected a JSON object {expected}, got {type(obj).__name__}")
     return obj
+
+
+def _error_without_newline(line: str) -> json.JSONDecodeError | None:
+    """The JSON error of ``line`` without its line ending (a line is parsed with it, to spare a copy)."""
+    try:
+        json.loads(line.rstrip("\r\n"), strict=False)
+    except json.JSONDecodeError as exc:
+        return exc
+    except (ValueError, RecursionError):
+        return None
+    return None
 
 
 def _fix_surrogates(doc_id: str, text: str, *, where: str, policy: str,

@@ -42,7 +42,7 @@ from engine.tokenizers.char import (
     raise_unknown_in_documents,
     symbol_table,
 )
-from engine.tokenizers.streaming import WordSplitSpans, encode_streaming
+from engine.tokenizers.streaming import WordSplitSpans, encode_streaming, word_split_text_span
 from engine.tokenizers.word import WordAnalysis, analyse_words, count_word_types
 
 __all__ = ["BpeTrainer", "BpeTokenizer", "fit_tokenizer"]
@@ -98,6 +98,12 @@ class BpeTrainer:
         if self.level == "byte":
             return self._byte_level().train(texts)
         return self._train_words(analyse_words(texts))
+
+    def span(self, window: str, pos: int, final: bool) -> tuple[int, str]:
+        """Where a long training text may be cut (``engine.tokenizers.streaming``)."""
+        if self.level == "byte":
+            return self._byte_level().span(window, pos, final)
+        return word_split_text_span(window, pos, final)
 
     def count_types(self, texts: Sequence[str]) -> tuple[list, np.ndarray]:
         """Distinct words of a batch (first appearance) with int64 counts; see ``train_from_counts``."""

@@ -31,7 +31,7 @@ from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.base import (MAX_VOCAB_SIZE, FitOptions, Tokenizer, _iter_texts, check_ids, check_special_ids,
                                    check_texts, register_tokenizer)
 from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
-from engine.tokenizers.streaming import SPAN_MARGIN_BYTES, encode_streaming, safe_piece_end
+from engine.tokenizers.streaming import byte_level_span, byte_level_text_span, encode_streaming
 from engine.tokenizers.unicode_tables import code_point_classes
 
 __all__ = ["ByteBpeTokenizer", "ByteBpeTrainer", "bytes_to_unicode"]
@@ -209,17 +209,7 @@ class ByteBpeTokenizer(Tokenizer):
 
     def _span(self, window: str, pos: int, document_id: str | None, final: bool):
         """(characters of ``window`` to encode on their own, their UTF-8 bytes); see ``streaming``."""
-        data = np.frombuffer(utf8_bytes(window, document_id, shift=pos), dtype=np.uint8)
-        if final:
-            return len(window), data
-        limit = data.shape[0] - SPAN_MARGIN_BYTES
-        if limit <= 0:
-            return 0, None
-        ends = np.empty(data.shape[0], dtype=np.int64)
-        count = pretokenize_ends(data, np.array([0, data.shape[0]], dtype=np.int64), code_point_classes(),
-                                 self._pattern_code, ends)
-        cut = safe_piece_end(data, ends[:count], limit)
-        return int(np.count_nonzero((data[:cut] & 0xC0) != 0x80)), data[:cut]
+        return byte_level_span(window, pos, document_id, final, self._pattern_code)
 
     def _encode_span(self, data: np.ndarray, document_id: str | None, pos: int) -> tuple[np.ndarray, int]:
         ids, _ = self._run(data, np.array([0, data.shape[0]], dtype=np.int64), False)
@@ -343,6 +333,10 @@ class ByteBpeTrainer:
                 batch, size = [], 0
         counts.add(batch)
         return counts
+
+    def span(self, window: str, pos: int, final: bool) -> tuple[int, str]:
+        """Where a long training text may be cut (``engine.tokenizers.streaming``)."""
+        return byte_level_text_span(window, pos, final, pattern_code(self.pattern))
 
     def count_types(self, texts: Sequence[str]) -> tuple[list[bytes], np.ndarray]:
         """Distinct pieces of one batch (``bytes``, first appearance) and their int64 counts."""

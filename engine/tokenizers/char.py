@@ -26,7 +26,7 @@ from engine.tokenizers.base import (
     check_texts,
     register_tokenizer,
 )
-from engine.tokenizers.streaming import encode_streaming
+from engine.tokenizers.streaming import any_place_span, encode_streaming
 
 __all__ = ["CharTokenizer", "CharTrainer", "unknown_character_error", "symbol_table", "check_alphabet"]
 
@@ -168,6 +168,8 @@ class CharTokenizer(Tokenizer):
 
 class CharTrainer:
     """Fits ``CharTokenizer`` from batches: types are the distinct characters, counts their occurrences."""
+
+    span = staticmethod(any_place_span)  # a long training text may be cut anywhere
 
     def count_types(self, texts) -> tuple[list[str], np.ndarray]:
         distinct, counts = np.unique(code_points("".join(texts)), return_counts=True)

@@ -26,15 +26,18 @@ Safe places:
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from engine.kernels.pretokenize import pretokenize_ends
+from engine.tokenizers.pretokenize import utf8_bytes
 from engine.tokenizers.unicode_tables import CR_LF, LETTER, LOWER, NUMBER, SPACE, UPPER, code_point_classes
 
 __all__ = [
-    "STREAM_CHARS", "SPAN_MARGIN_BYTES", "encode_streaming", "encode_long", "safe_piece_end", "word_split_cut",
-    "WordSplitSpans",
+    "STREAM_CHARS", "SPAN_MARGIN_BYTES", "encode_streaming", "encode_long", "iter_spans", "training_batches",
+    "safe_piece_end", "byte_level_span", "byte_level_text_span", "word_split_cut", "word_split_text_span",
+    "any_place_span", "WordSplitSpans",
 ]
 
 # Documents longer than this many characters are encoded span by span (spans of about this size).
@@ -47,6 +50,26 @@ SPAN_MARGIN_BYTES = 16
 _LETTER, _NUMBER, _OTHER, _SPACE = 1, 2, 3, 4  # categories of safe_piece_end; 0: a mark (never safe)
 
 
+class _Ids:
+    """A growing uint32 buffer; ``ndarray.resize`` reallocates in place where it can (large blocks
+    are remapped, not copied), so the peak stays near the final size instead of twice it."""
+
+    def __init__(self, capacity: int):
+        self.array = np.empty(max(capacity, 16), dtype=np.uint32)
+        self.used = 0
+
+    def append(self, values: np.ndarray) -> None:
+        need = self.used + values.shape[0]
+        if need > self.array.shape[0]:
+            self.array.resize(max(need, self.array.shape[0] + self.array.shape[0] // 2), refcheck=False)
+        self.array[self.used:need] = values
+        self.used = need
+
+    def finish(self) -> np.ndarray:
+        self.array.resize(self.used, refcheck=False)
+        return self.array
+
+
 def encode_streaming(tok, texts: Sequence[str], document_ids: Sequence[str] | None,
                      encode_short: Callable, progress: Callable[[int], None] | None = None
                      ) -> tuple[np.ndarray, np.ndarray]:
@@ -55,42 +78,86 @@ def encode_streaming(tok, texts: Sequence[str], document_ids: Sequence[str] | No
     long = [i for i, text in enumerate(texts) if len(text) > STREAM_CHARS]
     if not long:
         return encode_short(texts, document_ids)
-    arrays: list[np.ndarray] = []
-    lengths: list[np.ndarray] = []
+    out = _Ids(STREAM_CHARS)
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
     start = 0
     for i in long + [len(texts)]:
         if start < i:
-            values, offsets = encode_short(texts[start:i], None if document_ids is None else document_ids[start:i])
-            arrays.append(values)
-            lengths.append(np.diff(offsets))
+            values, short_offsets = encode_short(texts[start:i],
+                                                 None if document_ids is None else document_ids[start:i])
+            offsets[start + 1:i + 1] = short_offsets[1:] + out.used
+            out.append(values)
         if i < len(texts):
-            parts = encode_long(tok, texts[i], None if document_ids is None else document_ids[i], progress)
-            arrays.extend([np.array([tok.bos_id], dtype=np.uint32), *parts, np.array([tok.eos_id], dtype=np.uint32)])
-            lengths.append(np.array([2 + sum(p.shape[0] for p in parts)], dtype=np.int64))
+            out.append(np.array([tok.bos_id], dtype=np.uint32))
+            for ids in encode_long(tok, texts[i], None if document_ids is None else document_ids[i], progress):
+                out.append(ids)
+            out.append(np.array([tok.eos_id], dtype=np.uint32))
+            offsets[i + 1] = out.used
         start = i + 1
-    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(np.concatenate(lengths), out=offsets[1:])
-    return np.concatenate(arrays).astype(np.uint32, copy=False), offsets
+    return out.finish(), offsets
 
 
-def encode_long(tok, text: str, document_id: str | None, progress: Callable[[int], None] | None = None
-                ) -> list[np.ndarray]:
-    """Content ids (uint32 arrays, in order) of ``text``, encoded span by span."""
-    parts = []
+def iter_spans(text: str, span: Callable) -> Iterator[tuple[int, object]]:
+    """``(character offset, span)`` of ``text`` cut by ``span(window, pos, final) -> (characters, span)``."""
     pos, size = 0, STREAM_CHARS
     while pos < len(text):
         end = min(len(text), pos + max(size, 1))
-        window = text[pos:end]
-        cut, span = tok._span(window, pos, document_id, end == len(text))
+        cut, piece = span(text[pos:end], pos, end == len(text))
         if cut <= 0:
             size *= 2  # no safe place in the window yet: one piece is longer than it
             continue
-        ids, nbytes = tok._encode_span(span, document_id, pos)
-        parts.append(ids)
+        yield pos, piece
         pos, size = pos + cut, STREAM_CHARS
+
+
+def encode_long(tok, text: str, document_id: str | None, progress: Callable[[int], None] | None = None
+                ) -> Iterator[np.ndarray]:
+    """Content ids (uint32 arrays, in order) of ``text``, encoded span by span."""
+    for pos, span in iter_spans(text, lambda window, at, final: tok._span(window, at, document_id, final)):
+        ids, nbytes = tok._encode_span(span, document_id, pos)
+        yield ids
         if progress is not None:
             progress(nbytes)
-    return parts
+
+
+def training_batches(trainer, batches: Iterable[list[str]]) -> Iterator[list[str]]:
+    """``batches`` of training texts with every long text cut into spans (``trainer.span``), in order, so a
+    trainer counts types of a long document without holding its tables for the whole of it. The
+    types and counts are those of the texts: spans end where pieces end."""
+    for batch in batches:
+        short: list[str] = []
+        for text in batch:
+            if len(text) <= STREAM_CHARS:
+                short.append(text)
+                continue
+            if short:
+                yield short
+                short = []
+            for _, span in iter_spans(text, trainer.span):
+                yield [span]
+        if short:
+            yield short
+
+
+def byte_level_span(window: str, pos: int, document_id: str | None, final: bool, pattern: int
+                    ) -> tuple[int, np.ndarray | None]:
+    """(characters of ``window`` to encode on their own, their UTF-8 bytes) under a byte-level pattern."""
+    data = np.frombuffer(utf8_bytes(window, document_id, shift=pos), dtype=np.uint8)
+    if final:
+        return len(window), data
+    limit = data.shape[0] - SPAN_MARGIN_BYTES
+    if limit <= 0:
+        return 0, None
+    ends = np.empty(data.shape[0], dtype=np.int64)
+    count = pretokenize_ends(data, np.array([0, data.shape[0]], dtype=np.int64), code_point_classes(), pattern, ends)
+    cut = safe_piece_end(data, ends[:count], limit)
+    return int(np.count_nonzero((data[:cut] & 0xC0) != 0x80)), data[:cut]
+
+
+def byte_level_text_span(window: str, pos: int, final: bool, pattern: int) -> tuple[int, str]:
+    """``byte_level_span`` as text (for trainers)."""
+    cut, _ = byte_level_span(window, pos, None, final, pattern)
+    return cut, window[:cut]
 
 
 def word_split_cut(window: str, final: bool) -> int:
@@ -104,12 +171,22 @@ def word_split_cut(window: str, final: bool) -> int:
     return int(other[-1]) + 1 if other.size else 0
 
 
+def word_split_text_span(window: str, pos: int, final: bool) -> tuple[int, str]:
+    """``word_split_cut`` as (characters, span) (for trainers)."""
+    cut = word_split_cut(window, final)
+    return cut, window[:cut]
+
+
+def any_place_span(window: str, pos: int, final: bool) -> tuple[int, str]:
+    """A character tokenizer's span: the whole window."""
+    return len(window), window
+
+
 class WordSplitSpans:
     """``_span``/``_encode_span`` of the kinds that encode pieces of the word split (``_encode_many``)."""
 
     def _span(self, window: str, pos: int, document_id: str | None, final: bool) -> tuple[int, str]:
-        cut = word_split_cut(window, final)
-        return cut, window[:cut]
+        return word_split_text_span(window, pos, final)
 
     def _encode_span(self, span: str, document_id: str | None, pos: int) -> tuple[np.ndarray, int]:
         values, _ = self._encode_many([span], None if document_id is None else [document_id], wrap=False, shift=pos)

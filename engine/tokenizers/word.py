@@ -36,7 +36,7 @@ from engine.tokenizers.base import (
     register_tokenizer,
 )
 from engine.tokenizers.char import SPECIALS, describe_character, join_documents
-from engine.tokenizers.streaming import WordSplitSpans, encode_streaming
+from engine.tokenizers.streaming import WordSplitSpans, encode_streaming, word_split_text_span
 
 __all__ = ["WordTokenizer", "WordTrainer", "WordAnalysis", "analyse_words", "count_word_types"]
 
@@ -233,6 +233,10 @@ class WordTrainer:
 
     def count_types(self, texts) -> tuple[list[str], np.ndarray]:
         return count_word_types(texts)
+
+    def span(self, window: str, pos: int, final: bool) -> tuple[int, str]:
+        """Where a long training text may be cut (``engine.tokenizers.streaming``)."""
+        return word_split_text_span(window, pos, final)
 
     def train_from_counts(self, types, counts) -> WordTokenizer:
         if not len(types):
