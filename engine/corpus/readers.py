@@ -34,7 +34,7 @@ from typing import Iterable, Iterator
 from engine.corpus.arrow import ARROW_SUFFIXES, iter_parquet, iter_parquet_batches
 from engine.corpus.documents import (
     ID_COLUMN, INVALID_UTF8_POLICIES, PARQUET_BATCH_SIZE, TEXT_COLUMN, Document, ReadReport,
-    _apply_policy, _check_columns, _check_policy, _decode, _id_not_utf8, _IdRegistry, _is_hidden, _SURROGATE,
+    _apply_policy, _check_columns, _check_policy, _decode, _id_not_utf8, _is_hidden, _SURROGATE, unique_ids,
     decode_counting, made_id,
 )
 from engine.errors import ConfigurationError, CorpusError
@@ -89,7 +89,16 @@ def iter_jsonl(
     report = report if report is not None else ReadReport()
     report.source = str(path)
     report.text_column, report.id_column = text_column, id_column or ID_COLUMN
-    ids = _IdRegistry()
+
+    def records(counts: ReadReport) -> Iterator[tuple[Document, str]]:
+        return _jsonl_records(path, on_invalid_utf8, skip_bad_lines, text_column, id_column, counts)
+
+    yield from unique_ids(records, report, str(path))
+
+
+def _jsonl_records(path: Path, on_invalid_utf8: str, skip_bad_lines: bool, text_column: str, id_column: str | None,
+                   report: ReadReport) -> Iterator[tuple[Document, str]]:
+    """``iter_jsonl``'s documents, each with its line (``"line N"``), before the duplicate check."""
     columns = _JsonColumns(text_column, id_column, path.name)
     try:
         fh = open(path, "rb")
@@ -125,10 +134,9 @@ def iter_jsonl(
             if fixed is None:
                 continue
             doc_id, text = fixed
-            ids.add(doc_id, str(path), f"line {lineno}")
             report.documents += 1
             report.made_ids = columns.made
-            yield Document(doc_id, text)
+            yield Document(doc_id, text), f"line {lineno}"
 
 
 def _no_repeated_keys(pairs: list[tuple[str, object]]) -> dict:
@@ -258,8 +266,14 @@ def iter_folder(
             full = Path(dirpath) / name
             if not name.startswith(".") and full.is_file():
                 relative.append(full.relative_to(root).as_posix())
-    ids = _IdRegistry()
-    for rel in sorted(relative):
+    yield from unique_ids(lambda counts: _folder_records(root, sorted(relative), on_invalid_utf8, counts), report,
+                          str(root))
+
+
+def _folder_records(root: Path, relative: list[str], on_invalid_utf8: str,
+                    report: ReadReport) -> Iterator[tuple[Document, str]]:
+    """``iter_folder``'s documents, each with its file, before the duplicate check."""
+    for rel in relative:
         file = root / rel
         doc_id = _folder_id(rel, root, on_invalid_utf8, report)
         if doc_id is None:
@@ -274,9 +288,8 @@ def iter_folder(
             continue
         if doc_id != rel and report.replaced_invalid_utf8 > before[0]:
             report.replaced_invalid_utf8 -= 1  # name and contents replaced: one document
-        ids.add(doc_id, str(root), repr(os.fsencode(rel)) if doc_id != rel else doc_id)
         report.documents += 1
-        yield Document(doc_id, text)
+        yield Document(doc_id, text), repr(os.fsencode(rel)) if doc_id != rel else doc_id
 
 
 def _folder_id(rel: str, root: Path, policy: str, report: ReadReport) -> str | None:
