@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.corpus import PARTITIONS, Partition
+from engine.corpus.unique import SeenIds, find_duplicate
 from engine.errors import StoreError
 from engine.store.layout import (
     CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, RESUME_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
@@ -105,6 +106,7 @@ class _SplitOutput:
         self.resumed_lengths = np.empty(0, dtype=np.int64)  # token counts of documents kept on resume
         self.sources: list[str | None] = []  # per finished file: sha256 of its source documents, None if unknown
         self.hasher: "hashlib._Hash | None" = None  # the current file's, None once a chunk came without sources
+        self.file_ids: list[pa.Array] = []  # ids in the current file (it cannot be read back while open)
 
     def current_name(self) -> str:
         return f"{split_dir(self.partition)}/part-{len(self.files):05d}.parquet"
@@ -150,7 +152,7 @@ class TokenStoreWriter:
         self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
         self._lock = WriterLock(self.path, wait=wait, timeout=timeout)
         self._outputs = {p: _SplitOutput(p) for p in PARTITIONS}
-        self._ids: dict[str, Partition] = {}
+        self._seen = SeenIds()  # 8 bytes per id written; duplicates are named by reading the ids back
         self._active = False
         if resume and max_rows_per_file is None:
             raise StoreError(
@@ -193,7 +195,7 @@ class TokenStoreWriter:
                 (self.tmp / name).unlink()
             self._outputs[part] = _SplitOutput(part)
             self.resumed[part] = 0
-        self._ids.clear()
+        self._seen = SeenIds()
         self._save_resume_state()
 
     def open(self) -> None:
@@ -263,7 +265,7 @@ class TokenStoreWriter:
                     if (table is not None and table.schema.equals(self.schema, check_metadata=False)
                             and table.num_rows == self.max_rows_per_file):
                         ids = table.column("id").to_pylist()
-                        self._ids.update(dict.fromkeys(ids, part))
+                        self._check_unique(part, ids, ids)
                         out.files.append((f"{split_dir(part)}/{name}", table.num_rows))
                         entry = recorded.get(f"{split_dir(part)}/{name}")
                         digest = entry.get("source_sha256") if isinstance(entry, dict) else None
@@ -317,13 +319,7 @@ class TokenStoreWriter:
                         f"{exc.start}; expected a valid UTF-8 string"
                     ) from None
         self._check_arrays(part, ids, values, offsets)
-        fresh = dict.fromkeys(ids, part)
-        clash = next((d for d in ids if d in self._ids), None) if len(fresh) == len(ids) else None
-        if len(fresh) != len(ids) or clash is not None:
-            dup = clash if clash is not None else next(d for i, d in enumerate(ids) if ids.index(d) != i)
-            where = self._ids.get(dup, part).value
-            raise StoreError(f"duplicate document id {dup!r} (in {where} and {part.value}); ids must be unique in a store")
-        self._ids.update(fresh)
+        self._check_unique(part, ids, ids)
         table = pa.Table.from_arrays(
             [pa.array(ids, type=pa.string()), pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))],
             schema=self.schema,
@@ -332,6 +328,31 @@ class TokenStoreWriter:
         self._append(out, table, sources)
         out.documents += len(ids)
         out.tokens += int(values.shape[0])
+
+    def _check_unique(self, part: Partition, ids: list[str], chunk: Sequence[str]) -> None:
+        """Add ``ids`` (of ``part``) to the store's ids; StoreError naming a duplicate and its two splits.
+        ``chunk``: the ids being written, not in any file yet (the store's own files hold the rest)."""
+        suspects = self._seen.add_many(ids)
+        if suspects:
+            self._raise_duplicate(suspects, [(doc_id, part) for doc_id in chunk])
+
+    def _raise_duplicate(self, suspects: list[int], chunk: list[tuple[str, Partition]]) -> None:
+        """Read back the ids written (files, the open files' ids, then ``chunk``) to name the duplicate;
+        nothing if the suspects were ids that only share a hash."""
+        def written():
+            for part, out in self._outputs.items():
+                for name, _ in out.files:
+                    yield from ((doc_id, part) for doc_id in pq.read_table(self.tmp / name, columns=["id"])
+                                .column("id").to_pylist())
+                for array in out.file_ids:
+                    yield from ((doc_id, part) for doc_id in array.to_pylist())
+            yield from chunk
+
+        found = find_duplicate(written(), suspects)
+        if found is not None:
+            dup, first, again = found
+            raise StoreError(f"duplicate document id {dup!r} (in {first.value} and {again.value}); "
+                             "ids must be unique in a store")
 
     def _check_arrays(self, part: Partition, ids: list, values, offsets) -> None:
         if not isinstance(values, np.ndarray) or values.dtype != np.uint32 or values.ndim != 1:
@@ -384,6 +405,7 @@ class TokenStoreWriter:
             if self.max_rows_per_file is not None:
                 room = min(room, self.max_rows_per_file - out.rows_in_file)
             piece = table.slice(start, room)
+            out.file_ids.append(piece.column("id"))
             if sources is None:
                 out.hasher = None
             elif out.hasher is not None:
@@ -421,7 +443,7 @@ class TokenStoreWriter:
         stop_point("file")
         out.files.append((out.current_name(), out.rows_in_file))
         out.sources.append(out.hasher.hexdigest() if out.hasher is not None else None)
-        out.writer, out.rows_in_file, out.hasher = None, 0, None
+        out.writer, out.rows_in_file, out.hasher, out.file_ids = None, 0, None, []
         if self.max_rows_per_file is not None:
             self._save_resume_state()
 
@@ -471,6 +493,9 @@ class TokenStoreWriter:
         """Finish every file, write the manifest last, and rename the store into place."""
         self._check_active()
         try:
+            suspects = self._seen.finish()
+            if suspects:
+                self._raise_duplicate(suspects, [])
             splits = {}
             for part, out in self._outputs.items():
                 if out.writer is not None or not out.files:
