@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from engine.corpus import PARTITIONS, Partition, ReadReport
 from engine.errors import ConfigurationError, TokenizerError
 from engine.store.lock import pid_alive
-from engine.store.writer import check_replaceable
+from engine.store.ownership import check_replaceable
 from engine.tokenizers.base import Tokenizer, tokenizer_from_json
 
 if TYPE_CHECKING:

@@ -9,6 +9,10 @@ complete files an interrupted writer of the same tokenizer left behind. Given ea
 records per finished file the sha256 of its source documents, so a resumed run can prove the kept
 files belong to its corpus (``resumed_sources``) or drop them (``start_fresh``). An interrupt
 (KeyboardInterrupt) keeps the finished files for ``resume``; any other exception removes them.
+Resuming and suspending live in ``engine.store.resume``, what may be replaced in
+``engine.store.ownership``. Ids are checked unique in 8 bytes per id (``engine.corpus.unique``); a
+duplicate is named by reading the written ids back (the finished files, and the ids of each split's
+open file, which the writer keeps: with ``max_rows_per_file`` at most that many per split).
 """
 
 from __future__ import annotations
@@ -32,63 +36,11 @@ from engine.store.layout import (
     EncodedDocument, fsync, sha256_file, split_dir, store_partition,
 )
 from engine.store.lock import WriterLock
+from engine.store.ownership import check_replaceable
+from engine.store.resume import ResumableWriter
 from engine.testhook import stop_point
 
 __all__ = ["TokenStoreWriter", "check_replaceable"]
-
-
-def _manifest_files(manifest) -> set[str] | str:
-    """The file names a store manifest lists, or why it is not an engine store manifest."""
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        return f'no "format": "{FORMAT}"'
-    if manifest.get("format_version") != FORMAT_VERSION or isinstance(manifest.get("format_version"), bool):
-        return f"format_version {manifest.get('format_version')!r}, expected {FORMAT_VERSION}"
-    tokenizer, splits = manifest.get("tokenizer"), manifest.get("splits")
-    if not isinstance(tokenizer, dict) or not isinstance(tokenizer.get("hash"), str):
-        return "no tokenizer hash"
-    if not isinstance(splits, dict) or set(splits) != {p.value for p in PARTITIONS}:
-        return "its splits are not train, validation and test"
-    names: set[str] = set()
-    for part in PARTITIONS:
-        files = splits[part.value].get("files") if isinstance(splits[part.value], dict) else None
-        if not isinstance(files, list):
-            return f"split {part.value} lists no files"
-        for entry in files:
-            name = entry.get("name") if isinstance(entry, dict) else None
-            if not isinstance(name, str) or not name.startswith(f"{split_dir(part)}/part-") or "/" in name[len(split_dir(part)) + 1:]:
-                return f"split {part.value} lists a file named {name!r}"
-            names.add(name)
-    return names
-
-
-def check_replaceable(path: str | os.PathLike) -> None:
-    """StoreError unless ``path`` is absent, an empty folder, or provably an engine token store: a
-    valid ``_engine.json`` and nothing but the files it lists, ``_tokenizer.json`` and split folders."""
-    path = Path(path)
-    if not path.exists() and not path.is_symlink():
-        return
-    if path.is_symlink() or not path.is_dir():
-        raise StoreError(f"{path}: exists and is not a token store (no {MANIFEST_NAME}); refusing to replace it")
-    if not any(path.iterdir()):
-        return
-    manifest_file = path / MANIFEST_NAME
-    if manifest_file.is_symlink() or not manifest_file.is_file():
-        raise StoreError(f"{path}: exists and is not a token store (no {MANIFEST_NAME}); refusing to replace it")
-    try:
-        listed = _manifest_files(json.loads(manifest_file.read_text(encoding="utf-8")))
-    except (OSError, ValueError) as exc:
-        listed = f"unreadable JSON ({type(exc).__name__})"
-    if isinstance(listed, str):
-        raise StoreError(f"{manifest_file}: not a valid engine store manifest ({listed}); refusing to replace {path}")
-    folders = {split_dir(p) for p in PARTITIONS}
-    for item in sorted(path.rglob("*")):
-        name = item.relative_to(path).as_posix()
-        if name in folders and item.is_dir() and not item.is_symlink():
-            continue
-        if (name in listed or name in (MANIFEST_NAME, TOKENIZER_NAME)) and item.is_file() and not item.is_symlink():
-            continue
-        raise StoreError(f"{item}: not part of the token store at {path} (its {MANIFEST_NAME} does not list it); "
-                         f"refusing to replace {path}")
 
 
 class _SplitOutput:
@@ -112,7 +64,7 @@ class _SplitOutput:
         return f"{split_dir(self.partition)}/part-{len(self.files):05d}.parquet"
 
 
-class TokenStoreWriter:
+class TokenStoreWriter(ResumableWriter):
     """Context manager that streams encoded documents into a new store at ``path``.
 
     ``write_chunk`` / ``write_documents`` append rows to Parquet row groups as they come. On a
@@ -163,10 +115,6 @@ class TokenStoreWriter:
         # Documents per partition kept from an interrupted run (resume=True); 0 when starting afresh.
         self.resumed: dict[Partition, int] = {p: 0 for p in PARTITIONS}
 
-    def resumed_lengths(self, partition: Partition | str) -> np.ndarray:
-        """Token counts (int64) of the documents of ``partition`` kept from an interrupted run."""
-        return self._outputs[store_partition(partition)].resumed_lengths
-
     def __enter__(self) -> "TokenStoreWriter":
         self.open()
         return self
@@ -179,24 +127,6 @@ class TokenStoreWriter:
         else:
             self.abort()
         return False
-
-    def resumed_sources(self, partition: Partition | str) -> list[str | None]:
-        """Per file kept from an interrupted run, in order: the sha256 over its documents'
-        ``source_digest`` (None where the interrupted writer was not given them)."""
-        return list(self._outputs[store_partition(partition)].sources)
-
-    def start_fresh(self) -> None:
-        """Drop every file kept from an interrupted run (before anything new is written)."""
-        self._check_active()
-        for part, out in self._outputs.items():
-            if out.writer is not None or out.pending_rows or (out.documents != self.resumed[part]):
-                raise StoreError(f"{self.path}: start_fresh() must come before any document is written")
-            for name, _ in out.files:
-                (self.tmp / name).unlink()
-            self._outputs[part] = _SplitOutput(part)
-            self.resumed[part] = 0
-        self._seen = SeenIds()
-        self._save_resume_state()
 
     def open(self) -> None:
         """Take the lock, check what ``path`` holds now, start the temporary directory."""
@@ -229,60 +159,6 @@ class TokenStoreWriter:
             self._lock.release()
             raise
         self._active = True
-
-    def _resumable(self, leftover: Path) -> bool:
-        """A leftover temporary store can be continued iff it was started with this same tokenizer."""
-        from engine.tokenizers.base import load_tokenizer
-        from engine.errors import TokenizerError
-
-        try:
-            return load_tokenizer(leftover / TOKENIZER_NAME).hash == self.tokenizer.hash
-        except TokenizerError:
-            return False
-
-    def _restore_finished_files(self) -> None:
-        """Keep each split's leading run of complete files (footer readable, ``max_rows_per_file`` rows
-        or fewer only if last); delete the rest. Restores counts and ids so writing continues after them."""
-        try:
-            recorded = json.loads((self.tmp / RESUME_NAME).read_text(encoding="utf-8"))["files"]
-            if not isinstance(recorded, dict):
-                recorded = {}
-        except (OSError, ValueError, KeyError, TypeError):
-            recorded = {}
-        for part in PARTITIONS:
-            out = self._outputs[part]
-            directory = self.tmp / split_dir(part)
-            directory.mkdir(exist_ok=True)
-            names = sorted(f.name for f in directory.glob("part-*.parquet"))
-            keep = True
-            for index, name in enumerate(names):
-                file = directory / name
-                if keep and name == f"part-{index:05d}.parquet":
-                    try:
-                        table = pq.read_table(file)
-                    except (pa.ArrowException, OSError):
-                        table = None
-                    if (table is not None and table.schema.equals(self.schema, check_metadata=False)
-                            and table.num_rows == self.max_rows_per_file):
-                        ids = table.column("id").to_pylist()
-                        self._check_unique(part, ids, ids)
-                        out.files.append((f"{split_dir(part)}/{name}", table.num_rows))
-                        entry = recorded.get(f"{split_dir(part)}/{name}")
-                        digest = entry.get("source_sha256") if isinstance(entry, dict) else None
-                        rows_ok = isinstance(entry, dict) and entry.get("rows") == table.num_rows
-                        out.sources.append(digest if isinstance(digest, str) and rows_ok else None)
-                        out.documents += table.num_rows
-                        tokens = table.column("tokens").combine_chunks()
-                        out.tokens += int(len(tokens.values))
-                        out.resumed_lengths = np.concatenate(
-                            [out.resumed_lengths, np.diff(tokens.offsets.to_numpy()).astype(np.int64)])
-                        continue
-                keep = False
-                file.unlink()
-            for partial in directory.glob("*"):
-                if partial.name not in {n.rsplit("/", 1)[-1] for n, _ in out.files}:
-                    partial.unlink()
-            self.resumed[part] = out.documents
 
     def _check_active(self) -> None:
         if not self._active:
@@ -447,14 +323,6 @@ class TokenStoreWriter:
         if self.max_rows_per_file is not None:
             self._save_resume_state()
 
-    def _save_resume_state(self) -> None:
-        """``_resume.json`` in the temporary directory: every finished file's rows and source digest."""
-        files = {name: {"rows": rows, "source_sha256": digest}
-                 for out in self._outputs.values() for (name, rows), digest in zip(out.files, out.sources)}
-        tmp = self.tmp / f".{RESUME_NAME}.tmp"
-        tmp.write_text(json.dumps({"files": files}, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, self.tmp / RESUME_NAME)
-
     def write_documents(self, partition: Partition | str, documents: Iterable[EncodedDocument]) -> int:
         """Append encoded documents in chunks of ``chunk_documents``; returns how many were written."""
         self._check_active()
@@ -544,34 +412,22 @@ class TokenStoreWriter:
             os.rename(self.tmp, self.path)
         fsync(self.path.parent)
 
-    def suspend(self) -> None:
-        """Interrupted: keep the finished files (and ``_resume.json``) in the temporary directory for a
-        later ``resume=True`` writer; drop the file being written; ``path`` keeps what it held before."""
-        try:
-            for out in self._outputs.values():
-                if out.writer is not None:
-                    try:
-                        out.writer.close()
-                    except Exception:  # already failing: the short file goes below
-                        pass
-                    (self.tmp / out.current_name()).unlink(missing_ok=True)
-                    out.writer = None
-            self._save_resume_state()
-        except BaseException:
-            self.abort()
-            raise
-        self._active = False
-        self._lock.release()
-
-    def abort(self) -> None:
-        """Drop everything written so far; ``path`` keeps what it held before."""
+    def _close_open_files(self, *, drop: bool) -> None:
+        """Close every file being written (already failing: errors closing it are moot); ``drop``
+        removes them (the temporary directory's finished files stay)."""
         for out in self._outputs.values():
             if out.writer is not None:
                 try:
                     out.writer.close()
-                except Exception:  # already failing: the temporary directory goes anyway
+                except Exception:
                     pass
+                if drop:
+                    (self.tmp / out.current_name()).unlink(missing_ok=True)
                 out.writer = None
+
+    def abort(self) -> None:
+        """Drop everything written so far; ``path`` keeps what it held before."""
+        self._close_open_files(drop=False)
         shutil.rmtree(self.tmp, ignore_errors=True)
         if self._active:
             self._active = False
