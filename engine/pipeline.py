@@ -263,17 +263,16 @@ def chunk_tally(offsets: np.ndarray, characters: int, options: PrepareOptions) -
     return tally
 
 
-@dataclass
 class PartitionTally:
-    """What the report says about one partition, summed chunk by chunk."""
+    """What the report says about one partition (``KEYS``, each an int), summed chunk by chunk."""
 
-    documents: int = 0
-    characters: int = 0
-    tokens: int = 0
-    windows: int = 0
-    incomplete_tails: int = 0
-    tail_tokens: int = 0
-    short_documents: int = 0
+    KEYS = ("documents", "characters", "tokens", "windows", "incomplete_tails", "tail_tokens", "short_documents")
+
+    def __init__(self) -> None:
+        self.__dict__.update(dict.fromkeys(self.KEYS, 0))
+
+    def __repr__(self) -> str:
+        return f"PartitionTally({', '.join(f'{k}={v}' for k, v in vars(self).items())})"
 
     def add(self, other: dict[str, int]) -> None:
         for key, value in other.items():

@@ -116,11 +116,8 @@ class ResumableWriter:
     def suspend(self) -> None:
         """Interrupted: keep the finished files (and ``_resume.json``) in the temporary directory for a
         later ``resume=True`` writer; drop the file being written; ``path`` keeps what it held before."""
-        try:
-            self._close_open_files(drop=True)  # a cut file is no use to a later run
-            self._save_resume_state()
-        except BaseException:
-            self.abort()
-            raise
-        self._active = False
-        self._lock.release()
+        self._end(self._keep_finished)
+
+    def _keep_finished(self) -> None:
+        self._close_open_files(drop=True)  # a cut file is no use to a later run
+        self._save_resume_state()

@@ -360,42 +360,50 @@ class TokenStoreWriter(ResumableWriter):
     def close(self) -> Path:
         """Finish every file, write the manifest last, and rename the store into place."""
         self._check_active()
+        self._end(self._commit)
+        return self.path
+
+    def _end(self, work) -> None:
+        """Run ``work`` (commit or suspend); on any failure drop everything (``abort``); then release."""
         try:
-            suspects = self._seen.finish()
-            if suspects:
-                self._raise_duplicate(suspects, [])
-            splits = {}
-            for part, out in self._outputs.items():
-                if out.writer is not None or not out.files:
-                    if out.writer is None:  # an empty split still gets its zero-row file
-                        out.writer = pq.ParquetWriter(self.tmp / out.current_name(), self.schema)
-                    self._finish_file(out)
-                files = []
-                for name, rows in out.files:
-                    file = self.tmp / name
-                    fsync(file)
-                    files.append({"name": name, "rows": rows, "bytes": file.stat().st_size, "sha256": sha256_file(file)})
-                splits[part.value] = {"documents": out.documents, "tokens": out.tokens, "files": files}
-            manifest = {
-                "format": FORMAT,
-                "format_version": FORMAT_VERSION,
-                "tokenizer": {"kind": self.tokenizer.kind, "hash": self.tokenizer.hash,
-                              "bos_id": self.bos_id, "eos_id": self.eos_id, "file": TOKENIZER_NAME},
-                "splits": splits,
-            }
-            (self.tmp / RESUME_NAME).unlink(missing_ok=True)
-            (self.tmp / f".{RESUME_NAME}.tmp").unlink(missing_ok=True)
-            (self.tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-            for directory in [self.tmp / split_dir(p) for p in PARTITIONS] + [self.tmp]:
-                fsync(directory)
-            stop_point("manifest")
-            self._swap_in()
+            work()
         except BaseException:
             self.abort()
             raise
         self._active = False
         self._lock.release()
-        return self.path
+
+    def _commit(self) -> None:
+        """Finish the files, write the manifest, swap the store into place."""
+        suspects = self._seen.finish()
+        if suspects:
+            self._raise_duplicate(suspects, [])
+        splits = {}
+        for part, out in self._outputs.items():
+            if out.writer is not None or not out.files:
+                if out.writer is None:  # an empty split still gets its zero-row file
+                    out.writer = pq.ParquetWriter(self.tmp / out.current_name(), self.schema)
+                self._finish_file(out)
+            files = []
+            for name, rows in out.files:
+                file = self.tmp / name
+                fsync(file)
+                files.append({"name": name, "rows": rows, "bytes": file.stat().st_size, "sha256": sha256_file(file)})
+            splits[part.value] = {"documents": out.documents, "tokens": out.tokens, "files": files}
+        manifest = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "tokenizer": {"kind": self.tokenizer.kind, "hash": self.tokenizer.hash,
+                          "bos_id": self.bos_id, "eos_id": self.eos_id, "file": TOKENIZER_NAME},
+            "splits": splits,
+        }
+        (self.tmp / RESUME_NAME).unlink(missing_ok=True)
+        (self.tmp / f".{RESUME_NAME}.tmp").unlink(missing_ok=True)
+        (self.tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        for directory in [self.tmp / split_dir(p) for p in PARTITIONS] + [self.tmp]:
+            fsync(directory)
+        stop_point("manifest")
+        self._swap_in()
 
     def _swap_in(self) -> None:
         if self.path.exists():
