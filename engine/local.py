@@ -211,7 +211,8 @@ def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, 
         return part, ids, values, offsets, tally, sum(utf8_length(t) for t in texts) - streamed[0]
 
     resume = None
-    with pipeline.open_store_writer(options.store_path, tok, resume=options.resume) as writer:
+    # The readers check every id of the corpus (a continuous text's are made unique): the writer need not.
+    with pipeline.open_store_writer(options.store_path, tok, resume=options.resume, check_unique=False) as writer:
         if options.resume:
             why = _resumed_mismatch(writer, source) if any(writer.resumed.values()) else None
             if why is not None:

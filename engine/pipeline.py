@@ -279,10 +279,11 @@ class PartitionTally:
             setattr(self, key, getattr(self, key) + value)
 
 
-def open_store_writer(path: Path, tok: Tokenizer, *, resume: bool = False):
-    """The store writer both executors use: fixed row-group and file sizes."""
+def open_store_writer(path: Path, tok: Tokenizer, *, resume: bool = False, check_unique: bool = True):
+    """The store writer both executors use: fixed row-group and file sizes (``check_unique=False``
+    where the corpus readers already checked every id)."""
     return TokenStore.writer(path, tok, row_group_size=STORE_ROW_GROUP_ROWS, max_rows_per_file=STORE_FILE_ROWS,
-                             resume=resume)
+                             resume=resume, check_unique=check_unique)
 
 
 def fit_from_table(options: PrepareOptions, trainer: Trainer, table) -> Tokenizer:

@@ -1,12 +1,12 @@
 """Id uniqueness in fixed memory: 8 bytes per id, whatever the ids' length.
 
 ``SeenIds`` keeps a 64-bit hash of every id added: recent ones in a set of at most ``BUFFER_IDS``
-entries, the rest in sorted int64 runs merged like a binary counter (O(log n) runs, each merge
-linear), so memory is 8 bytes per id (16 while the two largest runs merge). A hash that is seen
-again is only a suspect: two ids may share a hash. ``add`` reports suspects of the recent set at
-once; those of the older runs surface when the set is flushed (``add`` or ``finish``). The owner
-then re-reads its own ids (``find_duplicate``) to name the duplicate exactly, or to learn it was a
-collision of two different ids, which is no error.
+entries, the rest in sorted int64 runs merged like a binary counter (O(log n) runs; each merge grows
+the larger run in place and is linear), so memory is 8 bytes per id (12 while the two largest runs
+merge). A hash that is seen again is only a suspect: two ids may share a hash. ``add`` reports
+suspects of the recent set at once; those of the older runs surface when the set is flushed
+(``add`` or ``finish``). The owner then re-reads its own ids (``find_duplicate``) to name the
+duplicate exactly, or to learn it was a collision of two different ids, which is no error.
 """
 
 from __future__ import annotations
@@ -72,10 +72,14 @@ class SeenIds:
         self.runs.append(new)
         while len(self.runs) > 1 and self.runs[-2].shape[0] <= 2 * self.runs[-1].shape[0]:
             last = self.runs.pop()
-            merged = np.concatenate([self.runs.pop(), last])
+            merged = self.runs[-1]
+            size = merged.shape[0]
+            # Grown in place (a large block is remapped, not copied), then merged by the stable sort
+            # (timsort: two sorted runs, linear, a buffer of the smaller one): no second copy of the set.
+            merged.resize(size + last.shape[0], refcheck=False)
+            merged[size:] = last
             del last
-            merged.sort(kind="stable")  # two sorted runs: linear
-            self.runs.append(merged)
+            merged.sort(kind="stable")
         return suspects
 
     def finish(self) -> list[int]:

@@ -74,7 +74,7 @@ class TokenStoreWriter(ResumableWriter):
     def __init__(self, path: str | os.PathLike, tokenizer, *, overwrite: bool = True,
                  row_group_size: int = ROW_GROUP_SIZE, max_rows_per_file: int | None = None,
                  chunk_documents: int = CHUNK_DOCUMENTS, wait: bool = False, timeout: float = 600.0,
-                 resume: bool = False):
+                 resume: bool = False, check_unique: bool = True):
         self.path = Path(path).absolute()
         if not all(hasattr(tokenizer, name) for name in ("bos_id", "eos_id", "hash", "save")):
             raise StoreError(f"{self.path}: tokenizer is {type(tokenizer).__name__}, expected an engine Tokenizer")
@@ -105,6 +105,8 @@ class TokenStoreWriter(ResumableWriter):
         self._lock = WriterLock(self.path, wait=wait, timeout=timeout)
         self._outputs = {p: _SplitOutput(p) for p in PARTITIONS}
         self._seen = SeenIds()  # 8 bytes per id written; duplicates are named by reading the ids back
+        # False: the caller checked the ids unique already (prepare's corpus readers check every id).
+        self.check_unique = bool(check_unique)
         self._active = False
         if resume and max_rows_per_file is None:
             raise StoreError(
@@ -208,6 +210,8 @@ class TokenStoreWriter(ResumableWriter):
     def _check_unique(self, part: Partition, ids: list[str], chunk: Sequence[str]) -> None:
         """Add ``ids`` (of ``part``) to the store's ids; StoreError naming a duplicate and its two splits.
         ``chunk``: the ids being written, not in any file yet (the store's own files hold the rest)."""
+        if not self.check_unique:
+            return
         suspects = self._seen.add_many(ids)
         if suspects:
             self._raise_duplicate(suspects, [(doc_id, part) for doc_id in chunk])
@@ -281,7 +285,8 @@ class TokenStoreWriter(ResumableWriter):
             if self.max_rows_per_file is not None:
                 room = min(room, self.max_rows_per_file - out.rows_in_file)
             piece = table.slice(start, room)
-            out.file_ids.append(piece.column("id"))
+            if self.check_unique:
+                out.file_ids.append(piece.column("id"))
             if sources is None:
                 out.hasher = None
             elif out.hasher is not None:
