@@ -102,7 +102,9 @@ def measure(sizes_mb=SIZES_MB, *, threads: int = 2) -> list[dict]:
 
 
 def per_document(counts=DOCUMENT_COUNTS, *, threads: int = 2) -> dict:
-    """Peak RSS of prepare on two counts of tiny documents, and the bytes each extra document costs."""
+    """Peak RSS of prepare on two counts of tiny documents, and the bytes each extra document costs
+    (after a small run, so that compiling the kernels on a first run is in neither peak)."""
+    peak_rss_of_prepare(tiny_documents(10_000), threads=threads)
     (few, few_s), (many, many_s) = (peak_rss_of_prepare(tiny_documents(n), threads=threads) for n in counts)
     return {"counts": counts, "peak_rss_mb": (few, many), "seconds": (few_s, many_s),
             "bytes_per_document": (many - few) * 2**20 / (counts[1] - counts[0])}
@@ -111,6 +113,7 @@ def per_document(counts=DOCUMENT_COUNTS, *, threads: int = 2) -> dict:
 def long_document(size_mb: int = ONE_DOCUMENT_MB, *, threads: int = 2) -> dict:
     """Peak RSS of prepare (byte-level BPE fitted on it) on one single-line document of ``size_mb`` MB."""
     path = one_document(size_mb)
+    peak_rss_of_prepare(tiny_documents(10_000), threads=threads, tokenizer="byte-bpe")  # kernels compiled first
     rss, seconds = peak_rss_of_prepare(path, threads=threads, tokenizer="byte-bpe", split="1,0,0")
     return {"size_mb": size_mb, "peak_rss_mb": rss, "seconds": seconds, "rss_per_byte": rss * 2**20 / (size_mb * 1e6)}
 

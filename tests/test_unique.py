@@ -5,7 +5,6 @@ per document stays a few bytes."""
 import json
 import tracemalloc
 
-import numpy as np
 import pytest
 
 import engine.corpus.unique as unique

@@ -1,4 +1,5 @@
-"""Long documents encoded span by span, so memory is bounded by a span, not by the document.
+"""Long documents encoded span by span: the encoder's scratch is bounded by a span, not by the document
+(what remains is the document's text and its ids, 4 bytes per token, in one growing buffer).
 
 A document longer than ``STREAM_CHARS`` characters is cut into spans that end where a piece of the
 kind's pre-tokenizer (or word split) ends for certain, whatever text follows; each span is encoded on
