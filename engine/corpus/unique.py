@@ -1,9 +1,9 @@
 """Id uniqueness in fixed memory: 8 bytes per id, whatever the ids' length.
 
 ``SeenIds`` keeps a 64-bit hash of every id added: recent ones in a set of at most ``BUFFER_IDS``
-entries, the rest in sorted int64 runs merged like a binary counter (O(log n) runs; each merge grows
-the larger run in place and is linear), so memory is 8 bytes per id (12 while the two largest runs
-merge). A hash that is seen again is only a suspect: two ids may share a hash. ``add`` reports
+entries, the rest in sorted int64 runs (O(log n) runs; a run merges into the larger one before it
+once it holds an eighth of it, growing that one in place, linearly), so memory is 8 bytes per id
+(about 9 while the largest runs merge). A hash that is seen again is only a suspect: two ids may share a hash. ``add`` reports
 suspects of the recent set at once; those of the older runs surface when the set is flushed
 (``add`` or ``finish``). The owner then re-reads its own ids (``find_duplicate``) to name the
 duplicate exactly, or to learn it was a collision of two different ids, which is no error.
@@ -18,6 +18,9 @@ import numpy as np
 __all__ = ["SeenIds", "find_duplicate", "id_hash", "BUFFER_IDS"]
 
 BUFFER_IDS = 1 << 16
+# A run merges into the one before it once it holds 1/MERGE_RATIO of it: the merge's buffer (the
+# smaller run) stays a small share of the set, and there are O(log n) runs.
+MERGE_RATIO = 8
 
 
 def id_hash(doc_id: str) -> int:
@@ -70,7 +73,7 @@ class SeenIds:
             at = np.minimum(np.searchsorted(run, new), run.shape[0] - 1)
             suspects += new[run[at] == new].tolist()
         self.runs.append(new)
-        while len(self.runs) > 1 and self.runs[-2].shape[0] <= 2 * self.runs[-1].shape[0]:
+        while len(self.runs) > 1 and self.runs[-2].shape[0] <= MERGE_RATIO * self.runs[-1].shape[0]:
             last = self.runs.pop()
             merged = self.runs[-1]
             size = merged.shape[0]
