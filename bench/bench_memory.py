@@ -155,22 +155,24 @@ def report(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def bench_once(benchmark, measured, quick_args, full_args, key: str, limit: float) -> dict:
+    """One measurement (quick unless ENGINE_BENCH_FULL is set), kept in the benchmark's extra info;
+    ``measured[key]`` must be at most ``limit``."""
+    args = quick_args if os.environ.get("ENGINE_BENCH_FULL") is None else full_args
+    result = benchmark.pedantic(lambda: measured(args), rounds=1, iterations=1)
+    print(f"\n{result}")
+    benchmark.extra_info[measured.__name__] = result
+    assert result[key] <= limit, result
+    return result
+
+
 def test_memory_per_document_is_a_few_bytes(benchmark):
-    quick = os.environ.get("ENGINE_BENCH_FULL") is None
-    docs = benchmark.pedantic(lambda: per_document(QUICK_DOCUMENT_COUNTS if quick else DOCUMENT_COUNTS),
-                              rounds=1, iterations=1)
-    print(f"\n{docs}")
-    benchmark.extra_info["per_document"] = docs
-    assert docs["bytes_per_document"] <= BYTES_PER_DOCUMENT_LIMIT, docs
+    bench_once(benchmark, per_document, QUICK_DOCUMENT_COUNTS, DOCUMENT_COUNTS, "bytes_per_document",
+               BYTES_PER_DOCUMENT_LIMIT)
 
 
 def test_one_long_document_is_encoded_span_by_span(benchmark):
-    quick = os.environ.get("ENGINE_BENCH_FULL") is None
-    one = benchmark.pedantic(lambda: long_document(QUICK_ONE_DOCUMENT_MB if quick else ONE_DOCUMENT_MB),
-                             rounds=1, iterations=1)
-    print(f"\n{one}")
-    benchmark.extra_info["long_document"] = one
-    assert one["rss_per_byte"] <= LONG_RSS_PER_BYTE, one
+    bench_once(benchmark, long_document, QUICK_ONE_DOCUMENT_MB, ONE_DOCUMENT_MB, "rss_per_byte", LONG_RSS_PER_BYTE)
 
 
 def test_peak_rss_does_not_grow_with_the_corpus(benchmark):

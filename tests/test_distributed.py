@@ -140,20 +140,13 @@ def test_worker_errors_come_back_as_engine_errors(tmp_path):
 
 
 def test_a_failed_tokenizer_write_on_ray_changes_nothing(tmp_path, monkeypatch):
-    from engine.tokenizers.base import Tokenizer
+    from tests.fakes import fail_saves_into
 
     corpus_path, splits_path = default_corpus_paths()
     out = tmp_path / "out"
     prepare_on_ray(corpus_path, splits_path, out, tokenizer="char", context_length=8, quiet=True)
     before = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-    real_save = Tokenizer.save
-
-    def save(self, path):
-        if path.parent == out:  # OUT/tokenizer.json (or its staged temporary), not the store's copy
-            raise OSError(28, "No space left on device (injected)")
-        return real_save(self, path)
-
-    monkeypatch.setattr(Tokenizer, "save", save)
+    fail_saves_into(monkeypatch, out)
     with pytest.raises(OSError, match="injected"):  # another tokenizer: every output would change
         prepare_on_ray(corpus_path, splits_path, out, tokenizer="word", context_length=4, quiet=True)
     after = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from engine.cli import main
 from engine.pipeline import prepare
-from engine.tokenizers.base import Tokenizer
+from tests.fakes import fail_saves_into
 
 
 def run_prepare(out, *extra):
@@ -95,14 +95,7 @@ def test_a_failed_tokenizer_write_changes_nothing(tmp_path, monkeypatch):
     out = tmp_path / "out"
     assert run_prepare(out).exit_code == 0
     before = snapshot(out)
-    real_save = Tokenizer.save
-
-    def save(self, path):
-        if path.parent == out:  # OUT/tokenizer.json (or its staged temporary), not the store's copy
-            raise OSError(28, "No space left on device (injected)")
-        return real_save(self, path)
-
-    monkeypatch.setattr(Tokenizer, "save", save)
+    fail_saves_into(monkeypatch, out)
     with pytest.raises(OSError, match="injected"):  # a different tokenizer: every output would change
         prepare(None, None, out, tokenizer="word", context_length=4, threads=1, quiet=True)
     assert snapshot(out) == before

@@ -192,13 +192,20 @@ def test_resume_on_a_changed_corpus_starts_afresh_and_says_why(tmp_path, monkeyp
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
 
 
-def test_resume_refuses_files_without_a_record_of_their_documents(tmp_path, monkeypatch, small_files, capsys):
+@pytest.fixture
+def interrupted(tmp_path, monkeypatch, small_files):
+    """(corpus, splits, out) of a run stopped by Ctrl-C after 11 chunks."""
     corpus, splits = default_corpus_paths()
     out = tmp_path / "out"
     restore = interrupt_with_ctrl_c_after(monkeypatch, 11)
     with pytest.raises(KeyboardInterrupt):
         prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, quiet=True)
     restore()
+    return corpus, splits, out
+
+
+def test_resume_refuses_files_without_a_record_of_their_documents(interrupted, capsys):
+    corpus, splits, out = interrupted
     leftover = next(p for p in out.iterdir() if p.name.startswith(".store.tmp-"))
     (leftover / "_resume.json").unlink()  # e.g. left by a writer that was not given the documents
     capsys.readouterr()
@@ -208,13 +215,8 @@ def test_resume_refuses_files_without_a_record_of_their_documents(tmp_path, monk
     assert resumed.report["resume"] == {"kept": None, "started_afresh": why}
 
 
-def test_quiet_resume_prints_nothing(tmp_path, monkeypatch, small_files, capsys):
-    corpus, splits = default_corpus_paths()
-    out = tmp_path / "out"
-    restore = interrupt_with_ctrl_c_after(monkeypatch, 11)
-    with pytest.raises(KeyboardInterrupt):
-        prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, quiet=True)
-    restore()
+def test_quiet_resume_prints_nothing(interrupted, capsys):
+    corpus, splits, out = interrupted
     capsys.readouterr()
     resumed = prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=True)
     assert capsys.readouterr().err == ""
