@@ -25,14 +25,7 @@ from engine.errors import ConfigurationError, TokenizerError
 from engine.kernels.bpe_encode import scatter_documents
 from engine.kernels.wordsplit import intern_words, split_words
 from engine.tokenizers.base import (
-    FitOptions,
-    Tokenizer,
-    UnknownInputError,
-    _iter_texts,
-    check_encodable,
-    check_ids,
-    check_text,
-    check_texts,
+    FitOptions, Tokenizer, UnknownInputError, _iter_texts, check_encodable, check_ids, check_text, check_texts,
     register_tokenizer,
 )
 from engine.tokenizers.char import SPECIALS, describe_character, join_documents
