@@ -1,4 +1,6 @@
-"""Peak memory of ``engine prepare`` does not grow with the corpus: 0.25 GB vs 2 GB (quick: 50 vs 400 MB).
+"""Peak memory of ``engine prepare`` does not grow with the corpus: 0.25 GB vs 2 GB (quick: 50 vs 400 MB);
+grows by at most 16 bytes per document (1M vs 4M tiny documents; quick: 200k vs 1M); and one
+single-line document of 200 MB (quick: 50 MB) is encoded span by span (peak RSS per document byte).
 
 Each size is generated once into ``bench/.cache`` (scripts/make_big_corpus.py: random words from a
 fixed 5,000-word vocabulary, so the word-type table is the same size for both), then encoded by
@@ -33,6 +35,10 @@ CACHE = BENCH_DIR / ".cache"
 SIZES_MB = (250, 2000)
 QUICK_SIZES_MB = (50, 400)
 RSS_RATIO_LIMIT = 1.5
+# One long document, peak RSS above a small run's per document byte: read (its line, then its text),
+# encoded span by span (ids only, 4 bytes per token), then written as one Parquet row, where Arrow's
+# writer holds ~13 bytes per token of the row (about 7 bytes per byte of text at 0.25 tokens a byte).
+LONG_RSS_PER_BYTE = 8.0
 
 
 # A small launcher runs the job and reports getrusage(RUSAGE_CHILDREN): a child's ru_maxrss starts at
@@ -44,20 +50,39 @@ LAUNCHER = (
 )
 
 
-def corpus(size_mb: int) -> Path:
-    """``bench/.cache/big-<size>.jsonl``, generated on first use (in its own process)."""
-    path = CACHE / f"big-{size_mb}.jsonl"
+DOCUMENT_COUNTS = (1_000_000, 4_000_000)
+QUICK_DOCUMENT_COUNTS = (200_000, 1_000_000)
+BYTES_PER_DOCUMENT_LIMIT = 16
+ONE_DOCUMENT_MB = 200
+QUICK_ONE_DOCUMENT_MB = 50
+
+
+def corpus(size_mb: int, *, name: str = "big", extra: tuple[str, ...] = ()) -> Path:
+    """``bench/.cache/<name>-<size>.jsonl``, generated on first use (in its own process)."""
+    path = CACHE / f"{name}-{size_mb}.jsonl"
     if not path.exists():
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_big_corpus.py"), "--size-mb", str(size_mb),
+        size = ("--size-mb", str(size_mb)) if "--documents" not in extra else ()
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_big_corpus.py"), *size, *extra,
                         "--out", str(path)], check=True, stdout=subprocess.DEVNULL)
     return path
 
 
-def peak_rss_of_prepare(path: Path, *, threads: int = 2, merges: int = 200) -> tuple[float, float]:
+def tiny_documents(count: int) -> Path:
+    """``count`` documents of 4-40 bytes each (what per-document memory is measured on)."""
+    return corpus(count, name="tiny", extra=("--documents", str(count), "--doc-bytes", "4,40"))
+
+
+def one_document(size_mb: int) -> Path:
+    """One document of ``size_mb`` MB on one line."""
+    return corpus(size_mb, name="one", extra=("--one-document",))
+
+
+def peak_rss_of_prepare(path: Path, *, threads: int = 2, merges: int = 200, tokenizer: str = "bpe",
+                        split: str = "0.9,0.05,0.05") -> tuple[float, float]:
     """Run ``engine prepare`` on ``path`` in a child process: (peak RSS in MB, seconds)."""
     with tempfile.TemporaryDirectory(prefix="engine-mem-") as out:
-        cmd = [sys.executable, "-m", "engine", "prepare", str(path), "--hash-split", "0.9,0.05,0.05",
-               "--tokenizer", "bpe", "--merges", str(merges), "--threads", str(threads), "--quiet",
+        cmd = [sys.executable, "-m", "engine", "prepare", str(path), "--hash-split", split,
+               "--tokenizer", tokenizer, "--merges", str(merges), "--threads", str(threads), "--quiet",
                "--out", out]
         start = time.perf_counter()
         launched = subprocess.run([sys.executable, "-c", LAUNCHER, *cmd], capture_output=True, text=True)
@@ -77,10 +102,43 @@ def measure(sizes_mb=SIZES_MB, *, threads: int = 2) -> list[dict]:
     return results
 
 
+def per_document(counts=DOCUMENT_COUNTS, *, threads: int = 2) -> dict:
+    """Peak RSS of prepare on two counts of tiny documents, and the bytes each extra document costs
+    (after a small run, so that compiling the kernels on a first run is in neither peak)."""
+    peak_rss_of_prepare(tiny_documents(10_000), threads=threads)
+    (few, few_s), (many, many_s) = (peak_rss_of_prepare(tiny_documents(n), threads=threads) for n in counts)
+    return {"counts": counts, "peak_rss_mb": (few, many), "seconds": (few_s, many_s),
+            "bytes_per_document": (many - few) * 2**20 / (counts[1] - counts[0])}
+
+
+def long_document(size_mb: int = ONE_DOCUMENT_MB, *, threads: int = 2) -> dict:
+    """Peak RSS of prepare (byte-level BPE fitted on it) on one single-line document of ``size_mb`` MB."""
+    path = one_document(size_mb)
+    # A small run first: kernels compiled, and its peak is the base the long document adds to.
+    base, _ = peak_rss_of_prepare(tiny_documents(10_000), threads=threads, tokenizer="byte-bpe")
+    rss, seconds = peak_rss_of_prepare(path, threads=threads, tokenizer="byte-bpe", split="1,0,0")
+    return {"size_mb": size_mb, "peak_rss_mb": rss, "base_rss_mb": base, "seconds": seconds,
+            "rss_per_byte": (rss - base) * 2**20 / (size_mb * 1e6)}
+
+
 def rows(quick: bool) -> list[dict]:
-    """For ``engine bench``: the large corpus against the small one (ratio = peak RSS large / small)."""
+    """For ``engine bench``: the large corpus against the small one (ratio = peak RSS large / small), the
+    bytes per extra document, and one long document's peak RSS per byte."""
     small, large = measure(QUICK_SIZES_MB if quick else SIZES_MB)
+    docs = per_document(QUICK_DOCUMENT_COUNTS if quick else DOCUMENT_COUNTS)
+    one = long_document(QUICK_ONE_DOCUMENT_MB if quick else ONE_DOCUMENT_MB)
+    few, many = docs["counts"]
     return [row(
+        f"prepare peak RSS per extra document, {many:,} vs {few:,} tiny documents "
+        f"({docs['peak_rss_mb'][1]:,.0f} vs {docs['peak_rss_mb'][0]:,.0f} MB)",
+        docs["seconds"][1], f"engine on {few:,} documents", docs["seconds"][0],
+        ratio=docs["bytes_per_document"], at_most=BYTES_PER_DOCUMENT_LIMIT, note="bytes per document",
+        bytes_per_document=docs["bytes_per_document"],
+    ), row(
+        f"prepare peak RSS, one {one['size_mb']:,} MB single-line document ({one['peak_rss_mb']:,.0f} MB)",
+        one["seconds"], "the document's size", one["seconds"], ratio=one["rss_per_byte"], at_most=LONG_RSS_PER_BYTE,
+        note="peak RSS above a small run, per document byte", long_document_peak_rss_mb=one["peak_rss_mb"],
+    ), row(
         f"prepare peak RSS, {large['size_mb']:,} MB vs {small['size_mb']:,} MB corpus "
         f"({large['peak_rss_mb']:,.0f} vs {small['peak_rss_mb']:,.0f} MB)",
         large["seconds"], f"engine on the {small['size_mb']:,} MB corpus", small["seconds"],
@@ -100,6 +158,26 @@ def report(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def bench_once(benchmark, measured, quick_args, full_args, key: str, limit: float) -> dict:
+    """One measurement (quick unless ENGINE_BENCH_FULL is set), kept in the benchmark's extra info;
+    ``measured[key]`` must be at most ``limit``."""
+    args = quick_args if os.environ.get("ENGINE_BENCH_FULL") is None else full_args
+    result = benchmark.pedantic(lambda: measured(args), rounds=1, iterations=1)
+    print(f"\n{result}")
+    benchmark.extra_info[measured.__name__] = result
+    assert result[key] <= limit, result
+    return result
+
+
+def test_memory_per_document_is_a_few_bytes(benchmark):
+    bench_once(benchmark, per_document, QUICK_DOCUMENT_COUNTS, DOCUMENT_COUNTS, "bytes_per_document",
+               BYTES_PER_DOCUMENT_LIMIT)
+
+
+def test_one_long_document_is_encoded_span_by_span(benchmark):
+    bench_once(benchmark, long_document, QUICK_ONE_DOCUMENT_MB, ONE_DOCUMENT_MB, "rss_per_byte", LONG_RSS_PER_BYTE)
+
+
 def test_peak_rss_does_not_grow_with_the_corpus(benchmark):
     quick = os.environ.get("ENGINE_BENCH_FULL") is None
     results = benchmark.pedantic(lambda: measure(QUICK_SIZES_MB if quick else SIZES_MB), rounds=1, iterations=1)
@@ -114,5 +192,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="peak RSS of engine prepare at two corpus sizes")
     parser.add_argument("--quick", action="store_true", help="50 MB and 400 MB instead of 250 MB and 2,000 MB")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--only", choices=("corpus", "documents", "long"), help="one measurement only")
     args = parser.parse_args()
-    print(report(measure(QUICK_SIZES_MB if args.quick else SIZES_MB, threads=args.threads)))
+    if args.only in (None, "corpus"):
+        print(report(measure(QUICK_SIZES_MB if args.quick else SIZES_MB, threads=args.threads)))
+    if args.only in (None, "documents"):
+        print(per_document(QUICK_DOCUMENT_COUNTS if args.quick else DOCUMENT_COUNTS, threads=args.threads))
+    if args.only in (None, "long"):
+        print(long_document(QUICK_ONE_DOCUMENT_MB if args.quick else ONE_DOCUMENT_MB, threads=args.threads))

@@ -240,10 +240,12 @@ def encode(dataset, tokenizer: Tokenizer, *, concurrency: int | None = None):
                                batch_format="pyarrow", batch_size=MAP_BATCH_ROWS, compute=_actor_pool(concurrency))
 
 
-def write_store(encoded, options: pipeline.PrepareOptions, tokenizer: Tokenizer, *, check=None) -> dict:
+def write_store(encoded, options: pipeline.PrepareOptions, tokenizer: Tokenizer, *, check=None,
+                before_commit=None) -> dict:
     """Write the store from an encoded Dataset on the driver, in dataset order; returns per-partition tallies.
 
-    ``check`` (a ``ManifestCheck``) sees every id and runs before the store is committed.
+    ``check`` (a ``ManifestCheck``) sees every id and runs before the store is committed;
+    ``before_commit(tallies)`` runs after it, before the store is renamed into place.
     """
     tallies = {p: pipeline.PartitionTally() for p in PARTITIONS}
     chunker = pipeline.Chunker()
@@ -280,14 +282,15 @@ def write_store(encoded, options: pipeline.PrepareOptions, tokenizer: Tokenizer,
             write(writer, part, chunk)
         if check is not None:
             check.finish()
+        if before_commit is not None:
+            before_commit(tallies)
     return tallies
 
 
-def _run(options: pipeline.PrepareOptions):
-    """The Ray steps of ``run_on_ray``: fit (or load), encode, write. Returns (tokenizer, tallies, actors)."""
+def _run(options: pipeline.PrepareOptions, concurrency: int, outputs: pipeline.StagedOutputs) -> None:
+    """The Ray steps of ``run_on_ray``: fit (or load), encode, write; ``outputs`` staged before the store commits."""
     manifest = options.manifest()
     check = ManifestCheck(manifest, str(options.corpus))
-    concurrency = _concurrency(options.threads)
     with _ordered():
         docs = assign_splits(read_corpus(options.corpus), manifest)
         if options.fit is not None:
@@ -301,8 +304,8 @@ def _run(options: pipeline.PrepareOptions):
             tok = pipeline.fit_from_table(options, trainer, table)
         else:
             tok = options.load_tokenizer()
-        tallies = write_store(encode(docs, tok, concurrency=concurrency), options, tok, check=check)
-    return tok, tallies, concurrency
+        write_store(encode(docs, tok, concurrency=concurrency), options, tok, check=check,
+                    before_commit=lambda tallies: outputs.stage(tok, tallies))
 
 
 def run_on_ray(options: pipeline.PrepareOptions) -> pipeline.PrepareResult:
@@ -320,8 +323,13 @@ def run_on_ray(options: pipeline.PrepareOptions) -> pipeline.PrepareResult:
         ray.init(address=options.ray_address, include_dashboard=False, logging_level="ERROR",
                  log_to_driver=False, configure_logging=False)
     failure = None
+    outputs = None
     try:
-        tok, tallies, concurrency = _run(options)
+        concurrency = _concurrency(options.threads)
+        # tokenizer.json and report.json are staged before the store is renamed into place and renamed
+        # after it, as the local executor does: a run that fails anywhere leaves --out as it was.
+        with pipeline.StagedOutputs(options, threads=concurrency) as outputs:
+            _run(options, concurrency, outputs)
     except Exception as exc:
         inner = _unwrapped(exc)
         if inner is None or inner is exc:
@@ -334,7 +342,7 @@ def run_on_ray(options: pipeline.PrepareOptions) -> pipeline.PrepareResult:
             ray.shutdown()
     if failure is not None:
         raise failure
-    return pipeline.finish_report(options, tok, tallies, threads=concurrency)
+    return outputs.result
 
 
 def prepare_on_ray(corpus_path=None, splits_path=None, out_dir="out", **options) -> pipeline.PrepareResult:

@@ -20,18 +20,19 @@ corpus larger than memory fits:
    chunk's offsets (``chunk_tally``). The store appears atomically. With a tokenizer file there is
    nothing to fit, so one pass does it all and the manifest is checked before the store is committed.
 
-Peak memory: a few chunks per thread plus the type table and O(documents) id sets; never the
-corpus. One continuous ``.txt`` file is one document per partition and is read whole.
+The local executor lives in ``engine.local``, the report and ``--out`` handling in
+``engine.outputs``, the Ray executor in ``engine.distributed``.
+
+Peak memory: a few chunks per thread plus the type table and 16 bytes per document (id hashes of
+the reader's and the store writer's uniqueness checks; an explicit manifest also holds its ids); never the corpus. A document
+longer than a span (``engine.tokenizers.streaming``) is read once, encoded span by span and
+written as one row. One continuous ``.txt`` file is one document per partition and is read whole.
 Output is byte-identical for every thread count: chunk boundaries depend on the documents only.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -39,25 +40,21 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from engine.corpus import (
-    PARTITIONS, CorpusPartitions, Document, ManifestCheck, Partition, ReadReport, SplitManifest, is_continuous_text,
-    open_corpus, read_text_file,
+    PARTITIONS, CorpusPartitions, Document, Partition, ReadReport, SplitManifest, check_columns_apply,
+    is_continuous_text, open_corpus,
 )
-from engine.corpus import check_columns_apply
 from engine.corpus.readers import INVALID_UTF8_POLICIES, TEXT_COLUMN
-from engine.errors import ConfigurationError, CorpusError, TokenizerError
-from engine.parallel import OrderedPool, count_types, encode_lock, resolve_threads
+from engine.errors import ConfigurationError, CorpusError
+from engine.outputs import PrepareResult, StagedOutputs, check_out_dir, finish_report  # re-exported, see __all__
+from engine.parallel import resolve_threads
 from engine.progress import Progress
-from engine.testhook import stop_point
 from engine.store import TokenStore
-from engine.store.layout import source_digest
-from engine.store.writer import check_replaceable
-from engine.tokenizers.base import (
-    FitOptions, Tokenizer, Trainer, UnknownInputError, fittable_kinds, load_tokenizer, tokenizer_from_json, trainer_for,
-)
+from engine.tokenizers.base import FitOptions, Tokenizer, Trainer, fittable_kinds, load_tokenizer, trainer_for
 
 __all__ = [
     "prepare", "run", "PrepareOptions", "PrepareResult", "EXECUTORS", "default_corpus_paths", "iter_corpus_batches",
-    "window_counts", "chunk_tally", "Chunker", "finish_report", "PartitionTally", "open_store_writer",
+    "window_counts", "chunk_tally", "Chunker", "finish_report", "PartitionTally", "open_store_writer", "StagedOutputs",
+    "run_local",
 ]
 
 ENCODE_CHUNK_DOCUMENTS = 2048
@@ -73,18 +70,6 @@ READ_BATCH_CHARS = 1 << 20
 EXECUTORS = ("local", "ray")
 # The unknown token of kinds that have one: prepare never stops on an unseen word.
 UNKNOWN_TOKEN = "<unk>"
-# report.json's first key; reports written before it existed are recognised by REPORT_KEYS.
-REPORT_FORMAT = "engine.report"
-REPORT_KEYS = ("corpus", "splits", "store", "tokenizer", "context_length", "stride", "threads", "partitions")
-
-
-@dataclass(frozen=True)
-class PrepareResult:
-    out_dir: Path
-    store_path: Path
-    tokenizer_path: Path
-    report_path: Path
-    report: dict
 
 
 def default_corpus_paths() -> tuple[Path, Path]:
@@ -278,167 +263,27 @@ def chunk_tally(offsets: np.ndarray, characters: int, options: PrepareOptions) -
     return tally
 
 
-@dataclass
 class PartitionTally:
-    """What the report says about one partition, summed chunk by chunk."""
+    """What the report says about one partition (``KEYS``, each an int), summed chunk by chunk."""
 
-    documents: int = 0
-    characters: int = 0
-    tokens: int = 0
-    windows: int = 0
-    incomplete_tails: int = 0
-    tail_tokens: int = 0
-    short_documents: int = 0
+    KEYS = ("documents", "characters", "tokens", "windows", "incomplete_tails", "tail_tokens", "short_documents")
+
+    def __init__(self) -> None:
+        self.__dict__.update(dict.fromkeys(self.KEYS, 0))
+
+    def __repr__(self) -> str:
+        return f"PartitionTally({', '.join(f'{k}={v}' for k, v in vars(self).items())})"
 
     def add(self, other: dict[str, int]) -> None:
         for key, value in other.items():
             setattr(self, key, getattr(self, key) + value)
 
 
-def open_store_writer(path: Path, tok: Tokenizer, *, resume: bool = False):
-    """The store writer both executors use: fixed row-group and file sizes."""
+def open_store_writer(path: Path, tok: Tokenizer, *, resume: bool = False, check_unique: bool = True):
+    """The store writer both executors use: fixed row-group and file sizes (``check_unique=False``
+    where the corpus readers already checked every id)."""
     return TokenStore.writer(path, tok, row_group_size=STORE_ROW_GROUP_ROWS, max_rows_per_file=STORE_FILE_ROWS,
-                             resume=resume)
-
-
-def window_warnings(tallies: dict[Partition, PartitionTally], context_length: int) -> list[str]:
-    """One line per partition whose documents give no complete window, or hold short documents."""
-    warnings = []
-    for part in PARTITIONS:
-        tally = tallies[part]
-        if tally.documents and not tally.windows:
-            warnings.append(f"{part.value}: no complete window: all {tally.documents:,} document(s) are shorter than "
-                            f"T + 1 = {context_length + 1:,} tokens (use a smaller --context)")
-        elif tally.short_documents:
-            warnings.append(f"{part.value}: {tally.short_documents:,} of {tally.documents:,} document(s) are shorter "
-                            f"than T + 1 = {context_length + 1:,} tokens and give no complete window")
-    return warnings
-
-
-def _is_engine_report(obj: Any) -> bool:
-    if not isinstance(obj, dict):
-        return False
-    if "format" in obj:
-        return obj["format"] == REPORT_FORMAT
-    partitions, tokenizer = obj.get("partitions"), obj.get("tokenizer")
-    return (all(key in obj for key in REPORT_KEYS) and isinstance(partitions, dict)
-            and set(partitions) == {p.value for p in PARTITIONS} and isinstance(tokenizer, dict)
-            and isinstance(tokenizer.get("hash"), str))
-
-
-def check_out_dir(options: PrepareOptions) -> None:
-    """Before anything is read: ``--out`` holds nothing engine did not write where outputs go.
-
-    ``tokenizer.json`` must be an engine tokenizer file (format and content hash), ``report.json``
-    an engine report, ``store`` an engine token store (``check_replaceable``); else the error names
-    the file. Leftover staged outputs of dead runs are removed."""
-    out = options.out_dir
-    if out.exists() and not out.is_dir():
-        raise ConfigurationError(f"{out}: --out exists and is not a folder")
-    tokenizer_path, report_path = out / "tokenizer.json", out / "report.json"
-    if tokenizer_path.exists() or tokenizer_path.is_symlink():
-        try:
-            if tokenizer_path.is_symlink():
-                raise OSError("a symbolic link")
-            tokenizer_from_json(json.loads(tokenizer_path.read_text(encoding="utf-8")), str(tokenizer_path))
-        except (OSError, ValueError, TokenizerError) as exc:
-            raise ConfigurationError(f"{tokenizer_path}: exists and is not an engine tokenizer file "
-                                     f"({type(exc).__name__}); refusing to overwrite it (move it or choose another --out)"
-                                     ) from None
-    if report_path.exists() or report_path.is_symlink():
-        try:
-            ours = not report_path.is_symlink() and _is_engine_report(json.loads(report_path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            ours = False
-        if not ours:
-            raise ConfigurationError(f"{report_path}: exists and is not an engine report; refusing to overwrite it "
-                                     "(move it or choose another --out)")
-    check_replaceable(options.store_path)
-    if out.is_dir():
-        for stale in list(out.glob(".tokenizer.json.staged-*")) + list(out.glob(".report.json.staged-*")):
-            if not _pid_alive(stale.name.rsplit("-", 1)[-1]):
-                stale.unlink(missing_ok=True)
-
-
-def _pid_alive(text: str) -> bool:
-    try:
-        os.kill(int(text), 0)
-    except (ValueError, OverflowError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def stage_outputs(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], *,
-                  threads: int, seconds: dict[str, float] | None = None, read: ReadReport | None = None,
-                  resume: dict | None = None) -> tuple[PrepareResult, list[tuple[Path, Path]]]:
-    """Write ``tokenizer.json`` and ``report.json`` to hidden temporaries in ``--out`` (see
-    ``finish_report``); returns the result and the (temporary, final) pairs ``commit_outputs`` renames."""
-    out_dir = options.out_dir
-    tokenizer_path, report_path = out_dir / "tokenizer.json", out_dir / "report.json"
-    staged_tokenizer = out_dir / f".tokenizer.json.staged-{os.getpid()}"
-    staged_report = out_dir / f".report.json.staged-{os.getpid()}"
-    staged = [(staged_tokenizer, tokenizer_path), (staged_report, report_path)]
-    try:
-        tok.save(staged_tokenizer)
-        report = _report(options, tok, tallies, tokenizer_path, threads=threads, seconds=seconds, read=read,
-                         resume=resume)
-        staged_report.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    except BaseException:
-        drop_staged(staged)
-        raise
-    return PrepareResult(out_dir, options.store_path, tokenizer_path, report_path, report), staged
-
-
-def commit_outputs(staged: list[tuple[Path, Path]]) -> None:
-    for tmp, final in staged:
-        os.replace(tmp, final)
-
-
-def drop_staged(staged: list[tuple[Path, Path]]) -> None:
-    for tmp, _ in staged:
-        tmp.unlink(missing_ok=True)
-
-
-def finish_report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], *,
-                  threads: int, seconds: dict[str, float] | None = None, read: ReadReport | None = None,
-                  resume: dict | None = None) -> PrepareResult:
-    """Save the tokenizer beside the store and write ``report.json`` (staged, then renamed).
-
-    ``read`` (what the corpus reader counted: skipped lines and documents, replaced or dropped
-    invalid UTF-8, made ids) goes to ``report["read"]``; ``report["warnings"]`` names partitions
-    without complete windows and short documents.
-    """
-    result, staged = stage_outputs(options, tok, tallies, threads=threads, seconds=seconds, read=read, resume=resume)
-    try:
-        commit_outputs(staged)
-    except BaseException:
-        drop_staged(staged)
-        raise
-    return result
-
-
-def _report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], tokenizer_path: Path,
-            *, threads: int, seconds: dict[str, float] | None, read: ReadReport | None, resume: dict | None) -> dict:
-    report: dict[str, Any] = {
-        "format": REPORT_FORMAT,
-        "corpus": str(options.corpus),
-        "splits": str(options.splits) if options.splits is not None else None,
-        "store": str(options.store_path),
-        "tokenizer": {"kind": tok.kind, "path": str(tokenizer_path), "hash": tok.hash, "vocab_size": tok.vocab_size,
-                      "bos_id": tok.bos_id, "eos_id": tok.eos_id, "notes": list(tok.notes)},
-        "context_length": options.context_length,
-        "stride": options.stride,
-        "threads": threads,
-        "partitions": {p.value: vars(tallies[p]).copy() for p in PARTITIONS},
-        "read": read.to_dict() if read is not None else None,
-        "warnings": window_warnings(tallies, options.context_length),
-        "seconds": {k: round(v, 3) for k, v in (seconds or {}).items()},
-    }
-    if resume is not None:
-        report["resume"] = resume
-    return report
+                             resume=resume, check_unique=check_unique)
 
 
 def fit_from_table(options: PrepareOptions, trainer: Trainer, table) -> Tokenizer:
@@ -495,213 +340,8 @@ def run(options: PrepareOptions) -> PrepareResult:
     return run_local(options)
 
 
-class _Source:
-    """The documents of a run, batch by batch, each with its partition (and the manifest's check)."""
-
-    def __init__(self, options: PrepareOptions):
-        self.options = options
-        self.check: ManifestCheck | None = None
-        self.reads = [ReadReport()]  # what each pass read; the report keeps the last (every pass reads it all)
-        if options.continuous:
-            text = read_text_file(options.corpus, on_invalid_utf8=options.on_invalid_utf8, report=self.reads[0])
-            parts = CorpusPartitions.from_text(text, options.train_fraction, name=options.corpus.stem)
-            self.documents = [doc for part in PARTITIONS for doc in parts.documents(part)]
-            self.assign = {doc.id: part for part in PARTITIONS for doc in parts.documents(part)}.__getitem__
-        else:
-            self.manifest = options.manifest()
-            self.check = ManifestCheck(self.manifest, str(options.corpus))
-            self.assign = self.check.partition_of
-
-    def batches(self) -> Iterator[list[Document]]:
-        if self.options.continuous:
-            return iter([self.documents])
-        self.reads.append(ReadReport())
-        return iter_corpus_batches(self.options.corpus, on_invalid_utf8=self.options.on_invalid_utf8,
-                                   skip_bad_lines=self.options.skip_bad_lines, text_column=self.options.text_column,
-                                   id_column=self.options.id_column, report=self.reads[-1])
-
-    def checked(self) -> None:
-        """After a full pass: the manifest's rules hold; later passes need no second check."""
-        if self.check is not None:
-            self.check.finish()
-            self.check = None
-            self.assign = self.manifest.partition_of
-
-
 def run_local(options: PrepareOptions) -> PrepareResult:
-    """The local executor: two streaming passes on ``threads`` threads (see the module docstring)."""
-    started = time.perf_counter()
-    threads = resolve_threads(options.threads)
-    source = _Source(options)
-    total_documents = None
-    if options.fit is not None:
-        trainer = options.trainer()
-        seen = 0
+    """The local executor (``engine.local.run_local``): two streaming passes on threads."""
+    from engine.local import run_local as local
 
-        def train_texts() -> Iterator[list[str]]:
-            nonlocal seen
-            with Progress(f"pass 1: reading, counting train for {options.tokenizer}", quiet=options.quiet) as bar:
-                for batch in source.batches():
-                    texts = [d.text for d in batch if source.assign(d.id) is Partition.TRAIN]
-                    seen += len(batch)
-                    bar.update(len(batch), sum(len(d.text) for d in batch))
-                    stop_point("read")
-                    yield texts
-
-        table = count_types(trainer, train_texts(), threads)
-        source.checked()  # the manifest first: a wrong manifest is named, not an empty training text
-        tok = fit_from_table(options, trainer, table)
-        stop_point("fitted")
-        total_documents = seen
-    else:
-        tok = options.load_tokenizer()
-    fitted = time.perf_counter()
-    tallies = {p: PartitionTally() for p in PARTITIONS}
-    results: list[PrepareResult] = []
-    staged: list[tuple[Path, Path]] = []
-
-    def before_commit(resume: dict | None) -> None:
-        # tokenizer.json and report.json are staged before the store is renamed into place, and
-        # renamed after it: a failure on the way leaves --out as it was.
-        seconds = {"fit": fitted - started, "encode": time.perf_counter() - fitted}
-        result, files = stage_outputs(options, tok, tallies, threads=threads, seconds=seconds, read=source.reads[-1],
-                                      resume=resume)
-        results.append(result)
-        staged.extend(files)
-
-    try:
-        _encode_and_write(tok, source, tallies, options, threads, total_documents, before_commit)
-        commit_outputs(staged)
-        stop_point("stored")
-    except BaseException:
-        drop_staged(staged)
-        raise
-    return results[0]
-
-
-def _resumed_mismatch(writer, source: _Source) -> str | None:
-    """Why the files kept from an interrupted run are not this corpus's (None: they are).
-
-    Reads the corpus up to the kept documents of every partition and compares, file by file, the
-    sha256 over its documents' ``source_digest`` (ids and text) with what the interrupted run recorded.
-    """
-    rows = writer.max_rows_per_file
-    kept = {p: writer.resumed_sources(p) for p in PARTITIONS}
-    wanted = {p: len(kept[p]) * rows for p in PARTITIONS}
-    for part in PARTITIONS:
-        if None in kept[part]:
-            index = kept[part].index(None)
-            return (f"{part.value} file part-{index:05d}.parquet has no record of the documents it was encoded from")
-    seen = dict.fromkeys(PARTITIONS, 0)
-    digests: dict[Partition, list[str]] = {p: [] for p in PARTITIONS}
-    hashers = {p: hashlib.sha256() for p in PARTITIONS}
-    if source.options.continuous:
-        assign = source.assign
-    else:
-        def assign(doc_id: str) -> Partition | None:
-            try:
-                return source.manifest.partition_of(doc_id)
-            except CorpusError:
-                return None
-    for batch in source.batches():
-        for doc in batch:
-            part = assign(doc.id)
-            if part is None or seen[part] >= wanted[part]:
-                continue
-            hashers[part].update(source_digest(doc.id, doc.text))
-            seen[part] += 1
-            if seen[part] % rows == 0:
-                digests[part].append(hashers[part].hexdigest())
-                hashers[part] = hashlib.sha256()
-        if all(seen[p] >= wanted[p] for p in PARTITIONS):
-            break
-    for part in PARTITIONS:
-        for index, expected in enumerate(kept[part]):
-            if index >= len(digests[part]):
-                return (f"the corpus has {seen[part]:,} {part.value} document(s), fewer than the "
-                        f"{wanted[part]:,} kept from the interrupted run")
-            if digests[part][index] != expected:
-                return (f"{part.value} file part-{index:05d}.parquet was encoded from other documents "
-                        "(their ids or text differ from this corpus)")
-    return None
-
-
-def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, PartitionTally],
-                      options: PrepareOptions, threads: int, total: int | None, before_commit=None) -> dict | None:
-    """Pass 2: chunks of each partition -> encode on ``threads`` threads -> row groups, in order.
-
-    With ``resume``, the first ``writer.resumed[p]`` documents of each partition are already in
-    the store: they are counted (characters here, tokens and windows from the kept files) and skipped.
-    """
-    lock = encode_lock(tok)
-    skip = dict.fromkeys(PARTITIONS, 0)
-
-    def chunks() -> Iterator[tuple[Partition, list[Document]]]:
-        chunker = Chunker()
-        for batch in source.batches():
-            for doc in batch:
-                part = source.assign(doc.id)
-                if part is None:
-                    continue  # forgotten by the manifest: named by ``source.checked``
-                if skip[part]:
-                    skip[part] -= 1
-                    tallies[part].add({"documents": 1, "characters": len(doc.text)})
-                    continue
-                chunk = chunker.add(part, doc, len(doc.text))
-                if chunk is not None:
-                    yield part, chunk
-        yield from chunker.rest()
-
-    def encode(item: tuple[Partition, list[Document]]):
-        return encode_only(item) + ([source_digest(d.id, d.text) for d in item[1]],)
-
-    def encode_only(item: tuple[Partition, list[Document]]):
-        part, docs = item
-        ids = [d.id for d in docs]
-        texts = [d.text for d in docs]
-        try:
-            if lock is None:
-                values, offsets = tok.encode_documents(texts, ids)
-            else:
-                with lock:
-                    values, offsets = tok.encode_documents(texts, ids)
-        except UnknownInputError as exc:
-            raise exc.in_partition(part.value) from None
-        tally = chunk_tally(offsets, sum(len(t) for t in texts), options)
-        return part, ids, values, offsets, tally, sum(len(t.encode("utf-8")) for t in texts)
-
-    resume = None
-    with open_store_writer(options.store_path, tok, resume=options.resume) as writer:
-        if options.resume:
-            why = _resumed_mismatch(writer, source) if any(writer.resumed.values()) else None
-            if why is not None:
-                writer.start_fresh()
-                resume = {"kept": None, "started_afresh": why}
-                message = f"resume: starting afresh: {why}"
-            else:
-                resume = {"kept": {p.value: {"files": len(writer.resumed_sources(p)), "documents": writer.resumed[p]}
-                                   for p in PARTITIONS}}
-                message = "resume: kept " + ", ".join(
-                    f"{len(writer.resumed_sources(p)):,} files ({writer.resumed[p]:,} documents) of {p.value}"
-                    for p in PARTITIONS)
-            if why is not None or any(writer.resumed.values()):
-                print(message, file=sys.stderr, flush=True)
-        with Progress(f"pass 2: encoding on {threads} threads", total=total, quiet=options.quiet) as bar:
-            for part in PARTITIONS:
-                lengths = writer.resumed_lengths(part)
-                if lengths.size:
-                    skip[part] = int(lengths.size)
-                    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
-                    np.cumsum(lengths, out=offsets[1:])
-                    tallies[part].add({"tokens": int(offsets[-1]),
-                                       **window_counts(offsets, options.context_length, options.stride)})
-                    bar.update(int(lengths.size))
-            for part, ids, values, offsets, tally, nbytes, sources in OrderedPool(encode, threads).map(chunks()):
-                writer.write_chunk(part, ids, values, offsets, sources=sources)
-                tallies[part].add(tally)
-                bar.update(len(ids), nbytes)
-                stop_point("chunk")
-            source.checked()  # a tokenizer file: one pass, so the manifest is checked before the commit
-        if before_commit is not None:
-            before_commit(resume)
-    return resume
+    return local(options)

@@ -38,3 +38,16 @@ class ByteIdsTokenizer(Tokenizer):
     @classmethod
     def _from_payload(cls, payload):
         return cls(payload["salt"])
+
+
+def fail_saves_into(monkeypatch, folder) -> None:
+    """Make ``Tokenizer.save`` fail (disk full) for files right in ``folder`` (``OUT/tokenizer.json`` and its
+    staged temporary), not for the store's own copy."""
+    real_save = Tokenizer.save
+
+    def save(self, path):
+        if path.parent == folder:
+            raise OSError(28, "No space left on device (injected)")
+        return real_save(self, path)
+
+    monkeypatch.setattr(Tokenizer, "save", save)

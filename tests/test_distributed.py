@@ -137,3 +137,18 @@ def test_worker_errors_come_back_as_engine_errors(tmp_path):
                                              r"refitting use --tokenizer byte-bpe, which encodes any text$"):
         prepare_on_ray(src, splits, tmp_path / "o", tokenizer="char", quiet=True)
     assert not (tmp_path / "o" / "store").exists()
+
+
+def test_a_failed_tokenizer_write_on_ray_changes_nothing(tmp_path, monkeypatch):
+    from tests.fakes import fail_saves_into
+
+    corpus_path, splits_path = default_corpus_paths()
+    out = tmp_path / "out"
+    prepare_on_ray(corpus_path, splits_path, out, tokenizer="char", context_length=8, quiet=True)
+    before = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    fail_saves_into(monkeypatch, out)
+    with pytest.raises(OSError, match="injected"):  # another tokenizer: every output would change
+        prepare_on_ray(corpus_path, splits_path, out, tokenizer="word", context_length=4, quiet=True)
+    after = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert after == before
+    assert sorted(p.name for p in out.iterdir()) == ["report.json", "store", "tokenizer.json"]

@@ -1,13 +1,15 @@
 """engine prepare --out DIR replaces only what engine wrote there, and a failed run changes nothing."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
 
 from engine.cli import main
 from engine.pipeline import prepare
-from engine.tokenizers.base import Tokenizer
+from tests.fakes import fail_saves_into
 
 
 def run_prepare(out, *extra):
@@ -93,14 +95,7 @@ def test_a_failed_tokenizer_write_changes_nothing(tmp_path, monkeypatch):
     out = tmp_path / "out"
     assert run_prepare(out).exit_code == 0
     before = snapshot(out)
-    real_save = Tokenizer.save
-
-    def save(self, path):
-        if path.parent == out:  # OUT/tokenizer.json (or its staged temporary), not the store's copy
-            raise OSError(28, "No space left on device (injected)")
-        return real_save(self, path)
-
-    monkeypatch.setattr(Tokenizer, "save", save)
+    fail_saves_into(monkeypatch, out)
     with pytest.raises(OSError, match="injected"):  # a different tokenizer: every output would change
         prepare(None, None, out, tokenizer="word", context_length=4, threads=1, quiet=True)
     assert snapshot(out) == before
@@ -114,3 +109,40 @@ def test_a_leftover_old_store_is_removed(tmp_path):
     (out / ".store.old-99999999" / "_engine.json").write_text("{}")
     assert run_prepare(out).exit_code == 0
     assert sorted(p.name for p in out.iterdir()) == ["report.json", "store", "tokenizer.json"]
+
+
+def leftovers_of(out, pid):
+    """What a run with ``pid`` leaves in ``out`` when it is killed at any stage."""
+    (out / f".report.json.staged-{pid}").write_text("{}")
+    (out / f".tokenizer.json.staged-{pid}").write_text("{}")
+    (out / f"..tokenizer.json.staged-{pid}.k3x9_q.tmp").write_text("{")  # killed inside Tokenizer.save
+    for folder in (f".store.old-{pid}", f".store.tmp-{pid}"):
+        (out / folder).mkdir()
+        (out / folder / "_engine.json").write_text("{}")
+    return {f".report.json.staged-{pid}", f".tokenizer.json.staged-{pid}", f"..tokenizer.json.staged-{pid}.k3x9_q.tmp",
+            f".store.old-{pid}", f".store.tmp-{pid}"}
+
+
+def test_leftovers_of_killed_runs_are_removed_but_not_those_of_a_live_run(tmp_path):
+    out = tmp_path / "out"
+    assert run_prepare(out).exit_code == 0
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        dead_files = leftovers_of(out, finished.pid)
+        live_files = leftovers_of(out, live.pid)
+        (out / "store.lock").write_text(str(live.pid))  # the live run is writing the store
+        result = run_prepare(out)
+        assert result.exit_code == 2 and "store.lock" in result.output
+        names = {p.name for p in out.iterdir()}
+        # The dead run's staged outputs are gone; its store leftovers wait for the lock (the live run's
+        # store folders are only touched by whoever holds the lock); the live run's files all stay.
+        assert names == {"report.json", "store", "tokenizer.json", "store.lock", f".store.old-{finished.pid}",
+                         f".store.tmp-{finished.pid}"} | live_files
+    finally:
+        live.kill()
+        live.wait()
+    assert run_prepare(out).exit_code == 0  # the live run died: everything it left is stale now
+    assert sorted(p.name for p in out.iterdir()) == ["report.json", "store", "tokenizer.json"]
+    assert dead_files.isdisjoint(p.name for p in out.iterdir())

@@ -53,6 +53,11 @@ def interrupt_after(monkeypatch, chunks: int):
                     monkeypatch.setattr(TokenStoreWriter, "abort", real_abort))
 
 
+def resume_lines(err: str) -> str:
+    """The ``resume:`` lines of stderr (the progress lines of a run without --quiet left out)."""
+    return "".join(line + "\n" for line in err.splitlines() if line.startswith("resume:"))
+
+
 def manifest(out):
     return json.loads((out / "store" / "_engine.json").read_text())
 
@@ -145,8 +150,8 @@ def test_ctrl_c_keeps_finished_files_and_resume_says_what_it_kept(tmp_path, monk
                                              for v in recorded.values())
     capsys.readouterr()
 
-    resumed = prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=True)
-    err = capsys.readouterr().err
+    resumed = prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=False)
+    err = resume_lines(capsys.readouterr().err)
     assert err == ("resume: kept 6 files (24 documents) of train, 0 files (0 documents) of validation, "
                    "0 files (0 documents) of test\n")
     assert resumed.report["resume"] == {"kept": {"train": {"files": 6, "documents": 24},
@@ -176,9 +181,9 @@ def test_resume_on_a_changed_corpus_starts_afresh_and_says_why(tmp_path, monkeyp
     real_write = TokenStoreWriter.write_chunk
     monkeypatch.setattr(TokenStoreWriter, "write_chunk",
                         lambda self, part, ids, *a, **k: (written.extend(ids), real_write(self, part, ids, *a, **k)))
-    resumed = prepare(corpus_b, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=True)
+    resumed = prepare(corpus_b, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=False)
     why = "train file part-00000.parquet was encoded from other documents (their ids or text differ from this corpus)"
-    assert capsys.readouterr().err == f"resume: starting afresh: {why}\n"
+    assert resume_lines(capsys.readouterr().err) == f"resume: starting afresh: {why}\n"
     assert resumed.report["resume"] == {"kept": None, "started_afresh": why}
     assert manifest(out) == manifest(tmp_path / "fresh")
     assert resumed.report["partitions"] == fresh_b.report["partitions"]
@@ -187,17 +192,32 @@ def test_resume_on_a_changed_corpus_starts_afresh_and_says_why(tmp_path, monkeyp
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
 
 
-def test_resume_refuses_files_without_a_record_of_their_documents(tmp_path, monkeypatch, small_files, capsys):
+@pytest.fixture
+def interrupted(tmp_path, monkeypatch, small_files):
+    """(corpus, splits, out) of a run stopped by Ctrl-C after 11 chunks."""
     corpus, splits = default_corpus_paths()
     out = tmp_path / "out"
     restore = interrupt_with_ctrl_c_after(monkeypatch, 11)
     with pytest.raises(KeyboardInterrupt):
         prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, quiet=True)
     restore()
+    return corpus, splits, out
+
+
+def test_resume_refuses_files_without_a_record_of_their_documents(interrupted, capsys):
+    corpus, splits, out = interrupted
     leftover = next(p for p in out.iterdir() if p.name.startswith(".store.tmp-"))
     (leftover / "_resume.json").unlink()  # e.g. left by a writer that was not given the documents
     capsys.readouterr()
-    resumed = prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=True)
+    resumed = prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=False)
     why = "train file part-00000.parquet has no record of the documents it was encoded from"
-    assert capsys.readouterr().err == f"resume: starting afresh: {why}\n"
+    assert resume_lines(capsys.readouterr().err) == f"resume: starting afresh: {why}\n"
     assert resumed.report["resume"] == {"kept": None, "started_afresh": why}
+
+
+def test_quiet_resume_prints_nothing(interrupted, capsys):
+    corpus, splits, out = interrupted
+    capsys.readouterr()
+    resumed = prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=True)
+    assert capsys.readouterr().err == ""
+    assert resumed.report["resume"]["kept"]["train"] == {"files": 6, "documents": 24}

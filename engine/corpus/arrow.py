@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Iterator
 
 from engine.corpus.documents import (
-    ID_COLUMN, PARQUET_BATCH_SIZE, TEXT_COLUMN, Document, ReadReport, _check_columns, _id_not_utf8, _IdRegistry,
-    _is_hidden, made_id,
+    ID_COLUMN, PARQUET_BATCH_SIZE, TEXT_COLUMN, Document, ReadReport, _check_columns, _id_not_utf8, _is_hidden,
+    made_id, unique_ids,
 )
 from engine.errors import CorpusError
 
@@ -69,16 +69,22 @@ def iter_parquet_batches(
     every file must lack it. Nulls, empty ids and duplicate ids raise ``CorpusError`` naming the file
     and the 0-based row inside that file.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     _check_columns(text_column, id_column)
     path = Path(path)
     report = report if report is not None else ReadReport()
     report.source = str(path)
     report.text_column, report.id_column = text_column, id_column or ID_COLUMN
+    yield from unique_ids(lambda counts: _arrow_records(path, batch_size, text_column, id_column, counts), report,
+                          str(path), batched=True)
+
+
+def _arrow_records(path: Path, batch_size: int, text_column: str, id_column: str | None,
+                   report: ReadReport) -> Iterator[list[tuple[Document, str]]]:
+    """``iter_parquet_batches``'s batches, each document with its file and row, before the duplicate check."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     id_name = id_column or ID_COLUMN
-    ids = _IdRegistry()
     made: bool | None = None  # decided by the first file
     files = _parquet_files(path)
     for file in files:
@@ -117,8 +123,7 @@ def iter_parquet_batches(
                     raise CorpusError(f"{where}: null {'id' if doc_id is None else 'text'} (expected a string)")
                 if not doc_id:
                     raise CorpusError(f'{where}: empty "id" (expected a non-empty string)')
-                ids.add(doc_id, str(path), f"{file.name} row {row}")
-                docs.append(Document(doc_id, text))
+                docs.append((Document(doc_id, text), f"{file.name} row {row}"))
                 row += 1
             report.documents += len(docs)
             report.made_ids = made

@@ -10,11 +10,14 @@ same rules.
 from __future__ import annotations
 
 import codecs
+import itertools
 import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Iterator
 
+from engine.corpus.unique import SeenIds, find_duplicate
 from engine.errors import ConfigurationError, CorpusError
 
 INVALID_UTF8_POLICIES = ("error", "replace", "skip")
@@ -196,6 +199,8 @@ def made_id(name: str, row: int) -> str:
 
 
 def _id_not_utf8(doc_id: str) -> UnicodeEncodeError | None:
+    if doc_id.isascii():  # O(1), and no UTF-8 copy of a long text
+        return None
     try:
         doc_id.encode("utf-8")
         return None
@@ -203,17 +208,30 @@ def _id_not_utf8(doc_id: str) -> UnicodeEncodeError | None:
         return exc
 
 
-class _IdRegistry:
-    """Remembers where each id was first seen, to name both places of a duplicate."""
+def unique_ids(records: Callable[[ReadReport], Iterator], report: ReadReport, where: str, *,
+               batched: bool = False) -> Iterator:
+    """The documents of ``records(report)`` (``(Document, place)`` pairs, or lists of them if
+    ``batched``), checked for duplicate ids in 8 bytes per id (``SeenIds``). A duplicate names both
+    places: the records are read again (``records(ReadReport())``) to find them, which also tells a
+    shared hash of two different ids (no error) from a duplicate."""
+    seen = SeenIds()
 
-    def __init__(self) -> None:
-        self._seen: dict[str, str] = {}
+    def check(suspects: list[int]) -> None:
+        again = (pair for item in records(ReadReport()) for pair in (item if batched else (item,)))
+        found = find_duplicate(((doc.id, place) for doc, place in itertools.islice(again, len(seen))), suspects)
+        if found is not None:
+            doc_id, first, place = found
+            raise CorpusError(f"{where}: duplicate id {doc_id!r} at {place} (first seen at {first}); ids must be unique")
 
-    def add(self, doc_id: str, where: str, what: str) -> None:
-        first = self._seen.get(doc_id)
-        if first is not None:
-            raise CorpusError(f"{where}: duplicate id {doc_id!r} at {what} (first seen at {first}); ids must be unique")
-        self._seen[doc_id] = what
+    for item in records(report):
+        pairs = item if batched else (item,)
+        suspects = seen.add_many(doc.id for doc, _ in pairs)
+        if suspects:
+            check(suspects)
+        yield [doc for doc, _ in pairs] if batched else item[0]
+    suspects = seen.finish()
+    if suspects:
+        check(suspects)
 
 
 def _is_hidden(relative: Path) -> bool:

@@ -34,7 +34,7 @@ from typing import Iterable, Iterator
 from engine.corpus.arrow import ARROW_SUFFIXES, iter_parquet, iter_parquet_batches
 from engine.corpus.documents import (
     ID_COLUMN, INVALID_UTF8_POLICIES, PARQUET_BATCH_SIZE, TEXT_COLUMN, Document, ReadReport,
-    _apply_policy, _check_columns, _check_policy, _decode, _id_not_utf8, _IdRegistry, _is_hidden, _SURROGATE,
+    _apply_policy, _check_columns, _check_policy, _decode, _id_not_utf8, _is_hidden, _SURROGATE, unique_ids,
     decode_counting, made_id,
 )
 from engine.errors import ConfigurationError, CorpusError
@@ -89,26 +89,40 @@ def iter_jsonl(
     report = report if report is not None else ReadReport()
     report.source = str(path)
     report.text_column, report.id_column = text_column, id_column or ID_COLUMN
-    ids = _IdRegistry()
+
+    def records(counts: ReadReport) -> Iterator[tuple[Document, str]]:
+        return _jsonl_records(path, on_invalid_utf8, skip_bad_lines, text_column, id_column, counts)
+
+    yield from unique_ids(records, report, str(path))
+
+
+def _jsonl_records(path: Path, on_invalid_utf8: str, skip_bad_lines: bool, text_column: str, id_column: str | None,
+                   report: ReadReport) -> Iterator[tuple[Document, str]]:
+    """``iter_jsonl``'s documents, each with its line (``"line N"``), before the duplicate check."""
     columns = _JsonColumns(text_column, id_column, path.name)
     try:
         fh = open(path, "rb")
     except OSError as exc:
         raise CorpusError(f"{path}: cannot read corpus file: {exc.strerror}") from None
     with fh:
-        offset = 0
-        for lineno, raw in enumerate(fh, start=1):
+        offset = lineno = 0
+        # No enumerate, and each line's bytes and str are dropped once used: a long line is held
+        # once as its text while the consumer works on it, not three times.
+        for raw in fh:
+            lineno += 1
             line_start, offset = offset, offset + len(raw)
-            if not raw.strip():
+            if not raw[:64].strip() and not raw.strip():  # no copy of a long line that is not blank
                 report.blank_lines += 1
                 continue
             where = f"{path}:{lineno}"
             before = (report.replaced_invalid_utf8, report.replaced_sequences)
             line = _decode(raw, where=where, base_offset=line_start, policy=on_invalid_utf8, report=report)
+            del raw
             if line is None:
                 continue
             try:
-                doc_id, text = columns.parse(line.rstrip("\r\n"), where, lineno)
+                doc_id, text = columns.parse(line, where, lineno)  # JSON ignores the trailing \r\n
+                del line
                 fixed = _fix_surrogates(doc_id, text, where=where, policy=on_invalid_utf8, report=report)
             except CorpusError as exc:
                 if not skip_bad_lines:
@@ -120,10 +134,9 @@ def iter_jsonl(
             if fixed is None:
                 continue
             doc_id, text = fixed
-            ids.add(doc_id, str(path), f"line {lineno}")
             report.documents += 1
             report.made_ids = columns.made
-            yield Document(doc_id, text)
+            yield Document(doc_id, text), f"line {lineno}"
 
 
 def _no_repeated_keys(pairs: list[tuple[str, object]]) -> dict:
@@ -180,6 +193,7 @@ def _parse_jsonl_object(line: str, where: str, expected: str) -> dict:
     try:
         obj = json.loads(line, strict=False, object_pairs_hook=_no_repeated_keys)
     except json.JSONDecodeError as exc:
+        exc = _error_without_newline(line) or exc  # columns as on the line itself, not past its end
         raise CorpusError(f"{where}: malformed JSON ({exc.msg} at column {exc.colno}); expected one object per line") from None
     except _RepeatedKey as exc:
         raise CorpusError(f'{where}: key "{exc.args[0]}" appears twice in one object; expected each key once') from None
@@ -190,6 +204,17 @@ def _parse_jsonl_object(line: str, where: str, expected: str) -> dict:
     if not isinstance(obj, dict):
         raise CorpusError(f"{where}: expected a JSON object {expected}, got {type(obj).__name__}")
     return obj
+
+
+def _error_without_newline(line: str) -> json.JSONDecodeError | None:
+    """The JSON error of ``line`` without its line ending (a line is parsed with it, to spare a copy)."""
+    try:
+        json.loads(line.rstrip("\r\n"), strict=False)
+    except json.JSONDecodeError as exc:
+        return exc
+    except (ValueError, RecursionError):
+        return None
+    return None
 
 
 def _fix_surrogates(doc_id: str, text: str, *, where: str, policy: str,
@@ -241,8 +266,14 @@ def iter_folder(
             full = Path(dirpath) / name
             if not name.startswith(".") and full.is_file():
                 relative.append(full.relative_to(root).as_posix())
-    ids = _IdRegistry()
-    for rel in sorted(relative):
+    yield from unique_ids(lambda counts: _folder_records(root, sorted(relative), on_invalid_utf8, counts), report,
+                          str(root))
+
+
+def _folder_records(root: Path, relative: list[str], on_invalid_utf8: str,
+                    report: ReadReport) -> Iterator[tuple[Document, str]]:
+    """``iter_folder``'s documents, each with its file, before the duplicate check."""
+    for rel in relative:
         file = root / rel
         doc_id = _folder_id(rel, root, on_invalid_utf8, report)
         if doc_id is None:
@@ -257,9 +288,8 @@ def iter_folder(
             continue
         if doc_id != rel and report.replaced_invalid_utf8 > before[0]:
             report.replaced_invalid_utf8 -= 1  # name and contents replaced: one document
-        ids.add(doc_id, str(root), repr(os.fsencode(rel)) if doc_id != rel else doc_id)
         report.documents += 1
-        yield Document(doc_id, text)
+        yield Document(doc_id, text), repr(os.fsencode(rel)) if doc_id != rel else doc_id
 
 
 def _folder_id(rel: str, root: Path, policy: str, report: ReadReport) -> str | None:

@@ -17,6 +17,7 @@ from engine.errors import StoreError
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "MANIFEST_NAME", "TOKENIZER_NAME", "ROW_GROUP_SIZE", "CHUNK_DOCUMENTS", "TOKENS_TYPE",
     "EncodedDocument", "store_partition", "split_dir", "sha256_file", "fsync", "RESUME_NAME", "source_digest",
+    "utf8_length",
 ]
 
 FORMAT = "engine.token_store"
@@ -47,14 +48,25 @@ def sha256_file(path: Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
+# Long texts are encoded to UTF-8 this many characters at a time (no copy of a whole long document).
+TEXT_SLICE = 1 << 20
+
+
+def utf8_length(text: str) -> int:
+    """Bytes of ``text`` in UTF-8 (lone surrogates as three bytes each), without encoding it whole."""
+    if text.isascii():
+        return len(text)
+    return sum(len(text[i:i + TEXT_SLICE].encode("utf-8", "surrogatepass")) for i in range(0, len(text), TEXT_SLICE))
+
+
 def source_digest(doc_id: str, text: str) -> bytes:
     """sha256 of one source document (id and text, each length-prefixed): what a store file's
     ``source_sha256`` (sha256 over its documents' digests, in row order) is made of."""
     h = hashlib.sha256()
     for part in (doc_id, text):
-        data = part.encode("utf-8", "surrogatepass")
-        h.update(len(data).to_bytes(8, "little"))
-        h.update(data)
+        h.update(utf8_length(part).to_bytes(8, "little"))
+        for i in range(0, len(part), TEXT_SLICE):
+            h.update(part[i:i + TEXT_SLICE].encode("utf-8", "surrogatepass"))
     return h.digest()
 
 

@@ -8,13 +8,14 @@ from pathlib import Path
 
 from engine.errors import StoreError
 
-__all__ = ["WriterLock"]
+__all__ = ["WriterLock", "pid_alive"]
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one owned by another user counts)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:  # exists, owned by someone else
         return True
@@ -50,7 +51,7 @@ class WriterLock:
                 holder = self._holder()
                 if holder is None:
                     continue
-                if holder <= 0 or not _pid_alive(holder):
+                if holder <= 0 or not pid_alive(holder):
                     # Stale: its writer died. Re-read right before removing, so a fresh lock survives.
                     if self._holder() == holder:
                         self.path.unlink(missing_ok=True)
@@ -70,7 +71,7 @@ class WriterLock:
         """Drafts ``.DIR.lock.<pid>`` that killed writers left behind (their pid is gone)."""
         for draft in self.path.parent.glob(f".{self.path.name}.*"):
             pid = draft.name.rsplit(".", 1)[-1]
-            if draft != mine and pid.isdigit() and not _pid_alive(int(pid)):
+            if draft != mine and pid.isdigit() and not pid_alive(int(pid)):
                 draft.unlink(missing_ok=True)
 
     def release(self) -> None:

@@ -88,17 +88,19 @@ class TokenStore:
     @staticmethod
     def writer(path: str | os.PathLike, tokenizer, *, overwrite: bool = True, row_group_size: int = ROW_GROUP_SIZE,
                max_rows_per_file: int | None = None, chunk_documents: int = CHUNK_DOCUMENTS,
-               wait: bool = False, timeout: float = 600.0, resume: bool = False) -> TokenStoreWriter:
+               wait: bool = False, timeout: float = 600.0, resume: bool = False,
+               check_unique: bool = True) -> TokenStoreWriter:
         """A ``TokenStoreWriter`` for ``path`` (use it in a ``with`` block).
 
         ``resume=True`` (needs ``max_rows_per_file``) continues the temporary store an interrupted
         writer left behind, if it used the same tokenizer: its complete files are kept,
         ``writer.resumed[partition]`` says how many documents of each partition they hold, and the
         caller writes the rest. Written the same way, the result equals a fresh run's store.
+        ``check_unique=False``: the caller has checked the ids unique (``prepare`` does, reading).
         """
         return TokenStoreWriter(path, tokenizer, overwrite=overwrite, row_group_size=row_group_size,
                                 max_rows_per_file=max_rows_per_file, chunk_documents=chunk_documents,
-                                wait=wait, timeout=timeout, resume=resume)
+                                wait=wait, timeout=timeout, resume=resume, check_unique=check_unique)
 
     @classmethod
     def write(cls, path: str | os.PathLike, encoded_partitions: Mapping[Partition | str, Iterable[EncodedDocument]],

@@ -9,6 +9,10 @@ complete files an interrupted writer of the same tokenizer left behind. Given ea
 records per finished file the sha256 of its source documents, so a resumed run can prove the kept
 files belong to its corpus (``resumed_sources``) or drop them (``start_fresh``). An interrupt
 (KeyboardInterrupt) keeps the finished files for ``resume``; any other exception removes them.
+Resuming and suspending live in ``engine.store.resume``, what may be replaced in
+``engine.store.ownership``. Ids are checked unique in 8 bytes per id (``engine.corpus.unique``); a
+duplicate is named by reading the written ids back (the finished files, and the ids of each split's
+open file, which the writer keeps: with ``max_rows_per_file`` at most that many per split).
 """
 
 from __future__ import annotations
@@ -25,69 +29,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.corpus import PARTITIONS, Partition
+from engine.corpus.unique import SeenIds, find_duplicate
 from engine.errors import StoreError
 from engine.store.layout import (
     CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, RESUME_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
     EncodedDocument, fsync, sha256_file, split_dir, store_partition,
 )
 from engine.store.lock import WriterLock
+from engine.store.ownership import check_replaceable
+from engine.store.resume import ResumableWriter
 from engine.testhook import stop_point
 
 __all__ = ["TokenStoreWriter", "check_replaceable"]
-
-
-def _manifest_files(manifest) -> set[str] | str:
-    """The file names a store manifest lists, or why it is not an engine store manifest."""
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        return f'no "format": "{FORMAT}"'
-    if manifest.get("format_version") != FORMAT_VERSION or isinstance(manifest.get("format_version"), bool):
-        return f"format_version {manifest.get('format_version')!r}, expected {FORMAT_VERSION}"
-    tokenizer, splits = manifest.get("tokenizer"), manifest.get("splits")
-    if not isinstance(tokenizer, dict) or not isinstance(tokenizer.get("hash"), str):
-        return "no tokenizer hash"
-    if not isinstance(splits, dict) or set(splits) != {p.value for p in PARTITIONS}:
-        return "its splits are not train, validation and test"
-    names: set[str] = set()
-    for part in PARTITIONS:
-        files = splits[part.value].get("files") if isinstance(splits[part.value], dict) else None
-        if not isinstance(files, list):
-            return f"split {part.value} lists no files"
-        for entry in files:
-            name = entry.get("name") if isinstance(entry, dict) else None
-            if not isinstance(name, str) or not name.startswith(f"{split_dir(part)}/part-") or "/" in name[len(split_dir(part)) + 1:]:
-                return f"split {part.value} lists a file named {name!r}"
-            names.add(name)
-    return names
-
-
-def check_replaceable(path: str | os.PathLike) -> None:
-    """StoreError unless ``path`` is absent, an empty folder, or provably an engine token store: a
-    valid ``_engine.json`` and nothing but the files it lists, ``_tokenizer.json`` and split folders."""
-    path = Path(path)
-    if not path.exists() and not path.is_symlink():
-        return
-    if path.is_symlink() or not path.is_dir():
-        raise StoreError(f"{path}: exists and is not a token store (no {MANIFEST_NAME}); refusing to replace it")
-    if not any(path.iterdir()):
-        return
-    manifest_file = path / MANIFEST_NAME
-    if manifest_file.is_symlink() or not manifest_file.is_file():
-        raise StoreError(f"{path}: exists and is not a token store (no {MANIFEST_NAME}); refusing to replace it")
-    try:
-        listed = _manifest_files(json.loads(manifest_file.read_text(encoding="utf-8")))
-    except (OSError, ValueError) as exc:
-        listed = f"unreadable JSON ({type(exc).__name__})"
-    if isinstance(listed, str):
-        raise StoreError(f"{manifest_file}: not a valid engine store manifest ({listed}); refusing to replace {path}")
-    folders = {split_dir(p) for p in PARTITIONS}
-    for item in sorted(path.rglob("*")):
-        name = item.relative_to(path).as_posix()
-        if name in folders and item.is_dir() and not item.is_symlink():
-            continue
-        if (name in listed or name in (MANIFEST_NAME, TOKENIZER_NAME)) and item.is_file() and not item.is_symlink():
-            continue
-        raise StoreError(f"{item}: not part of the token store at {path} (its {MANIFEST_NAME} does not list it); "
-                         f"refusing to replace {path}")
 
 
 class _SplitOutput:
@@ -105,12 +58,13 @@ class _SplitOutput:
         self.resumed_lengths = np.empty(0, dtype=np.int64)  # token counts of documents kept on resume
         self.sources: list[str | None] = []  # per finished file: sha256 of its source documents, None if unknown
         self.hasher: "hashlib._Hash | None" = None  # the current file's, None once a chunk came without sources
+        self.file_ids: list[pa.Array] = []  # ids in the current file (it cannot be read back while open)
 
     def current_name(self) -> str:
         return f"{split_dir(self.partition)}/part-{len(self.files):05d}.parquet"
 
 
-class TokenStoreWriter:
+class TokenStoreWriter(ResumableWriter):
     """Context manager that streams encoded documents into a new store at ``path``.
 
     ``write_chunk`` / ``write_documents`` append rows to Parquet row groups as they come. On a
@@ -120,7 +74,7 @@ class TokenStoreWriter:
     def __init__(self, path: str | os.PathLike, tokenizer, *, overwrite: bool = True,
                  row_group_size: int = ROW_GROUP_SIZE, max_rows_per_file: int | None = None,
                  chunk_documents: int = CHUNK_DOCUMENTS, wait: bool = False, timeout: float = 600.0,
-                 resume: bool = False):
+                 resume: bool = False, check_unique: bool = True):
         self.path = Path(path).absolute()
         if not all(hasattr(tokenizer, name) for name in ("bos_id", "eos_id", "hash", "save")):
             raise StoreError(f"{self.path}: tokenizer is {type(tokenizer).__name__}, expected an engine Tokenizer")
@@ -150,7 +104,9 @@ class TokenStoreWriter:
         self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
         self._lock = WriterLock(self.path, wait=wait, timeout=timeout)
         self._outputs = {p: _SplitOutput(p) for p in PARTITIONS}
-        self._ids: dict[str, Partition] = {}
+        self._seen = SeenIds()  # 8 bytes per id written; duplicates are named by reading the ids back
+        # False: the caller checked the ids unique already (prepare's corpus readers check every id).
+        self.check_unique = bool(check_unique)
         self._active = False
         if resume and max_rows_per_file is None:
             raise StoreError(
@@ -160,10 +116,6 @@ class TokenStoreWriter:
         self.resume = bool(resume)
         # Documents per partition kept from an interrupted run (resume=True); 0 when starting afresh.
         self.resumed: dict[Partition, int] = {p: 0 for p in PARTITIONS}
-
-    def resumed_lengths(self, partition: Partition | str) -> np.ndarray:
-        """Token counts (int64) of the documents of ``partition`` kept from an interrupted run."""
-        return self._outputs[store_partition(partition)].resumed_lengths
 
     def __enter__(self) -> "TokenStoreWriter":
         self.open()
@@ -177,24 +129,6 @@ class TokenStoreWriter:
         else:
             self.abort()
         return False
-
-    def resumed_sources(self, partition: Partition | str) -> list[str | None]:
-        """Per file kept from an interrupted run, in order: the sha256 over its documents'
-        ``source_digest`` (None where the interrupted writer was not given them)."""
-        return list(self._outputs[store_partition(partition)].sources)
-
-    def start_fresh(self) -> None:
-        """Drop every file kept from an interrupted run (before anything new is written)."""
-        self._check_active()
-        for part, out in self._outputs.items():
-            if out.writer is not None or out.pending_rows or (out.documents != self.resumed[part]):
-                raise StoreError(f"{self.path}: start_fresh() must come before any document is written")
-            for name, _ in out.files:
-                (self.tmp / name).unlink()
-            self._outputs[part] = _SplitOutput(part)
-            self.resumed[part] = 0
-        self._ids.clear()
-        self._save_resume_state()
 
     def open(self) -> None:
         """Take the lock, check what ``path`` holds now, start the temporary directory."""
@@ -227,60 +161,6 @@ class TokenStoreWriter:
             self._lock.release()
             raise
         self._active = True
-
-    def _resumable(self, leftover: Path) -> bool:
-        """A leftover temporary store can be continued iff it was started with this same tokenizer."""
-        from engine.tokenizers.base import load_tokenizer
-        from engine.errors import TokenizerError
-
-        try:
-            return load_tokenizer(leftover / TOKENIZER_NAME).hash == self.tokenizer.hash
-        except TokenizerError:
-            return False
-
-    def _restore_finished_files(self) -> None:
-        """Keep each split's leading run of complete files (footer readable, ``max_rows_per_file`` rows
-        or fewer only if last); delete the rest. Restores counts and ids so writing continues after them."""
-        try:
-            recorded = json.loads((self.tmp / RESUME_NAME).read_text(encoding="utf-8"))["files"]
-            if not isinstance(recorded, dict):
-                recorded = {}
-        except (OSError, ValueError, KeyError, TypeError):
-            recorded = {}
-        for part in PARTITIONS:
-            out = self._outputs[part]
-            directory = self.tmp / split_dir(part)
-            directory.mkdir(exist_ok=True)
-            names = sorted(f.name for f in directory.glob("part-*.parquet"))
-            keep = True
-            for index, name in enumerate(names):
-                file = directory / name
-                if keep and name == f"part-{index:05d}.parquet":
-                    try:
-                        table = pq.read_table(file)
-                    except (pa.ArrowException, OSError):
-                        table = None
-                    if (table is not None and table.schema.equals(self.schema, check_metadata=False)
-                            and table.num_rows == self.max_rows_per_file):
-                        ids = table.column("id").to_pylist()
-                        self._ids.update(dict.fromkeys(ids, part))
-                        out.files.append((f"{split_dir(part)}/{name}", table.num_rows))
-                        entry = recorded.get(f"{split_dir(part)}/{name}")
-                        digest = entry.get("source_sha256") if isinstance(entry, dict) else None
-                        rows_ok = isinstance(entry, dict) and entry.get("rows") == table.num_rows
-                        out.sources.append(digest if isinstance(digest, str) and rows_ok else None)
-                        out.documents += table.num_rows
-                        tokens = table.column("tokens").combine_chunks()
-                        out.tokens += int(len(tokens.values))
-                        out.resumed_lengths = np.concatenate(
-                            [out.resumed_lengths, np.diff(tokens.offsets.to_numpy()).astype(np.int64)])
-                        continue
-                keep = False
-                file.unlink()
-            for partial in directory.glob("*"):
-                if partial.name not in {n.rsplit("/", 1)[-1] for n, _ in out.files}:
-                    partial.unlink()
-            self.resumed[part] = out.documents
 
     def _check_active(self) -> None:
         if not self._active:
@@ -317,13 +197,7 @@ class TokenStoreWriter:
                         f"{exc.start}; expected a valid UTF-8 string"
                     ) from None
         self._check_arrays(part, ids, values, offsets)
-        fresh = dict.fromkeys(ids, part)
-        clash = next((d for d in ids if d in self._ids), None) if len(fresh) == len(ids) else None
-        if len(fresh) != len(ids) or clash is not None:
-            dup = clash if clash is not None else next(d for i, d in enumerate(ids) if ids.index(d) != i)
-            where = self._ids.get(dup, part).value
-            raise StoreError(f"duplicate document id {dup!r} (in {where} and {part.value}); ids must be unique in a store")
-        self._ids.update(fresh)
+        self._check_unique(part, ids, ids)
         table = pa.Table.from_arrays(
             [pa.array(ids, type=pa.string()), pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))],
             schema=self.schema,
@@ -332,6 +206,33 @@ class TokenStoreWriter:
         self._append(out, table, sources)
         out.documents += len(ids)
         out.tokens += int(values.shape[0])
+
+    def _check_unique(self, part: Partition, ids: list[str], chunk: Sequence[str]) -> None:
+        """Add ``ids`` (of ``part``) to the store's ids; StoreError naming a duplicate and its two splits.
+        ``chunk``: the ids being written, not in any file yet (the store's own files hold the rest)."""
+        if not self.check_unique:
+            return
+        suspects = self._seen.add_many(ids)
+        if suspects:
+            self._raise_duplicate(suspects, [(doc_id, part) for doc_id in chunk])
+
+    def _raise_duplicate(self, suspects: list[int], chunk: list[tuple[str, Partition]]) -> None:
+        """Read back the ids written (files, the open files' ids, then ``chunk``) to name the duplicate;
+        nothing if the suspects were ids that only share a hash."""
+        def written():
+            for part, out in self._outputs.items():
+                for name, _ in out.files:
+                    yield from ((doc_id, part) for doc_id in pq.read_table(self.tmp / name, columns=["id"])
+                                .column("id").to_pylist())
+                for array in out.file_ids:
+                    yield from ((doc_id, part) for doc_id in array.to_pylist())
+            yield from chunk
+
+        found = find_duplicate(written(), suspects)
+        if found is not None:
+            dup, first, again = found
+            raise StoreError(f"duplicate document id {dup!r} (in {first.value} and {again.value}); "
+                             "ids must be unique in a store")
 
     def _check_arrays(self, part: Partition, ids: list, values, offsets) -> None:
         if not isinstance(values, np.ndarray) or values.dtype != np.uint32 or values.ndim != 1:
@@ -384,6 +285,8 @@ class TokenStoreWriter:
             if self.max_rows_per_file is not None:
                 room = min(room, self.max_rows_per_file - out.rows_in_file)
             piece = table.slice(start, room)
+            if self.check_unique:
+                out.file_ids.append(piece.column("id"))
             if sources is None:
                 out.hasher = None
             elif out.hasher is not None:
@@ -421,17 +324,9 @@ class TokenStoreWriter:
         stop_point("file")
         out.files.append((out.current_name(), out.rows_in_file))
         out.sources.append(out.hasher.hexdigest() if out.hasher is not None else None)
-        out.writer, out.rows_in_file, out.hasher = None, 0, None
+        out.writer, out.rows_in_file, out.hasher, out.file_ids = None, 0, None, []
         if self.max_rows_per_file is not None:
             self._save_resume_state()
-
-    def _save_resume_state(self) -> None:
-        """``_resume.json`` in the temporary directory: every finished file's rows and source digest."""
-        files = {name: {"rows": rows, "source_sha256": digest}
-                 for out in self._outputs.values() for (name, rows), digest in zip(out.files, out.sources)}
-        tmp = self.tmp / f".{RESUME_NAME}.tmp"
-        tmp.write_text(json.dumps({"files": files}, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, self.tmp / RESUME_NAME)
 
     def write_documents(self, partition: Partition | str, documents: Iterable[EncodedDocument]) -> int:
         """Append encoded documents in chunks of ``chunk_documents``; returns how many were written."""
@@ -470,39 +365,50 @@ class TokenStoreWriter:
     def close(self) -> Path:
         """Finish every file, write the manifest last, and rename the store into place."""
         self._check_active()
+        self._end(self._commit)
+        return self.path
+
+    def _end(self, work) -> None:
+        """Run ``work`` (commit or suspend); on any failure drop everything (``abort``); then release."""
         try:
-            splits = {}
-            for part, out in self._outputs.items():
-                if out.writer is not None or not out.files:
-                    if out.writer is None:  # an empty split still gets its zero-row file
-                        out.writer = pq.ParquetWriter(self.tmp / out.current_name(), self.schema)
-                    self._finish_file(out)
-                files = []
-                for name, rows in out.files:
-                    file = self.tmp / name
-                    fsync(file)
-                    files.append({"name": name, "rows": rows, "bytes": file.stat().st_size, "sha256": sha256_file(file)})
-                splits[part.value] = {"documents": out.documents, "tokens": out.tokens, "files": files}
-            manifest = {
-                "format": FORMAT,
-                "format_version": FORMAT_VERSION,
-                "tokenizer": {"kind": self.tokenizer.kind, "hash": self.tokenizer.hash,
-                              "bos_id": self.bos_id, "eos_id": self.eos_id, "file": TOKENIZER_NAME},
-                "splits": splits,
-            }
-            (self.tmp / RESUME_NAME).unlink(missing_ok=True)
-            (self.tmp / f".{RESUME_NAME}.tmp").unlink(missing_ok=True)
-            (self.tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-            for directory in [self.tmp / split_dir(p) for p in PARTITIONS] + [self.tmp]:
-                fsync(directory)
-            stop_point("manifest")
-            self._swap_in()
+            work()
         except BaseException:
             self.abort()
             raise
         self._active = False
         self._lock.release()
-        return self.path
+
+    def _commit(self) -> None:
+        """Finish the files, write the manifest, swap the store into place."""
+        suspects = self._seen.finish()
+        if suspects:
+            self._raise_duplicate(suspects, [])
+        splits = {}
+        for part, out in self._outputs.items():
+            if out.writer is not None or not out.files:
+                if out.writer is None:  # an empty split still gets its zero-row file
+                    out.writer = pq.ParquetWriter(self.tmp / out.current_name(), self.schema)
+                self._finish_file(out)
+            files = []
+            for name, rows in out.files:
+                file = self.tmp / name
+                fsync(file)
+                files.append({"name": name, "rows": rows, "bytes": file.stat().st_size, "sha256": sha256_file(file)})
+            splits[part.value] = {"documents": out.documents, "tokens": out.tokens, "files": files}
+        manifest = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "tokenizer": {"kind": self.tokenizer.kind, "hash": self.tokenizer.hash,
+                          "bos_id": self.bos_id, "eos_id": self.eos_id, "file": TOKENIZER_NAME},
+            "splits": splits,
+        }
+        (self.tmp / RESUME_NAME).unlink(missing_ok=True)
+        (self.tmp / f".{RESUME_NAME}.tmp").unlink(missing_ok=True)
+        (self.tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        for directory in [self.tmp / split_dir(p) for p in PARTITIONS] + [self.tmp]:
+            fsync(directory)
+        stop_point("manifest")
+        self._swap_in()
 
     def _swap_in(self) -> None:
         if self.path.exists():
@@ -519,34 +425,22 @@ class TokenStoreWriter:
             os.rename(self.tmp, self.path)
         fsync(self.path.parent)
 
-    def suspend(self) -> None:
-        """Interrupted: keep the finished files (and ``_resume.json``) in the temporary directory for a
-        later ``resume=True`` writer; drop the file being written; ``path`` keeps what it held before."""
-        try:
-            for out in self._outputs.values():
-                if out.writer is not None:
-                    try:
-                        out.writer.close()
-                    except Exception:  # already failing: the short file goes below
-                        pass
-                    (self.tmp / out.current_name()).unlink(missing_ok=True)
-                    out.writer = None
-            self._save_resume_state()
-        except BaseException:
-            self.abort()
-            raise
-        self._active = False
-        self._lock.release()
-
-    def abort(self) -> None:
-        """Drop everything written so far; ``path`` keeps what it held before."""
+    def _close_open_files(self, *, drop: bool) -> None:
+        """Close every file being written (already failing: errors closing it are moot); ``drop``
+        removes them (the temporary directory's finished files stay)."""
         for out in self._outputs.values():
             if out.writer is not None:
                 try:
                     out.writer.close()
-                except Exception:  # already failing: the temporary directory goes anyway
+                except Exception:
                     pass
+                if drop:
+                    (self.tmp / out.current_name()).unlink(missing_ok=True)
                 out.writer = None
+
+    def abort(self) -> None:
+        """Drop everything written so far; ``path`` keeps what it held before."""
+        self._close_open_files(drop=False)
         shutil.rmtree(self.tmp, ignore_errors=True)
         if self._active:
             self._active = False

@@ -116,12 +116,14 @@ class Tokenizer(ABC):
         return out
 
     def encode_documents(
-        self, texts: Sequence[str], document_ids: Sequence[str] | None = None
+        self, texts: Sequence[str], document_ids: Sequence[str] | None = None, *, progress=None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Encode many documents at once: ``(values uint32, offsets int64)``, each one wrapped.
 
         ``offsets`` has ``len(texts) + 1`` entries starting at 0; document ``i`` is
-        ``values[offsets[i]:offsets[i+1]]``. Subclasses may override with a kernel.
+        ``values[offsets[i]:offsets[i+1]]``. Subclasses may override with a kernel; the engine's
+        kinds encode a long document span by span (``engine.tokenizers.streaming``) and call
+        ``progress(nbytes)`` after each span.
         """
         texts, document_ids = check_texts(texts, document_ids, self.kind)
         parts = []

@@ -43,6 +43,7 @@ from engine.tokenizers.char import (
     raise_unknown_in_documents,
     symbol_table,
 )
+from engine.tokenizers.streaming import WordSplitSpans, encode_streaming, word_split_text_span
 from engine.tokenizers.word import WordAnalysis, analyse_words, count_word_types
 
 __all__ = ["BpeTrainer", "BpeTokenizer", "fit_tokenizer"]
@@ -100,6 +101,12 @@ class BpeTrainer:
         if self.level == "byte":
             return self._byte_level().train(texts)
         return self._train_words(analyse_words(texts))
+
+    def span(self, window: str, pos: int, final: bool) -> tuple[int, str]:
+        """Where a long training text may be cut (``engine.tokenizers.streaming``)."""
+        if self.level == "byte":
+            return self._byte_level().span(window, pos, final)
+        return word_split_text_span(window, pos, final)
 
     def count_types(self, texts: Sequence[str]) -> tuple[list, np.ndarray]:
         """Distinct words of a batch (first appearance) with int64 counts; see ``train_from_counts``."""
@@ -170,7 +177,7 @@ def train_on_words(
 
 
 @register_tokenizer
-class BpeTokenizer(Tokenizer):
+class BpeTokenizer(WordSplitSpans, Tokenizer):
     """Character-level BPE: ``merges`` (left, right) in training order, ``history`` (k, tokens)."""
 
     kind = "bpe"
@@ -217,7 +224,7 @@ class BpeTokenizer(Tokenizer):
     def vocab_size(self) -> int:
         return SPECIALS + len(self.pieces)
 
-    def _encode_many(self, texts, document_ids, *, wrap: bool):
+    def _encode_many(self, texts, document_ids, *, wrap: bool, shift: int = 0):
         """One kernel call: split, merge each distinct word once per call, write the ids."""
         texts = texts if isinstance(texts, list) else list(texts)
         cps, bounds = join_documents(texts)
@@ -227,16 +234,17 @@ class BpeTokenizer(Tokenizer):
             cps, bounds, char_classes(), self._char_table, *self._merge_table, self._left, self._right, self._made,
             self._priorities, WORD_CACHE_SLOTS, SPECIALS, self.bos_id, self.eos_id, wrap, out, offsets)
         if unknown >= 0:
-            raise_unknown_in_documents(texts, document_ids, bounds, unknown, self.kind, "training characters")
+            raise_unknown_in_documents(texts, document_ids, bounds, unknown, self.kind, "training characters", shift)
         return out[:count], offsets
 
     def _encode(self, text: str, document_id: str | None) -> np.ndarray:
         values, _ = self._encode_many([text], None if document_id is None else [document_id], wrap=False)
         return values
 
-    def encode_documents(self, texts, document_ids=None):
+    def encode_documents(self, texts, document_ids=None, *, progress=None):
         texts, document_ids = check_texts(texts, document_ids, self.kind)
-        return self._encode_many(texts, document_ids, wrap=True)
+        return encode_streaming(self, texts, document_ids,
+                                lambda part, ids: self._encode_many(part, ids, wrap=True), progress)
 
     def decode(self, ids) -> str:
         return "".join(self._texts[check_ids(ids, self.vocab_size, self.kind)])

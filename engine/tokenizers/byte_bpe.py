@@ -31,6 +31,7 @@ from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.base import (MAX_VOCAB_SIZE, FitOptions, Tokenizer, _iter_texts, check_ids, check_special_ids,
                                    check_texts, register_tokenizer)
 from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
+from engine.tokenizers.streaming import byte_level_span, byte_level_text_span, encode_streaming
 from engine.tokenizers.unicode_tables import code_point_classes
 
 __all__ = ["ByteBpeTokenizer", "ByteBpeTrainer", "bytes_to_unicode"]
@@ -136,7 +137,7 @@ class ByteBpeTokenizer(Tokenizer):
                     if a is not None and b is not None:
                         lefts.append(a), rights.append(b), merged.append(i), priorities.append(i)
         entries = [np.asarray(column, dtype=np.int64) for column in (lefts, rights, merged, priorities)]
-        # (keys, heads, nexts, lefts, rights, made, priorities): a pair merges by its first entry.
+        # (pairs, nexts, lefts, rights, made, priorities): a pair merges by its first entry.
         self._merge_table = (*build_pair_table(entries[0], entries[1]), *entries)
         self._byte_ids = byte_ids
         lengths = np.zeros(size, dtype=np.int64)
@@ -207,10 +208,22 @@ class ByteBpeTokenizer(Tokenizer):
         return out
 
     def encode_documents(self, texts: Sequence[str], document_ids: Sequence[str] | None = None,
-                         *, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """``(values uint32, offsets int64)`` of the wrapped documents ``[BOS, ids..., EOS]``."""
+                         *, threads: int = 1, progress=None) -> tuple[np.ndarray, np.ndarray]:
+        """``(values uint32, offsets int64)`` of the wrapped documents ``[BOS, ids..., EOS]``; a long
+        document is encoded span by span (``engine.tokenizers.streaming``; ``progress(nbytes)`` per span)."""
         texts, document_ids = check_texts(texts, document_ids, self.kind)
-        texts = list(texts)
+        return encode_streaming(self, list(texts), document_ids,
+                                lambda part, ids: self._encode_wrapped(part, ids, threads), progress)
+
+    def _span(self, window: str, pos: int, document_id: str | None, final: bool):
+        """(characters of ``window`` to encode on their own, their UTF-8 bytes); see ``streaming``."""
+        return byte_level_span(window, pos, document_id, final, self._pattern_code)
+
+    def _encode_span(self, data: np.ndarray, document_id: str | None, pos: int) -> tuple[np.ndarray, int]:
+        ids, _ = self._run(data, np.array([0, data.shape[0]], dtype=np.int64), False)
+        return ids.copy(), int(data.shape[0])
+
+    def _encode_wrapped(self, texts: list[str], document_ids, threads: int) -> tuple[np.ndarray, np.ndarray]:
         results = self._encode_chunks(texts, document_ids, threads, True)
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
         at, base = 0, 0
@@ -328,6 +341,10 @@ class ByteBpeTrainer:
                 batch, size = [], 0
         counts.add(batch)
         return counts
+
+    def span(self, window: str, pos: int, final: bool) -> tuple[int, str]:
+        """Where a long training text may be cut (``engine.tokenizers.streaming``)."""
+        return byte_level_text_span(window, pos, final, pattern_code(self.pattern))
 
     def count_types(self, texts: Sequence[str]) -> tuple[list[bytes], np.ndarray]:
         """Distinct pieces of one batch (``bytes``, first appearance) and their int64 counts."""

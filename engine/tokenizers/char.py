@@ -26,6 +26,7 @@ from engine.tokenizers.base import (
     check_texts,
     register_tokenizer,
 )
+from engine.tokenizers.streaming import any_place_span, encode_streaming
 
 __all__ = ["CharTokenizer", "CharTrainer", "unknown_character_error", "symbol_table", "check_alphabet"]
 
@@ -37,11 +38,12 @@ def describe_character(ch: str) -> str:
 
 
 def unknown_character_error(
-    text: str, offset: int, document_id: str | None, kind: str, vocabulary: str
+    text: str, offset: int, document_id: str | None, kind: str, vocabulary: str, shift: int = 0
 ) -> UnknownInputError:
-    """The error for a character ``kind`` cannot encode: what, which document, which offset."""
-    return UnknownInputError.build(f"character {describe_character(text[offset])} at offset {offset}", document_id,
-                                   kind, f"one of its {vocabulary}", "refit on text that contains it")
+    """The error for a character ``kind`` cannot encode: what, which document, which offset
+    (``text[offset]``, at ``shift + offset`` in its document)."""
+    return UnknownInputError.build(f"character {describe_character(text[offset])} at offset {shift + offset}",
+                                   document_id, kind, f"one of its {vocabulary}", "refit on text that contains it")
 
 
 def symbol_table(alphabet_cps: np.ndarray, first_id: int) -> np.ndarray:
@@ -72,11 +74,12 @@ def join_documents(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return code_points("".join(texts)), bounds
 
 
-def raise_unknown_in_documents(texts, document_ids, bounds, position, kind, vocabulary):
-    """Turn a position in the joined text into the error of its document."""
+def raise_unknown_in_documents(texts, document_ids, bounds, position, kind, vocabulary, shift: int = 0):
+    """Turn a position in the joined text into the error of its document (``shift``: the offset of a
+    span of a long document in it)."""
     doc = int(np.searchsorted(bounds, position, side="right") - 1)
     doc_id = None if document_ids is None else document_ids[doc]
-    raise unknown_character_error(texts[doc], int(position - bounds[doc]), doc_id, kind, vocabulary)
+    raise unknown_character_error(texts[doc], int(position - bounds[doc]), doc_id, kind, vocabulary, shift)
 
 
 @register_tokenizer
@@ -116,8 +119,20 @@ class CharTokenizer(Tokenizer):
             raise unknown_character_error(text, first_unknown, document_id, self.kind, "training characters")
         return ids.astype(np.uint32)
 
-    def encode_documents(self, texts, document_ids=None):
+    def encode_documents(self, texts, document_ids=None, *, progress=None):
         texts, document_ids = check_texts(texts, document_ids, self.kind)
+        return encode_streaming(self, texts, document_ids, self._encode_wrapped, progress)
+
+    def _span(self, window: str, pos: int, document_id: str | None, final: bool):
+        return len(window), window  # every character is a token: any place is safe
+
+    def _encode_span(self, span: str, document_id: str | None, pos: int) -> tuple[np.ndarray, int]:
+        ids, first_unknown = map_symbols(code_points(span), self._table)
+        if first_unknown >= 0:
+            raise unknown_character_error(span, first_unknown, document_id, self.kind, "training characters", pos)
+        return ids.astype(np.uint32), len(span.encode("utf-8", "surrogatepass"))
+
+    def _encode_wrapped(self, texts, document_ids):
         cps, bounds = join_documents(texts)
         ids, first_unknown = map_symbols(cps, self._table)
         if first_unknown >= 0:
@@ -153,6 +168,8 @@ class CharTokenizer(Tokenizer):
 
 class CharTrainer:
     """Fits ``CharTokenizer`` from batches: types are the distinct characters, counts their occurrences."""
+
+    span = staticmethod(any_place_span)  # a long training text may be cut anywhere
 
     def count_types(self, texts) -> tuple[list[str], np.ndarray]:
         distinct, counts = np.unique(code_points("".join(texts)), return_counts=True)

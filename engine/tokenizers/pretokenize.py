@@ -49,14 +49,15 @@ def pattern_code(pattern: str) -> int:
     return code
 
 
-def utf8_bytes(text: str, document_id: str | int | None = None, what: str = "document") -> bytes:
-    """UTF-8 of ``text``; a lone surrogate is a ``TokenizerError`` naming its offset (and document)."""
+def utf8_bytes(text: str, document_id: str | int | None = None, what: str = "document", *, shift: int = 0) -> bytes:
+    """UTF-8 of ``text``; a lone surrogate is a ``TokenizerError`` naming its offset (and document).
+    ``shift``: the character offset of ``text`` in its document (a span of a long one)."""
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         where = f"{what} {document_id!r}, " if document_id is not None else ""
         raise TokenizerError(
-            f"{where}character offset {exc.start}: lone surrogate U+{ord(text[exc.start]):04X} cannot be "
+            f"{where}character offset {shift + exc.start}: lone surrogate U+{ord(text[exc.start]):04X} cannot be "
             "encoded as UTF-8 (expected valid Unicode text)"
         ) from None
 

@@ -111,10 +111,14 @@ class Trainer(Protocol):
     safe on any thread, and the trainer pickles (Ray ships it to its workers). Folding the batches
     in stream order (``engine.parallel.TypeCounts``) gives the types of the whole stream, numbered
     by first appearance, with their counts. ``train_from_counts(types, counts)``: the tokenizer
-    the same trainer fits on the whole stream at once (same hash).
+    the same trainer fits on the whole stream at once (same hash). ``span(window, pos, final)``:
+    how many characters of ``window`` (at ``pos`` in a long text) may be counted on their own, and
+    that text (``engine.tokenizers.streaming``): a long document is counted span by span.
     """
 
     def count_types(self, texts: Sequence[str]) -> tuple[list, np.ndarray]: ...
+
+    def span(self, window: str, pos: int, final: bool) -> tuple[int, str]: ...
 
     def train_from_counts(self, types: Sequence, counts: np.ndarray) -> "Tokenizer": ...
 

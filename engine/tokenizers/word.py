@@ -25,17 +25,11 @@ from engine.errors import ConfigurationError, TokenizerError
 from engine.kernels.bpe_encode import scatter_documents
 from engine.kernels.wordsplit import intern_words, split_words
 from engine.tokenizers.base import (
-    FitOptions,
-    Tokenizer,
-    UnknownInputError,
-    _iter_texts,
-    check_encodable,
-    check_ids,
-    check_text,
-    check_texts,
+    FitOptions, Tokenizer, UnknownInputError, _iter_texts, check_encodable, check_ids, check_text, check_texts,
     register_tokenizer,
 )
 from engine.tokenizers.char import SPECIALS, describe_character, join_documents
+from engine.tokenizers.streaming import WordSplitSpans, encode_streaming, word_split_text_span
 
 __all__ = ["WordTokenizer", "WordTrainer", "WordAnalysis", "analyse_words", "count_word_types"]
 
@@ -92,7 +86,7 @@ def count_word_types(texts) -> tuple[list[str], np.ndarray]:
 
 
 @register_tokenizer
-class WordTokenizer(Tokenizer):
+class WordTokenizer(WordSplitSpans, Tokenizer):
     """One id per word, punctuation mark or whitespace character."""
 
     kind = "word"
@@ -119,6 +113,7 @@ class WordTokenizer(Tokenizer):
         self._texts = np.array(texts, dtype=object)
         self._alphabet: set[str] | None = None
         self.last_unknown_count = 0
+        self._unknown_total = 0
 
     @classmethod
     def fit(cls, texts: Iterable[str] | str, unknown: str | None = None) -> "WordTokenizer":
@@ -141,7 +136,8 @@ class WordTokenizer(Tokenizer):
     def vocab_size(self) -> int:
         return self._first_piece_id + len(self.pieces)
 
-    def _word_ids(self, analysis: WordAnalysis, texts: list[str], document_ids) -> tuple[np.ndarray, np.ndarray]:
+    def _word_ids(self, analysis: WordAnalysis, texts: list[str], document_ids,
+                  shift: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Id of every distinct word; unknown ones map to ``<unk>`` or raise."""
         n_words = analysis.first_piece.shape[0]
         ids = np.empty(n_words, dtype=np.uint32)
@@ -151,19 +147,19 @@ class WordTokenizer(Tokenizer):
             wid = self._id_of.get(word)
             if wid is None:
                 if self.unknown is None:
-                    self._raise_unknown(analysis, w, word, texts, document_ids)
+                    self._raise_unknown(analysis, w, word, texts, document_ids, shift)
                 wid = SPECIALS
                 unknown_count += int(analysis.counts[w])
             ids[w] = wid
         self.last_unknown_count = unknown_count
         return ids, np.arange(n_words + 1, dtype=np.int64)
 
-    def _raise_unknown(self, analysis, w, word, texts, document_ids):
+    def _raise_unknown(self, analysis, w, word, texts, document_ids, shift: int = 0):
         if self._alphabet is None:
             self._alphabet = set("".join(self.pieces))
         position = analysis.word_start(w)
         doc = int(np.searchsorted(analysis.bounds, position, side="right") - 1)
-        offset = position - int(analysis.bounds[doc])
+        offset = shift + position - int(analysis.bounds[doc])
         doc_id = None if document_ids is None else document_ids[doc]
         advice = 'build it with unknown="<unk>" to map unseen pieces'
         for k, ch in enumerate(word):
@@ -178,18 +174,23 @@ class WordTokenizer(Tokenizer):
         values, _ = self._encode_many([text], None if document_id is None else [document_id], wrap=False)
         return values
 
-    def _encode_many(self, texts, document_ids, *, wrap: bool):
+    def _encode_many(self, texts, document_ids, *, wrap: bool, shift: int = 0):
         texts = list(texts)
         analysis = analyse_words(texts)
-        word_ids, word_id_offsets = self._word_ids(analysis, texts, document_ids)
+        word_ids, word_id_offsets = self._word_ids(analysis, texts, document_ids, shift)
+        self._unknown_total += self.last_unknown_count
         return scatter_documents(
             analysis.word_of_piece, analysis.doc_piece_bounds(), word_ids, word_id_offsets,
             self.bos_id, self.eos_id, wrap,
         )
 
-    def encode_documents(self, texts, document_ids=None):
+    def encode_documents(self, texts, document_ids=None, *, progress=None):
         texts, document_ids = check_texts(texts, document_ids, self.kind)
-        return self._encode_many(texts, document_ids, wrap=True)
+        self._unknown_total = 0
+        values, offsets = encode_streaming(self, texts, document_ids,
+                                           lambda part, ids: self._encode_many(part, ids, wrap=True), progress)
+        self.last_unknown_count = self._unknown_total  # over the short documents and every span of the long ones
+        return values, offsets
 
     def count_unknown(self, text: str) -> int:
         """How many pieces of ``text`` are not in the vocabulary (each would encode as ``<unk>``)."""
@@ -225,6 +226,10 @@ class WordTrainer:
 
     def count_types(self, texts) -> tuple[list[str], np.ndarray]:
         return count_word_types(texts)
+
+    def span(self, window: str, pos: int, final: bool) -> tuple[int, str]:
+        """Where a long training text may be cut (``engine.tokenizers.streaming``)."""
+        return word_split_text_span(window, pos, final)
 
     def train_from_counts(self, types, counts) -> WordTokenizer:
         if not len(types):

@@ -1,0 +1,217 @@
+"""What ``prepare`` writes into ``--out`` besides the store, and how it keeps a user's files safe.
+
+``check_out_dir`` runs before anything is read: ``tokenizer.json``, ``report.json`` and ``store``
+must be absent or provably engine's (else the error names the file), and the staged outputs of dead
+runs are removed (a live run's stay). ``StagedOutputs`` writes ``tokenizer.json`` and
+``report.json`` to hidden temporaries while the store is still being written and renames them
+after the store is in place; on any error they are removed, so a failed run of either executor
+changes nothing in ``--out``. ``report.json`` (``_report``) holds the corpus, the tokenizer, the
+per-partition tallies, what the reader counted and the window warnings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.corpus import PARTITIONS, Partition, ReadReport
+from engine.errors import ConfigurationError, TokenizerError
+from engine.store.lock import pid_alive
+from engine.store.ownership import check_replaceable
+from engine.tokenizers.base import Tokenizer, tokenizer_from_json
+
+if TYPE_CHECKING:
+    from engine.pipeline import PartitionTally, PrepareOptions
+
+__all__ = [
+    "PrepareResult", "check_out_dir", "remove_dead_staged", "stage_outputs", "commit_outputs", "drop_staged",
+    "StagedOutputs", "finish_report", "window_warnings", "REPORT_FORMAT", "REPORT_KEYS", "STAGED_PREFIXES",
+]
+
+# report.json's first key; reports written before it existed are recognised by REPORT_KEYS.
+REPORT_FORMAT = "engine.report"
+REPORT_KEYS = ("corpus", "splits", "store", "tokenizer", "context_length", "stride", "threads", "partitions")
+
+
+@dataclass(frozen=True)
+class PrepareResult:
+    out_dir: Path
+    store_path: Path
+    tokenizer_path: Path
+    report_path: Path
+    report: dict
+
+
+
+def window_warnings(tallies: dict[Partition, PartitionTally], context_length: int) -> list[str]:
+    """One line per partition whose documents give no complete window, or hold short documents."""
+    warnings = []
+    for part in PARTITIONS:
+        tally = tallies[part]
+        if tally.documents and not tally.windows:
+            warnings.append(f"{part.value}: no complete window: all {tally.documents:,} document(s) are shorter than "
+                            f"T + 1 = {context_length + 1:,} tokens (use a smaller --context)")
+        elif tally.short_documents:
+            warnings.append(f"{part.value}: {tally.short_documents:,} of {tally.documents:,} document(s) are shorter "
+                            f"than T + 1 = {context_length + 1:,} tokens and give no complete window")
+    return warnings
+
+
+def _is_engine_report(obj: Any) -> bool:
+    if not isinstance(obj, dict):
+        return False
+    if "format" in obj:
+        return obj["format"] == REPORT_FORMAT
+    partitions, tokenizer = obj.get("partitions"), obj.get("tokenizer")
+    return (all(key in obj for key in REPORT_KEYS) and isinstance(partitions, dict)
+            and set(partitions) == {p.value for p in PARTITIONS} and isinstance(tokenizer, dict)
+            and isinstance(tokenizer.get("hash"), str))
+
+
+def check_out_dir(options: PrepareOptions) -> None:
+    """Before anything is read: ``--out`` holds nothing engine did not write where outputs go.
+
+    ``tokenizer.json`` must be an engine tokenizer file (format and content hash), ``report.json``
+    an engine report, ``store`` an engine token store (``check_replaceable``); else the error names
+    the file. Leftover staged outputs of dead runs are removed."""
+    out = options.out_dir
+    if out.exists() and not out.is_dir():
+        raise ConfigurationError(f"{out}: --out exists and is not a folder")
+    tokenizer_path, report_path = out / "tokenizer.json", out / "report.json"
+    if tokenizer_path.exists() or tokenizer_path.is_symlink():
+        try:
+            if tokenizer_path.is_symlink():
+                raise OSError("a symbolic link")
+            tokenizer_from_json(json.loads(tokenizer_path.read_text(encoding="utf-8")), str(tokenizer_path))
+        except (OSError, ValueError, TokenizerError) as exc:
+            raise ConfigurationError(f"{tokenizer_path}: exists and is not an engine tokenizer file "
+                                     f"({type(exc).__name__}); refusing to overwrite it (move it or choose another --out)"
+                                     ) from None
+    if report_path.exists() or report_path.is_symlink():
+        try:
+            ours = not report_path.is_symlink() and _is_engine_report(json.loads(report_path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            ours = False
+        if not ours:
+            raise ConfigurationError(f"{report_path}: exists and is not an engine report; refusing to overwrite it "
+                                     "(move it or choose another --out)")
+    check_replaceable(options.store_path)
+    if out.is_dir():
+        remove_dead_staged(out)
+
+
+# Staged outputs of a run with pid P: ``.NAME.staged-P`` and, killed inside ``Tokenizer.save``, its
+# temporary ``..tokenizer.json.staged-P.<random>.tmp``.
+STAGED_PREFIXES = (".tokenizer.json.staged-", ".report.json.staged-", "..tokenizer.json.staged-")
+
+
+def remove_dead_staged(out: Path) -> None:
+    """Remove the staged outputs in ``out`` of runs that are dead (a live run's stay)."""
+    for stale in out.iterdir():
+        prefix = next((p for p in STAGED_PREFIXES if stale.name.startswith(p)), None)
+        if prefix is None:
+            continue
+        pid = stale.name[len(prefix):].split(".", 1)[0]
+        if not (pid.isdigit() and pid_alive(int(pid))) and stale.is_file():
+            stale.unlink(missing_ok=True)
+
+
+def stage_outputs(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], *,
+                  threads: int, seconds: dict[str, float] | None = None, read: ReadReport | None = None,
+                  resume: dict | None = None) -> tuple[PrepareResult, list[tuple[Path, Path]]]:
+    """Write ``tokenizer.json`` and ``report.json`` to hidden temporaries in ``--out`` (see
+    ``finish_report``); returns the result and the (temporary, final) pairs ``commit_outputs`` renames."""
+    out_dir = options.out_dir
+    tokenizer_path, report_path = out_dir / "tokenizer.json", out_dir / "report.json"
+    staged_tokenizer = out_dir / f".tokenizer.json.staged-{os.getpid()}"
+    staged_report = out_dir / f".report.json.staged-{os.getpid()}"
+    staged = [(staged_tokenizer, tokenizer_path), (staged_report, report_path)]
+    try:
+        tok.save(staged_tokenizer)
+        report = _report(options, tok, tallies, tokenizer_path, threads=threads, seconds=seconds, read=read,
+                         resume=resume)
+        staged_report.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    except BaseException:
+        drop_staged(staged)
+        raise
+    return PrepareResult(out_dir, options.store_path, tokenizer_path, report_path, report), staged
+
+
+def commit_outputs(staged: list[tuple[Path, Path]]) -> None:
+    for tmp, final in staged:
+        os.replace(tmp, final)
+
+
+def drop_staged(staged: list[tuple[Path, Path]]) -> None:
+    for tmp, _ in staged:
+        tmp.unlink(missing_ok=True)
+
+
+class StagedOutputs:
+    """``tokenizer.json`` and ``report.json`` of one run, staged while the store is still being
+    written (``stage``, called before the store is renamed into place) and renamed into ``--out``
+    when the ``with`` block ends without an error; on any error (or an interrupt) they are removed,
+    so a failed run of either executor changes nothing in ``--out``."""
+
+    def __init__(self, options: PrepareOptions, *, threads: int):
+        self.options, self.threads = options, threads
+        self.result: PrepareResult | None = None
+        self.files: list[tuple[Path, Path]] = []
+
+    def stage(self, tok: Tokenizer, tallies: dict[Partition, PartitionTally], **report: Any) -> None:
+        """Write both outputs to hidden temporaries (``report``: ``seconds``, ``read``, ``resume``)."""
+        self.result, files = stage_outputs(self.options, tok, tallies, threads=self.threads, **report)
+        self.files.extend(files)
+
+    def __enter__(self) -> "StagedOutputs":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            if exc_type is None:
+                commit_outputs(self.files)
+        except BaseException:
+            drop_staged(self.files)
+            raise
+        if exc_type is not None:
+            drop_staged(self.files)
+        return False
+
+
+def finish_report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], *,
+                  threads: int, seconds: dict[str, float] | None = None, read: ReadReport | None = None,
+                  resume: dict | None = None) -> PrepareResult:
+    """Save the tokenizer beside the store and write ``report.json`` (staged, then renamed).
+
+    ``read`` (what the corpus reader counted: skipped lines and documents, replaced or dropped
+    invalid UTF-8, made ids) goes to ``report["read"]``; ``report["warnings"]`` names partitions
+    without complete windows and short documents.
+    """
+    with StagedOutputs(options, threads=threads) as outputs:
+        outputs.stage(tok, tallies, seconds=seconds, read=read, resume=resume)
+    return outputs.result
+
+
+def _report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], tokenizer_path: Path,
+            *, threads: int, seconds: dict[str, float] | None, read: ReadReport | None, resume: dict | None) -> dict:
+    report: dict[str, Any] = {
+        "format": REPORT_FORMAT,
+        "corpus": str(options.corpus),
+        "splits": str(options.splits) if options.splits is not None else None,
+        "store": str(options.store_path),
+        "tokenizer": {"kind": tok.kind, "path": str(tokenizer_path), "hash": tok.hash, "vocab_size": tok.vocab_size,
+                      "bos_id": tok.bos_id, "eos_id": tok.eos_id, "notes": list(tok.notes)},
+        "context_length": options.context_length,
+        "stride": options.stride,
+        "threads": threads,
+        "partitions": {p.value: vars(tallies[p]).copy() for p in PARTITIONS},
+        "read": read.to_dict() if read is not None else None,
+        "warnings": window_warnings(tallies, options.context_length),
+        "seconds": {k: round(v, 3) for k, v in (seconds or {}).items()},
+    }
+    if resume is not None:
+        report["resume"] = resume
+    return report

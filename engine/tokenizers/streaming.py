@@ -1,0 +1,231 @@
+"""Long documents encoded span by span: the encoder's scratch is bounded by a span, not by the document
+(what remains is the document's text and its ids, 4 bytes per token, in one growing buffer).
+
+A document longer than ``STREAM_CHARS`` characters is cut into spans that end where a piece of the
+kind's pre-tokenizer (or word split) ends for certain, whatever text follows; each span is encoded on
+its own, and the ids are exactly those of the whole document (merges never cross a piece). Each kind
+says where a window of text may be cut (``Tokenizer._span``: how many characters, 0 when the window
+holds no safe place yet) and encodes a span (``Tokenizer._encode_span``). Where a window holds no safe
+place (one piece longer than the window), the window doubles until it holds one: a single piece is
+always encoded whole, as any encoder must.
+
+Safe places:
+
+- character tokenizer: anywhere;
+- word split (word tokenizer, classic BPE): after any character that is not a word character (it is
+  a piece of its own);
+- byte-level pre-tokenizers (gpt2, cl100k, o200k): a piece end ``c`` with at least
+  ``SPAN_MARGIN_BYTES`` bytes of the window after it, where the characters on both sides of ``c``
+  belong to no common run of any pattern (``safe_piece_end``): a letter, number or other character
+  followed by a character of another of the classes letter, number, other, whitespace, except other
+  followed by ``\\r``/``\\n`` (``[\\r\\n]*`` after punctuation); marks (``\\p{M}``) and whitespace
+  before ``c`` never qualify. Every scan of the patterns that starts before ``c`` then stops within
+  three characters after it (contractions), so the pieces before ``c`` are those of the whole text.
+
+``progress(nbytes)``, if given, is called after each span with its UTF-8 size.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from engine.kernels.pretokenize import pretokenize_ends
+from engine.tokenizers.pretokenize import utf8_bytes
+from engine.tokenizers.unicode_tables import CR_LF, LETTER, LOWER, NUMBER, SPACE, UPPER, code_point_classes
+
+__all__ = [
+    "STREAM_CHARS", "SPAN_MARGIN_BYTES", "encode_streaming", "encode_long", "iter_spans", "training_batches",
+    "safe_piece_end", "byte_level_span", "byte_level_text_span", "word_split_cut", "word_split_text_span",
+    "any_place_span", "WordSplitSpans",
+]
+
+# Documents longer than this many characters are encoded span by span (spans of about this size).
+# Kernels hold ~40 bytes of scratch per character: 2M characters keep a span near 80 MB.
+STREAM_CHARS = 1 << 21
+# Bytes a byte-level window must hold after a cut: the longest look-ahead past a piece end is a
+# contraction ('re: three characters of up to four bytes).
+SPAN_MARGIN_BYTES = 16
+
+_LETTER, _NUMBER, _OTHER, _SPACE = 1, 2, 3, 4  # categories of safe_piece_end; 0: a mark (never safe)
+
+
+class _Ids:
+    """A growing uint32 buffer; ``ndarray.resize`` reallocates in place where it can (large blocks
+    are remapped, not copied), so the peak stays near the final size instead of twice it."""
+
+    def __init__(self, capacity: int):
+        self.array = np.empty(max(capacity, 16), dtype=np.uint32)
+        self.used = 0
+
+    def append(self, values: np.ndarray) -> None:
+        need = self.used + values.shape[0]
+        if need > self.array.shape[0]:
+            self.array.resize(max(need, self.array.shape[0] + self.array.shape[0] // 2), refcheck=False)
+        self.array[self.used:need] = values
+        self.used = need
+
+    def finish(self) -> np.ndarray:
+        self.array.resize(self.used, refcheck=False)
+        return self.array
+
+
+def encode_streaming(tok, texts: Sequence[str], document_ids: Sequence[str] | None,
+                     encode_short: Callable, progress: Callable[[int], None] | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, offsets)`` of the wrapped documents: runs of short documents through
+    ``encode_short(texts, ids)`` (the kind's batch kernel), each long one span by span."""
+    long = [i for i, text in enumerate(texts) if len(text) > STREAM_CHARS]
+    if not long:
+        return encode_short(texts, document_ids)
+    out = _Ids(STREAM_CHARS)
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    start = 0
+    for i in long + [len(texts)]:
+        if start < i:
+            values, short_offsets = encode_short(texts[start:i],
+                                                 None if document_ids is None else document_ids[start:i])
+            offsets[start + 1:i + 1] = short_offsets[1:] + out.used
+            out.append(values)
+        if i < len(texts):
+            out.append(np.array([tok.bos_id], dtype=np.uint32))
+            for ids in encode_long(tok, texts[i], None if document_ids is None else document_ids[i], progress):
+                out.append(ids)
+            out.append(np.array([tok.eos_id], dtype=np.uint32))
+            offsets[i + 1] = out.used
+        start = i + 1
+    return out.finish(), offsets
+
+
+def iter_spans(text: str, span: Callable) -> Iterator[tuple[int, object]]:
+    """``(character offset, span)`` of ``text`` cut by ``span(window, pos, final) -> (characters, span)``."""
+    pos, size = 0, STREAM_CHARS
+    while pos < len(text):
+        end = min(len(text), pos + max(size, 1))
+        cut, piece = span(text[pos:end], pos, end == len(text))
+        if cut <= 0:
+            size *= 2  # no safe place in the window yet: one piece is longer than it
+            continue
+        yield pos, piece
+        pos, size = pos + cut, STREAM_CHARS
+
+
+def encode_long(tok, text: str, document_id: str | None, progress: Callable[[int], None] | None = None
+                ) -> Iterator[np.ndarray]:
+    """Content ids (uint32 arrays, in order) of ``text``, encoded span by span."""
+    for pos, span in iter_spans(text, lambda window, at, final: tok._span(window, at, document_id, final)):
+        ids, nbytes = tok._encode_span(span, document_id, pos)
+        yield ids
+        if progress is not None:
+            progress(nbytes)
+
+
+def training_batches(trainer, batches: Iterable[list[str]]) -> Iterator[list[str]]:
+    """``batches`` of training texts with every long text cut into spans (``trainer.span``), in order, so a
+    trainer counts types of a long document without holding its tables for the whole of it. The
+    types and counts are those of the texts: spans end where pieces end."""
+    for batch in batches:
+        short: list[str] = []
+        for text in batch:
+            if len(text) <= STREAM_CHARS:
+                short.append(text)
+                continue
+            if short:
+                yield short
+                short = []
+            for _, span in iter_spans(text, trainer.span):
+                yield [span]
+        if short:
+            yield short
+
+
+def byte_level_span(window: str, pos: int, document_id: str | None, final: bool, pattern: int
+                    ) -> tuple[int, np.ndarray | None]:
+    """(characters of ``window`` to encode on their own, their UTF-8 bytes) under a byte-level pattern."""
+    data = np.frombuffer(utf8_bytes(window, document_id, shift=pos), dtype=np.uint8)
+    if final:
+        return len(window), data
+    limit = data.shape[0] - SPAN_MARGIN_BYTES
+    if limit <= 0:
+        return 0, None
+    ends = np.empty(data.shape[0], dtype=np.int64)
+    count = pretokenize_ends(data, np.array([0, data.shape[0]], dtype=np.int64), code_point_classes(), pattern, ends)
+    cut = safe_piece_end(data, ends[:count], limit)
+    return int(np.count_nonzero((data[:cut] & 0xC0) != 0x80)), data[:cut]
+
+
+def byte_level_text_span(window: str, pos: int, final: bool, pattern: int) -> tuple[int, str]:
+    """``byte_level_span`` as text (for trainers)."""
+    cut, _ = byte_level_span(window, pos, None, final, pattern)
+    return cut, window[:cut]
+
+
+def word_split_cut(window: str, final: bool) -> int:
+    """Characters of ``window`` to encode on their own under the word split: up to and including its
+    last non-word character (all of it if ``final``); 0 if it has none."""
+    if final:
+        return len(window)
+    from engine.kernels.wordsplit import WORD, char_classes, code_points
+
+    other = np.flatnonzero(char_classes()[code_points(window)] != WORD)
+    return int(other[-1]) + 1 if other.size else 0
+
+
+def word_split_text_span(window: str, pos: int, final: bool) -> tuple[int, str]:
+    """``word_split_cut`` as (characters, span) (for trainers)."""
+    cut = word_split_cut(window, final)
+    return cut, window[:cut]
+
+
+def any_place_span(window: str, pos: int, final: bool) -> tuple[int, str]:
+    """A character tokenizer's span: the whole window."""
+    return len(window), window
+
+
+class WordSplitSpans:
+    """``_span``/``_encode_span`` of the kinds that encode pieces of the word split (``_encode_many``)."""
+
+    def _span(self, window: str, pos: int, document_id: str | None, final: bool) -> tuple[int, str]:
+        return word_split_text_span(window, pos, final)
+
+    def _encode_span(self, span: str, document_id: str | None, pos: int) -> tuple[np.ndarray, int]:
+        values, _ = self._encode_many([span], None if document_id is None else [document_id], wrap=False, shift=pos)
+        return values, len(span.encode("utf-8", "surrogatepass"))
+
+
+def _categories(cps: np.ndarray) -> np.ndarray:
+    flags = code_point_classes()[cps]
+    cat = np.full(cps.shape[0], _OTHER, dtype=np.int8)
+    cat[(flags & (UPPER | LOWER)) != 0] = 0  # marks (letters are set below)
+    cat[(flags & SPACE) != 0] = _SPACE
+    cat[(flags & NUMBER) != 0] = _NUMBER
+    cat[(flags & LETTER) != 0] = _LETTER
+    return cat
+
+
+def _code_points_at(padded: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Code points of the UTF-8 characters starting at ``starts`` (``padded``: the bytes plus 3 zeros)."""
+    b0, b1, b2, b3 = (padded[starts + k].astype(np.int64) for k in range(4))
+    two = ((b0 & 0x1F) << 6) | (b1 & 0x3F)
+    three = ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F)
+    four = ((b0 & 0x07) << 18) | ((b1 & 0x3F) << 12) | ((b2 & 0x3F) << 6) | (b3 & 0x3F)
+    return np.where(b0 < 0x80, b0, np.where(b0 < 0xE0, two, np.where(b0 < 0xF0, three, four)))
+
+
+def safe_piece_end(data: np.ndarray, ends: np.ndarray, limit: int) -> int:
+    """The last piece end ``c <= limit`` of UTF-8 ``data`` (piece ends ``ends``) at which a byte-level
+    window may be cut (see the module docstring); 0 if there is none."""
+    cand = ends[(ends > 0) & (ends <= limit) & (ends < data.shape[0])]
+    if not cand.size:
+        return 0
+    padded = np.concatenate([data, np.zeros(3, dtype=np.uint8)])
+    before = cand - 1
+    for _ in range(3):  # back to the first byte of the character before the cut
+        before = np.where((padded[before] & 0xC0) == 0x80, before - 1, before)
+    before_cp, at_cp = _code_points_at(padded, before), _code_points_at(padded, cand)
+    x, y = _categories(before_cp), _categories(at_cp)
+    newline = (code_point_classes()[at_cp] & CR_LF) != 0
+    ok = (x != 0) & (x != _SPACE) & (y != 0) & (x != y) & ~((x == _OTHER) & newline)
+    good = np.flatnonzero(ok)
+    return int(cand[good[-1]]) if good.size else 0

@@ -1,0 +1,146 @@
+"""Long documents are encoded span by span (engine.tokenizers.streaming) with the ids of the whole
+document: random texts over an alphabet full of the patterns' edge cases, spans forced tiny."""
+
+import random
+
+import numpy as np
+import pytest
+
+import engine.tokenizers.streaming as streaming
+from engine.errors import TokenizerError
+from engine.tokenizers.base import UnknownInputError
+from engine.tokenizers.bpe import BpeTrainer
+from engine.tokenizers.byte_bpe import ByteBpeTrainer
+from engine.tokenizers.char import CharTokenizer
+from engine.tokenizers.word import WordTokenizer
+
+# Letters of every case class, marks, numbers, punctuation the patterns treat specially (' / and
+# contractions), every kind of whitespace, CR/LF, and characters of 2, 3 and 4 UTF-8 bytes.
+ATOMS = (list("aAbZxyz") + ["é", "ß", "Ǆ", "ʰ", "中", "文", "\u0301", "\u0903", "5", "٣", "Ⅻ", "'", "'s", "'re",
+                              "'LL", "/", ".", "!", "?", "—", "😀", " ", "  ", "\t", "\u00a0", "\u3000", "\r", "\n",
+                              "\r\n", " \n ", "don't", "I'm", "HTTP/2", "x86", "e.g.", "...", "ab12cd", "  \n\n  "])
+
+
+def random_text(rng: random.Random, n: int) -> str:
+    return "".join(rng.choice(ATOMS) for _ in range(n))
+
+
+@pytest.fixture(scope="module")
+def training_text():
+    rng = random.Random(7)
+    return [random_text(rng, 400) for _ in range(8)]
+
+
+def encode_both(tok, texts, ids, monkeypatch, chars):
+    monkeypatch.setattr(streaming, "STREAM_CHARS", 1 << 40)
+    whole = tok.encode_documents(texts, ids)
+    monkeypatch.setattr(streaming, "STREAM_CHARS", chars)
+    return whole, tok.encode_documents(texts, ids)
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "o200k"])
+def test_byte_bpe_spans_give_the_ids_of_the_whole_document(pattern, training_text, monkeypatch):
+    tok = ByteBpeTrainer(120, pattern=pattern).train(training_text)
+    rng = random.Random(11)
+    for trial in range(40):
+        texts = [random_text(rng, rng.randint(0, 120)) for _ in range(rng.randint(1, 4))]
+        ids = [f"d{i}" for i in range(len(texts))]
+        (values, offsets), (spanned, spanned_offsets) = encode_both(tok, texts, ids, monkeypatch, rng.randint(1, 64))
+        assert np.array_equal(spanned, values) and np.array_equal(spanned_offsets, offsets), (pattern, trial, texts)
+        assert spanned.dtype == np.uint32 and spanned_offsets.dtype == np.int64
+
+
+@pytest.mark.parametrize("make", ["bpe", "word", "char"])
+def test_word_split_kinds_and_char_spans_give_the_ids_of_the_whole_document(make, training_text, monkeypatch):
+    tok = {"bpe": lambda: BpeTrainer(150).train(training_text),
+           "word": lambda: WordTokenizer.fit(training_text, unknown="<unk>"),
+           "char": lambda: CharTokenizer.fit(training_text + ATOMS)}[make]()
+    rng = random.Random(13)
+    for trial in range(40):
+        texts = [random_text(rng, rng.randint(0, 120)) for _ in range(rng.randint(1, 4))]
+        (values, offsets), (spanned, spanned_offsets) = encode_both(tok, texts, None, monkeypatch, rng.randint(1, 64))
+        assert np.array_equal(spanned, values) and np.array_equal(spanned_offsets, offsets), (make, trial, texts)
+
+
+def test_word_unknown_count_covers_every_span(monkeypatch):
+    tok = WordTokenizer.fit("a b", unknown="<unk>")
+    text = "a zz b zz " * 30
+    whole, spanned = encode_both(tok, [text, "zz"], None, monkeypatch, 7)
+    assert np.array_equal(whole[0], spanned[0])
+    assert tok.last_unknown_count == 61
+
+
+def test_errors_in_a_later_span_name_the_offset_in_the_document(monkeypatch):
+    monkeypatch.setattr(streaming, "STREAM_CHARS", 8)
+    text = "ab ab ab ab ab ab ab ab ab ab ab Q ab"
+    for tok in (CharTokenizer(" ab"), BpeTrainer(3).train("ab ab")):
+        with pytest.raises(UnknownInputError, match=r"character 'Q' \(U\+0051\) at offset 33 of document 'long'"):
+            tok.encode_documents(["ab", text], ["short", "long"])
+    byte_level = ByteBpeTrainer(5).train("ab ab")
+    with pytest.raises(TokenizerError, match=r"document 'long', character offset 33: lone surrogate U\+D800"):
+        byte_level.encode_documents([text.replace("Q", "\ud800")], ["long"])
+
+
+def test_progress_reports_the_bytes_of_each_span(monkeypatch, training_text):
+    monkeypatch.setattr(streaming, "STREAM_CHARS", 50)
+    tok = ByteBpeTrainer(50).train(training_text)
+    text = "word é " * 100
+    seen = []
+    tok.encode_documents(["short", text], progress=seen.append)
+    assert len(seen) > 5 and sum(seen) == len(text.encode("utf-8"))
+
+
+def test_safe_piece_end_never_cuts_inside_a_run_that_may_continue():
+    data = np.frombuffer("ab cd".encode(), dtype=np.uint8)
+    ends = np.array([2, 5], dtype=np.int64)
+    assert streaming.safe_piece_end(data, ends, 4) == 2  # letter, then a space: safe
+    spaces = np.frombuffer("a \n\n b".encode(), dtype=np.uint8)
+    assert streaming.safe_piece_end(spaces, np.array([1, 2, 4, 6], dtype=np.int64), 5) == 1  # never after whitespace
+    punct = np.frombuffer("a!\n\nb".encode(), dtype=np.uint8)
+    assert streaming.safe_piece_end(punct, np.array([1, 4, 5], dtype=np.int64), 5) == 1  # not punctuation then \n
+    mark = np.frombuffer("e\u0301 x".encode(), dtype=np.uint8)
+    assert streaming.safe_piece_end(mark, np.array([1, 3, 5], dtype=np.int64), 4) == 0  # marks join runs
+
+
+@pytest.mark.parametrize("kind", ["char", "word", "bpe", "byte-bpe-gpt2", "byte-bpe-cl100k", "byte-bpe-o200k"])
+def test_long_training_texts_are_counted_span_by_span_with_the_same_types(kind, monkeypatch):
+    from engine.parallel import count_types
+    from engine.tokenizers.base import FitOptions, trainer_for
+
+    name, _, pattern = kind.partition("-bpe-")
+    name = "byte-bpe" if pattern else name
+    trainer = trainer_for(name, FitOptions(merges=40, pattern=pattern or None, unknown="<unk>"))
+    rng = random.Random(17)
+    batches = [[random_text(rng, rng.randint(0, 150)) for _ in range(3)] for _ in range(4)]
+    whole = count_types(trainer, batches, 1)
+    monkeypatch.setattr(streaming, "STREAM_CHARS", 9)
+    spanned = list(streaming.training_batches(trainer, batches))
+    assert max(len(t) for b in spanned for t in b) < 150 and len(spanned) > 20
+    table = count_types(trainer, spanned, 2)
+    # The same types with the same counts (in first-appearance order, but for char's sorted batches).
+    assert dict(zip(table.types(), table.counts().tolist())) == dict(zip(whole.types(), whole.counts().tolist()))
+    if name != "char":
+        assert table.types() == whole.types()
+    assert trainer.train_from_counts(table.types(), table.counts()).hash == \
+        trainer.train_from_counts(whole.types(), whole.counts()).hash
+
+
+@pytest.mark.parametrize("tokenizer", ["byte-bpe", "bpe"])
+def test_prepare_on_long_documents_writes_the_same_store_span_by_span(tokenizer, tmp_path, monkeypatch):
+    import json
+
+    from engine.pipeline import prepare
+
+    rng = random.Random(23)
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": random_text(rng, rng.randint(50, 400))}) + "\n"
+                              for i in range(12)), encoding="utf-8")
+    options = dict(tokenizer=tokenizer, merges=60, context_length=8, threads=2, quiet=True,
+                   hash_split={"train": 0.8, "validation": 0.1, "test": 0.1})
+    whole = prepare(corpus, None, tmp_path / "whole", **options)
+    monkeypatch.setattr(streaming, "STREAM_CHARS", 41)
+    spanned = prepare(corpus, None, tmp_path / "spanned", **options)
+    assert spanned.report["tokenizer"]["hash"] == whole.report["tokenizer"]["hash"]
+    assert spanned.report["partitions"] == whole.report["partitions"]
+    manifest = lambda r: json.loads((r.store_path / "_engine.json").read_text())  # noqa: E731
+    assert manifest(spanned) == manifest(whole)
