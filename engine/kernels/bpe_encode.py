@@ -25,6 +25,7 @@ from numba import njit
 from engine.kernels.bpe_merge import (EMPTY_KEY, FNV_OFFSET, GOLDEN, LONG_WORD, build_pair_table, hash_span, key_slot,
                                       merge_word, same_span)
 from engine.kernels.pretokenize import ascii_table, scan_pieces
+from engine.kernels.wordsplit import word_end
 
 __all__ = [
     "EMPTY_KEY", "LONG_WORD", "MAX_CACHED_PIECE", "hash_span", "same_span", "key_slot", "find_span", "build_pair_table",
@@ -299,6 +300,28 @@ def _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool, t
     return k, pos, out_pos, np.uint64(0), 0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _call_scratch(pieces, cache_limit):
+    """A call's cache of merged pieces, rows ``(key, piece start, start of its ids in out, number of
+    ids)`` with key 0 = free, of 64 to ``cache_limit`` slots (power of two, about ``pieces``), and the
+    merge scratch ``parts``, ``part_priority`` for pieces of up to ``LONG_WORD`` symbols."""
+    cache_size = 64
+    while cache_size < cache_limit and cache_size < pieces:
+        cache_size <<= 1
+    return np.zeros((cache_size, 4), dtype=np.uint64), np.empty(LONG_WORD, np.int64), np.empty(LONG_WORD, np.int64)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def begin_document(out, out_offsets, document_offsets, d, out_pos, wrap, bos):
+    """Document ``d`` starts at ``out_pos``: record it and write BOS when wrapping; returns the new
+    position and the document's span ``[start, stop)`` in the input."""
+    out_offsets[d] = out_pos
+    if wrap:
+        out[out_pos] = bos
+        out_pos += 1
+    return out_pos, document_offsets[d], document_offsets[d + 1]
+
+
 @njit(cache=True, nogil=True)
 def encode_bytes(
     buf, document_offsets, classes, pattern, byte_ids, pairs, nexts, lefts, rights, made, priorities,
@@ -319,26 +342,16 @@ def encode_bytes(
     """
     n = buf.shape[0]
     table = ascii_table(classes)
-    cache_size = 64
-    while cache_size < cache_limit and cache_size < n // 64:  # distinct pieces are far fewer than bytes / 64
-        cache_size <<= 1
-    # rows (key, piece start in buf, start of its ids in out, number of ids); key 0 = free
-    cache = np.zeros((cache_size, 4), dtype=np.uint64)
+    cache, parts, part_priority = _call_scratch(n // 64, cache_limit)  # distinct pieces: far fewer than bytes / 64
     # np.int64, not literal 0: a literal argument would compile the helpers once more for it
     cache_used = np.int64(0)
-    parts = np.empty(LONG_WORD, dtype=np.int64)
-    part_priority = np.empty(LONG_WORD, dtype=np.int64)
     ends = np.empty(PIECE_BLOCK, dtype=np.int64)
     out_pos = np.int64(0)
     for d in range(document_offsets.shape[0] - 1):
-        out_offsets[d] = out_pos
-        if wrap:
-            out[out_pos] = bos
-            out_pos += 1
-        pos = document_offsets[d]
-        end_of_document = document_offsets[d + 1]
+        out_pos, pos, end_of_document = begin_document(out, out_offsets, document_offsets, d, out_pos, wrap, bos)
         while pos < end_of_document:
-            count = scan_pieces(buf, pos, end_of_document, classes, table, pattern, ends, np.int64(0), np.int64(PIECE_BLOCK))
+            count = scan_pieces(buf, pos, end_of_document, classes, table, pattern, ends, np.int64(0),
+                                np.int64(PIECE_BLOCK))
             k = np.int64(0)
             while k < count:
                 k, pos, out_pos, key, slot = _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool,
@@ -372,28 +385,16 @@ def encode_word_documents(cps, document_offsets, word_classes, char_table, pairs
     Returns ``(ids written, position of the first unknown character or -1)``.
     """
     n = cps.shape[0]
-    cache_size = 64
-    while cache_size < cache_limit and cache_size < n // 16:
-        cache_size <<= 1
+    cache, parts, part_priority = _call_scratch(n // 16, cache_limit)
+    cache_size = cache.shape[0]
     cache_mask = cache_size - 1
-    cache = np.zeros((cache_size, 4), dtype=np.uint64)  # rows (key, piece start, first id at, ids); key 0 = free
-    cache_used = 0
+    cache_used = np.int64(0)  # not literal 0 (see encode_bytes)
     limit = char_table.shape[0]
-    parts = np.empty(LONG_WORD, dtype=np.int64)
-    part_priority = np.empty(LONG_WORD, dtype=np.int64)
-    out_pos = 0
+    out_pos = np.int64(0)
     for d in range(document_offsets.shape[0] - 1):
-        out_offsets[d] = out_pos
-        if wrap:
-            out[out_pos] = bos
-            out_pos += 1
-        pos = document_offsets[d]
-        stop = document_offsets[d + 1]
+        out_pos, pos, stop = begin_document(out, out_offsets, document_offsets, d, out_pos, wrap, bos)
         while pos < stop:
-            end = pos + 1
-            if word_classes[cps[pos]] == 1:
-                while end < stop and word_classes[cps[end]] == 1:
-                    end += 1
+            end = word_end(cps, pos, stop, word_classes)
             length = end - pos
             if length == 1:
                 c = cps[pos]

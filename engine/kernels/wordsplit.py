@@ -58,6 +58,17 @@ def code_points(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def word_end(cps, i, stop, classes):
+    """End of the piece of ``\\w+|[^\\w\\s]|\\s`` that starts at ``i`` (before ``stop``): a run of
+    word characters (class 1) or one other character."""
+    j = i + 1
+    if classes[cps[i]] == 1:
+        while j < stop and classes[cps[j]] == 1:
+            j += 1
+    return j
+
+
 @njit(cache=True, nogil=True)
 def _split_kernel(cps, doc_bounds, classes, starts, ends):
     """Fill piece boundaries; pieces never cross ``doc_bounds``. Returns the piece count."""
@@ -66,10 +77,7 @@ def _split_kernel(cps, doc_bounds, classes, starts, ends):
         i = doc_bounds[d]
         stop = doc_bounds[d + 1]
         while i < stop:
-            j = i + 1
-            if classes[cps[i]] == 1:
-                while j < stop and classes[cps[j]] == 1:
-                    j += 1
+            j = word_end(cps, i, stop, classes)
             starts[count] = i
             ends[count] = j
             count += 1
