@@ -2,10 +2,12 @@
 
 from pathlib import Path
 
+import numpy as np
 from click.testing import CliRunner
 from hypothesis import HealthCheck, settings
 
 from engine.cli import main
+from engine.corpus import Partition
 from engine.store import EncodedDocument, TokenStore
 from engine.tokenizers.char import CharTokenizer
 
@@ -30,3 +32,15 @@ def _small_corpus(tmp_path):
     (tmp_path / "c.jsonl").write_text(
         '{"id": "a", "text": "hello world"}\n{"id": "b", "text": ""}\n{"id": "c", "text": "low"}\n', encoding="utf-8")
     return tmp_path / "c.jsonl"
+
+
+def framed(rng, length: int, high: int = 50_000) -> np.ndarray:
+    """BOS (0), ``length - 2`` random ids below ``high``, EOS (1): a store document."""
+    return np.concatenate([[0], rng.integers(2, high, length - 2), [1]]).astype(np.uint32)
+
+
+def random_documents(count: int, seed: int, low: int = 5, high: int = 80, prefix: str = "d", id_high: int = 50_000):
+    """``count`` framed train documents of ``low..high - 1`` tokens, named ``prefix + i``."""
+    rng = np.random.default_rng(seed)
+    return [EncodedDocument(f"{prefix}{i}", Partition.TRAIN, framed(rng, int(rng.integers(low, high)), id_high))
+            for i in range(count)]

@@ -22,19 +22,9 @@ from engine.torch import TokenDataset, TokenLoader  # noqa: E402
 from engine.windows import CausalWindowConfig  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 from tests.fakes import ByteIdsTokenizer  # noqa: E402
+from tests.helpers import framed, random_documents  # noqa: E402
 
 T, B = 8, 6
-
-
-def framed(rng, length: int, high: int = 50_000) -> np.ndarray:
-    """BOS (0), ``length - 2`` random ids, EOS (1): a store document."""
-    return np.concatenate([[0], rng.integers(2, high, length - 2), [1]]).astype(np.uint32)
-
-
-def random_documents(count: int, seed: int, low: int = 5, high: int = 80):
-    rng = np.random.default_rng(seed)
-    return [EncodedDocument(f"d{i}", Partition.TRAIN, framed(rng, int(rng.integers(low, high))))
-            for i in range(count)]
 
 
 @pytest.fixture(scope="module")

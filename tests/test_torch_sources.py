@@ -16,14 +16,14 @@ torch = pytest.importorskip("torch", reason="needs the torch extra (pip install 
 from torch.utils.data import DataLoader  # noqa: E402
 
 from engine.batches import PACKED_FIELDS, BatchOrder, MiniBatchConfig, MiniBatchEpoch  # noqa: E402
-from engine.corpus import Partition  # noqa: E402
 from engine.errors import ConfigurationError  # noqa: E402
 from engine.mixing import Mixture  # noqa: E402
 from engine.packed import PackedEpoch  # noqa: E402
-from engine.store import EncodedDocument, TokenStore  # noqa: E402
+from engine.store import TokenStore  # noqa: E402
 from engine.torch import TokenDataset, TokenLoader  # noqa: E402
 from engine.windows import CausalWindowConfig  # noqa: E402
 from tests.fakes import ByteIdsTokenizer  # noqa: E402
+from tests.helpers import random_documents as framed_documents  # noqa: E402
 from tests.naive_packing import naive_epoch_seed, naive_pack  # noqa: E402
 from tests.naive_windows import fisher_yates  # noqa: E402
 
@@ -33,11 +33,8 @@ SOURCE_FIELDS = ("inputs", "targets", *PACKED_FIELDS)
 
 
 def random_documents(count, seed, low=2, high=60, prefix="d"):
-    """Documents framed as a store keeps them: BOS (0), random ids, EOS (1)."""
-    rng = np.random.default_rng(seed)
-    return [EncodedDocument(f"{prefix}{i}", Partition.TRAIN, np.concatenate(
-        [[0], rng.integers(2, 5000, int(rng.integers(low, high)) - 2), [1]]).astype(np.uint32))
-            for i in range(count)]
+    """Documents framed as a store keeps them: BOS (0), random ids below 5000, EOS (1)."""
+    return framed_documents(count, seed, low, high, prefix, id_high=5000)
 
 
 @pytest.fixture(scope="module")
