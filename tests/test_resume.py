@@ -31,14 +31,8 @@ def dead_pid() -> int:
 
 def interrupt_after(monkeypatch, chunks: int):
     """Make the writer die after ``chunks`` chunks the way SIGKILL leaves it: temp dir kept, no lock."""
-    real_write, real_abort = TokenStoreWriter.write_chunk, TokenStoreWriter.abort
-    calls = [0]
-
-    def write_chunk(self, *args, **kwargs):
-        if calls[0] == chunks:
-            raise KeyboardInterrupt
-        calls[0] += 1
-        return real_write(self, *args, **kwargs)
+    real_abort = TokenStoreWriter.abort
+    restore_write = interrupt_with_ctrl_c_after(monkeypatch, chunks)
 
     def abort(self):
         for out in self._outputs.values():
@@ -47,10 +41,8 @@ def interrupt_after(monkeypatch, chunks: int):
         self._lock.release()
         os.rename(self.tmp, self.tmp.with_name(f".store.tmp-{dead_pid()}"))
 
-    monkeypatch.setattr(TokenStoreWriter, "write_chunk", write_chunk)
     monkeypatch.setattr(TokenStoreWriter, "abort", abort)
-    return lambda: (monkeypatch.setattr(TokenStoreWriter, "write_chunk", real_write),
-                    monkeypatch.setattr(TokenStoreWriter, "abort", real_abort))
+    return lambda: (restore_write(), monkeypatch.setattr(TokenStoreWriter, "abort", real_abort))
 
 
 def resume_lines(err: str) -> str:
