@@ -7,18 +7,20 @@ command does (``engine.cli.EngineGroup``), never with a traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, the shell's convention
 
 
 def interrupted() -> None:
-    """One line on stderr, exit 130."""
+    """One line on stderr, exit 130 at once: a start-up cut short has nothing to clean up, and a
+    half-imported library's exit handlers must not turn the status into a death by SIGINT."""
     try:
         sys.stderr.write("interrupted\n")
         sys.stderr.flush()
     finally:
-        sys.exit(INTERRUPTED_EXIT)
+        os._exit(INTERRUPTED_EXIT)
 
 
 def run() -> None:
