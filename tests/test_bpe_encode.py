@@ -81,12 +81,12 @@ def merges_of(tok):
 def test_self_merging_tokens_match_naive(trained):
     byte_ids = [trained.tokens.index(bytes([b])) for b in range(256)]
     merges = merges_of(trained)
-    got = self_merging_tokens(trained._token_pool, trained._token_offsets, trained._byte_ids, *trained._merge_table)
+    got = self_merging_tokens(trained._token_pool, trained._token_offsets, trained._byte_ids, *trained._encoder()[:6])
     want = naive_self_merging(trained.tokens, lambda piece: naive_encode_merges(piece, byte_ids, merges))
     assert got.tolist() == want + [False] * (len(got) - len(want))
     for seed in (1, 2):
         tok, ranks = random_rank_tokenizer(seed, False)
-        got = self_merging_tokens(tok._token_pool, tok._token_offsets, tok._byte_ids, *tok._merge_table)
+        got = self_merging_tokens(tok._token_pool, tok._token_offsets, tok._byte_ids, *tok._encoder()[:6])
         want = naive_self_merging(tok.tokens, lambda piece: naive_encode_ranks(piece, ranks, False))
         assert got.tolist() == want + [False] * (len(got) - len(want))
 

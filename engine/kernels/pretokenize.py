@@ -22,12 +22,20 @@ code point). Cost: one pass over the bytes, O(1) per byte plus one lookahead per
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
+from numba.extending import overload
 
-GPT2 = 0
-CL100K = 1
-O200K = 2
+# A pattern reaches the kernels as an instance of its own (empty) class, so its Numba type names it:
+# each pattern compiles its own scanner, and a kernel never compiles the scanners of the others.
+Gpt2Pattern = namedtuple("Gpt2Pattern", ())
+Cl100kPattern = namedtuple("Cl100kPattern", ())
+O200kPattern = namedtuple("O200kPattern", ())
+GPT2 = Gpt2Pattern()
+CL100K = Cl100kPattern()
+O200K = O200kPattern()
 
 LETTER = 1
 NUMBER = 2
@@ -256,14 +264,19 @@ def o200k_piece_end(buf, pos, end, classes):
     return tail_piece_end(buf, pos, flags, width, end, classes, True)
 
 
-@njit(cache=True, nogil=True)
 def piece_end(buf, pos, end, classes, pattern):
-    """End of the piece at ``pos`` (``pos < end``) under ``pattern``: the full scanners."""
-    if pattern == CL100K:
-        return cl100k_piece_end(buf, pos, end, classes)
-    if pattern == O200K:
-        return o200k_piece_end(buf, pos, end, classes)
-    return gpt2_piece_end(buf, pos, end, classes)
+    """End of the piece at ``pos`` (``pos < end``) under ``pattern``: the full scanners (kernels only)."""
+    raise NotImplementedError("piece_end is called from kernels only")
+
+
+@overload(piece_end)
+def _piece_end(buf, pos, end, classes, pattern):
+    scanner = {Gpt2Pattern: gpt2_piece_end, Cl100kPattern: cl100k_piece_end,
+               O200kPattern: o200k_piece_end}[pattern.instance_class]
+
+    def impl(buf, pos, end, classes, pattern):
+        return scanner(buf, pos, end, classes)
+    return impl
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -291,41 +304,66 @@ def ascii_run_end(buf, i, end, table, want):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def ascii_piece_end(buf, pos, end, table, pattern):
-    """End of the piece at ``pos`` when it is one of the common ASCII pieces, else -1.
-
-    GPT-2: `` ?`` before a word, number or punctuation run, and whitespace runs; cl100k: words with
-    their optional leading character. A piece that meets a byte >= 0x80, an apostrophe at ``pos``
-    (a contraction) or any other case gives -1: ``piece_end`` then scans it. No calls, so the
-    loop over pieces stays tight; ``table`` is ``ascii_table(classes)``.
-    """
+def gpt2_ascii_piece_end(buf, pos, end, table):
+    """GPT-2's common ASCII pieces: `` ?`` before a word, number or punctuation run, and whitespace runs."""
     b0 = buf[pos]
     flags = table[b0]
-    if pattern == GPT2:
-        start = pos
-        if (flags & ASCII_SPACE) and pos + 1 < end:  # " ?" before a word, number or punctuation
-            start = pos + 1
-            flags = table[buf[start]]
-        if flags & LETTER:
-            return ascii_run_end(buf, start + 1, end, table, LETTER)
-        if flags & NUMBER:
-            return ascii_run_end(buf, start + 1, end, table, NUMBER)
-        if (flags & SPACE_NON_ASCII) == 0:
-            if b0 == 39:  # an apostrophe at pos may start a contraction
-                return -1
-            return ascii_run_end(buf, start + 1, end, table, OTHER)
-        if (flags & NON_ASCII) == 0:  # \s+(?!\S) or \s+ on an ASCII whitespace run from pos
-            i = ascii_run_end(buf, pos + 1, end, table, SPACE)
-            if i < 0 or i == end or i == pos + 1:
-                return i
-            return i - 1
-        return -1
-    if pattern == CL100K:
-        if flags & LETTER:
-            return ascii_run_end(buf, pos + 1, end, table, LETTER)
-        if (flags & LETTER_NUMBER_CR_LF_NON_ASCII) == 0 and b0 != 39 and pos + 1 < end and (table[buf[pos + 1]] & LETTER):
-            return ascii_run_end(buf, pos + 2, end, table, LETTER)
+    start = pos
+    if (flags & ASCII_SPACE) and pos + 1 < end:  # " ?" before a word, number or punctuation
+        start = pos + 1
+        flags = table[buf[start]]
+    if flags & LETTER:
+        return ascii_run_end(buf, start + 1, end, table, LETTER)
+    if flags & NUMBER:
+        return ascii_run_end(buf, start + 1, end, table, NUMBER)
+    if (flags & SPACE_NON_ASCII) == 0:
+        if b0 == 39:  # an apostrophe at pos may start a contraction
+            return -1
+        return ascii_run_end(buf, start + 1, end, table, OTHER)
+    if (flags & NON_ASCII) == 0:  # \s+(?!\S) or \s+ on an ASCII whitespace run from pos
+        i = ascii_run_end(buf, pos + 1, end, table, SPACE)
+        if i < 0 or i == end or i == pos + 1:
+            return i
+        return i - 1
     return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def cl100k_ascii_piece_end(buf, pos, end, table):
+    """cl100k's common ASCII pieces: words with their optional leading character."""
+    b0 = buf[pos]
+    flags = table[b0]
+    if flags & LETTER:
+        return ascii_run_end(buf, pos + 1, end, table, LETTER)
+    if (flags & LETTER_NUMBER_CR_LF_NON_ASCII) == 0 and b0 != 39 and pos + 1 < end and (table[buf[pos + 1]] & LETTER):
+        return ascii_run_end(buf, pos + 2, end, table, LETTER)
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def no_ascii_piece_end(buf, pos, end, table):
+    return -1
+
+
+def ascii_piece_end(buf, pos, end, table, pattern):
+    """End of the piece at ``pos`` when it is one of the common ASCII pieces of ``pattern``, else -1
+    (kernels only).
+
+    A piece that meets a byte >= 0x80, an apostrophe at ``pos`` (a contraction) or any other case
+    gives -1: ``piece_end`` then scans it. No calls, so the loop over pieces stays tight; ``table``
+    is ``ascii_table(classes)``. o200k has no fast path.
+    """
+    raise NotImplementedError("ascii_piece_end is called from kernels only")
+
+
+@overload(ascii_piece_end, inline="always")
+def _ascii_piece_end(buf, pos, end, table, pattern):
+    fast = {Gpt2Pattern: gpt2_ascii_piece_end, Cl100kPattern: cl100k_ascii_piece_end,
+            O200kPattern: no_ascii_piece_end}[pattern.instance_class]
+
+    def impl(buf, pos, end, table, pattern):
+        return fast(buf, pos, end, table)
+    return impl
 
 
 @njit(cache=True, nogil=True)

@@ -136,36 +136,47 @@ class ByteBpeTokenizer(Tokenizer):
                     a, b = id_of.get(t[:cut]), id_of.get(t[cut:])
                     if a is not None and b is not None:
                         lefts.append(a), rights.append(b), merged.append(i), priorities.append(i)
-        entries = [np.asarray(column, dtype=np.int64) for column in (lefts, rights, merged, priorities)]
-        # (pairs, nexts, lefts, rights, made, priorities): a pair merges by its first entry.
-        self._merge_table = (*build_pair_table(entries[0], entries[1]), *entries)
+        self._merge_entries = [np.asarray(column, dtype=np.int64) for column in (lefts, rights, merged, priorities)]
         self._byte_ids = byte_ids
         lengths = np.zeros(size, dtype=np.int64)
         for i, t in enumerate(self.tokens):
             if t is not None:
                 lengths[i] = len(t)
+        self._token_lengths = lengths
         self._token_offsets = np.zeros(size + 1, dtype=np.int64)
         np.cumsum(lengths, out=self._token_offsets[1:])
         self._token_pool = np.frombuffer(b"".join(t for t in self.tokens if t is not None), dtype=np.uint8)
-        # Pieces that are a token whose own bytes merge into it (all tokens under whole_piece_first)
-        # are looked up directly in build_piece_table's table.
-        if self.whole_piece_first:
-            wanted = (lengths >= 2)
-        else:
-            wanted = self_merging_tokens(self._token_pool, self._token_offsets, byte_ids, *self._merge_table)
-        table_size = _power_of_two_at_least(2 * int(wanted.sum()) + 1)
-        self._piece_table = np.zeros((table_size, 2), dtype=np.uint64)
-        build_piece_table(self._token_pool, self._token_offsets, wanted, self._piece_table)
+        self._encoder_tables = None  # built by the first encode (_encoder): training and decoding never need them
         self._size = size
 
     # -- encoding -----------------------------------------------------------------------------
+    def _encoder(self) -> tuple:
+        """``(pairs, nexts, lefts, rights, made, priorities, piece_table)``, built once, on first use.
+
+        A pair merges by its first entry. Pieces that are a token whose own bytes merge into it (all
+        tokens under ``whole_piece_first``) are looked up directly in ``build_piece_table``'s table.
+        Threads that meet it unbuilt may each build it: the tables are the same, either one is kept.
+        """
+        tables = self._encoder_tables
+        if tables is None:
+            entries = self._merge_entries
+            merge_table = (*build_pair_table(entries[0], entries[1]), *entries)
+            if self.whole_piece_first:
+                wanted = self._token_lengths >= 2
+            else:
+                wanted = self_merging_tokens(self._token_pool, self._token_offsets, self._byte_ids, *merge_table)
+            piece_table = np.zeros((_power_of_two_at_least(2 * int(wanted.sum()) + 1), 2), dtype=np.uint64)
+            build_piece_table(self._token_pool, self._token_offsets, wanted, piece_table)
+            tables = self._encoder_tables = (*merge_table, piece_table)
+        return tables
+
     def _run(self, buf: np.ndarray, document_offsets: np.ndarray, wrap: bool) -> tuple[np.ndarray, np.ndarray]:
         documents = document_offsets.shape[0] - 1
         out = np.empty(buf.shape[0] + 2 * documents, dtype=np.uint32)
         out_offsets = np.empty(documents + 1, dtype=np.int64)
         count = encode_bytes(
             buf, document_offsets, code_point_classes(), self._pattern_code, self._byte_ids,
-            *self._merge_table, self._piece_table, self._token_pool, self._token_offsets,
+            *self._encoder(), self._token_pool, self._token_offsets,
             PIECE_CACHE_SLOTS, self.bos_id, self.eos_id, wrap, out, out_offsets,
         )
         return out[:count], out_offsets
