@@ -8,7 +8,8 @@ The twins live beside their area's tests and are gathered here under one name:
 | engine/kernels/bpe_train.py        | naive_train_bpe (recounts every pair every merge);          |
 |                                    | naive_train (byte level); both tie rules                    |
 | engine/kernels/bpe_merge.py        | merge_word (pure Python); naive_encode_merges,              |
-|                                    | naive_encode_ranks (byte level)                             |
+|                                    | naive_encode_ranks (byte level); merge_long_pieces: the     |
+|                                    | same twins on documents with long pieces                    |
 | engine/kernels/bpe_encode.py       | naive_encode_bpe (memoised pure Python); naive_piece_key,   |
 |                                    | naive_self_merging; naive_encode_ranks per piece            |
 | engine/kernels/heap.py             | naive_heap_pops (smallest of a plain list)                  |

@@ -66,6 +66,24 @@ def test_long_pieces_past_every_limit_match_naive():
     assert tok.encode("a" * 20000).tolist() == naive_rank_ids("a" * 20000, ranks, True)
 
 
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), layout=st.lists(st.lists(st.sampled_from([0, 1, 2, 3]), max_size=5), min_size=1,
+                                                       max_size=5))
+def test_long_pieces_anywhere_in_a_batch_match_naive(seed, layout):
+    """Pieces of LONG_WORD + 1 symbols and more, written unmerged by the first pass and merged by the
+    second (merge_long_pieces), at the start and end of documents, side by side and between short ones."""
+    tok, ranks = random_rank_tokenizer(seed, False)
+    rng = random.Random(seed)
+    pieces = {0: lambda: "".join(rng.choice("ab") for _ in range(rng.randint(1, 9))),
+              1: lambda: "".join(rng.choice("ab") for _ in range(rng.randint(LONG_WORD + 1, 3 * LONG_WORD))),
+              2: lambda: "!" * rng.randint(LONG_WORD - 1, LONG_WORD + 2), 3: lambda: " " * rng.randint(1, 90)}
+    documents = ["".join(pieces[kind]() for kind in kinds) for kinds in layout]
+    values, offsets = tok.encode_documents(documents)
+    for d, document in enumerate(documents):
+        assert values[offsets[d]:offsets[d + 1]].tolist() == ([tok.bos_id] + naive_rank_ids(document, ranks, False)
+                                                              + [tok.eos_id])
+
+
 @pytest.fixture(scope="module")
 def trained():
     return ByteBpeTrainer(vocab_size=600).train(stdlib_texts(200_000))
@@ -157,3 +175,30 @@ def test_word_encoder_names_the_first_unknown_character():
     for document, offset in (("abc abX", 6), ("Xab", 0), ("ab cXc", 4), ("abc Y", 4)):
         with pytest.raises(TokenizerError, match=f"offset {offset}"):
             tok.encode_documents(["abc", document], ["first", "second"])
+    long = "abc" * LONG_WORD  # a long word before the unknown character: still its offset
+    with pytest.raises(TokenizerError, match=f"offset {len(long) + 3}"):
+        tok.encode_documents([long, long + " abX"], ["first", "second"])
+    with pytest.raises(TokenizerError, match=f"offset {len(long) - 1}"):
+        tok.encode_documents([long[:-1] + "Z"])
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), layout=st.lists(st.lists(st.sampled_from([0, 1, 2]), max_size=5), min_size=1,
+                                                       max_size=5))
+def test_word_encoder_long_words_anywhere_in_a_batch_match_naive(seed, layout):
+    """Words of more than LONG_WORD characters (merged in the second pass) at document edges, side by side
+    (separated by one space) and between short words, in documents of one call."""
+    from engine.tokenizers import BpeTrainer
+    from tests.naive_tokenizers import naive_bpe_vocab, naive_encode_bpe
+
+    rng = random.Random(seed)
+    words = {0: lambda: "".join(rng.choice("abcé") for _ in range(rng.randint(1, 9))),
+             1: lambda: "".join(rng.choice("abcé") for _ in range(rng.randint(LONG_WORD + 1, 3 * LONG_WORD))),
+             2: lambda: "".join(rng.choice("abcé") for _ in range(rng.randint(LONG_WORD - 1, LONG_WORD + 1)))}
+    documents = [" ".join(words[kind]() for kind in kinds) for kinds in layout]
+    tok = BpeTrainer(40).train("abcé cab ébac " * 20 + "".join(documents))
+    vocab = naive_bpe_vocab(tok.alphabet, tok.merges)
+    values, offsets = tok.encode_documents(documents)
+    for d, document in enumerate(documents):
+        want = [vocab[p] for p in naive_encode_bpe(document, tok.alphabet, tok.merges)]
+        assert values[offsets[d]:offsets[d + 1]].tolist() == [0] + want + [1]

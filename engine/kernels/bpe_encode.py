@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 
 from engine.kernels.bpe_merge import (EMPTY_KEY, FNV_OFFSET, GOLDEN, LONG_WORD, build_pair_table, hash_span, key_slot,
-                                      merge_word, same_span)
+                                      merge_short, merge_word, record_long, same_span)
 from engine.kernels.pretokenize import ascii_table, scan_pieces
 from engine.kernels.wordsplit import word_end
 
@@ -33,7 +33,9 @@ __all__ = [
     "self_merging_tokens", "encode_bytes", "encode_word_documents",
 ]
 
-MAX_CACHED_PIECE = 255  # the length fits the top byte of a key, so equal keys mean equal lengths
+# Pieces of up to this many symbols are merged in the encoders' pass and cached; longer ones are
+# written unmerged and merged at each occurrence by bpe_merge.merge_long_pieces.
+MAX_CACHED_PIECE = LONG_WORD
 # Pieces of up to this many bytes are their own key (see piece_key).
 SHORT_PIECE = 7
 # Pieces cut ahead per scan in encode_bytes (their ends stay in the L1/L2 cache).
@@ -216,43 +218,41 @@ def self_merging_tokens(pool, offsets, byte_ids, pairs, nexts, lefts, rights, ma
     for t in range(n):
         longest = max(longest, offsets[t + 1] - offsets[t])
     parts = np.empty(longest, dtype=np.int64)
-    part_priority = np.empty(LONG_WORD, dtype=np.int64)
+    part_priority = np.empty(longest, dtype=np.int64)
     for t in range(n):
         length = offsets[t + 1] - offsets[t]
         if length < 2:
             continue
         for i in range(length):
             parts[i] = byte_ids[pool[offsets[t] + i]]
-        m = merge_word(parts, length, LONG_WORD, False, pairs, nexts, lefts, rights, made, priorities,
-                       part_priority)
+        # the scan at any length: tokens are short, and the long path is then never compiled here
+        m = merge_short(parts, length, False, pairs, nexts, made, priorities, part_priority)
         wanted[t] = m == 1 and parts[0] == t
     return wanted
 
 
 @njit(cache=True, nogil=True)
-def _encode_miss(buf, pos, length, key, slot, byte_ids, pairs, nexts, lefts, rights, made, priorities, parts,
+def _encode_miss(buf, pos, length, key, slot, byte_ids, pairs, nexts, made, priorities, parts,
                  part_priority, out, out_pos, cache, cache_used):
-    """Merge a piece found in neither table, write its ids at ``out[out_pos:]`` and remember them in the cache
-    (at ``slot``, the free slot its probe ended on) when it is short enough; returns ``(out_pos, cache_used)``."""
-    if length > LONG_WORD:
-        parts = np.empty(length, dtype=np.int64)
+    """Merge a piece of up to ``MAX_CACHED_PIECE`` bytes found in neither table, write its ids at
+    ``out[out_pos:]`` and remember them in the cache (at ``slot``, the free slot its probe ended on);
+    returns ``(out_pos, cache_used)``."""
     for i in range(length):
         parts[i] = byte_ids[buf[pos + i]]
-    m = merge_word(parts, length, LONG_WORD, False, pairs, nexts, lefts, rights, made, priorities, part_priority)
+    m = merge_short(parts, length, False, pairs, nexts, made, priorities, part_priority)
     for i in range(m):
         out[out_pos + i] = parts[i]
-    if length <= MAX_CACHED_PIECE:
-        cache_size = cache.shape[0]
-        if cache_used >= (cache_size * 3) // 4:  # evict everything: the cache stays bounded and linear
-            for j in range(cache_size):
-                cache[j, 0] = 0
-            cache_used = 0
-            slot = key_home(key, cache_size - 1)
-        cache[slot, 0] = key
-        cache[slot, 1] = pos
-        cache[slot, 2] = out_pos
-        cache[slot, 3] = m
-        cache_used += 1
+    cache_size = cache.shape[0]
+    if cache_used >= (cache_size * 3) // 4:  # evict everything: the cache stays bounded and linear
+        for j in range(cache_size):
+            cache[j, 0] = 0
+        cache_used = 0
+        slot = key_home(key, cache_size - 1)
+    cache[slot, 0] = key
+    cache[slot, 1] = pos
+    cache[slot, 2] = out_pos
+    cache[slot, 3] = m
+    cache_used += 1
     return out_pos + m, cache_used
 
 
@@ -281,7 +281,7 @@ def _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool, t
             k += 1
             continue
         slot = key_home(key, cache_mask)
-        if length > MAX_CACHED_PIECE:
+        if length > MAX_CACHED_PIECE:  # never cached
             return k, pos, out_pos, key, slot
         while cache[slot, 0] != 0:
             if cache[slot, 0] == key and (length <= SHORT_PIECE
@@ -324,7 +324,7 @@ def begin_document(out, out_offsets, document_offsets, d, out_pos, wrap, bos):
 
 @njit(cache=True, nogil=True)
 def encode_bytes(
-    buf, document_offsets, classes, pattern, byte_ids, pairs, nexts, lefts, rights, made, priorities,
+    buf, document_offsets, classes, pattern, byte_ids, pairs, nexts, made, priorities,
     token_table, token_pool, token_offsets, cache_limit, bos, eos, wrap, out, out_offsets,
 ):
     """Encode every document of ``buf`` into ``out`` (uint32); ``out_offsets[d]`` = start of document d.
@@ -334,8 +334,10 @@ def encode_bytes(
     that token; any other piece of up to ``MAX_CACHED_PIECE`` bytes is merged once per call and
     its ids are remembered in a cache of at most ``cache_limit`` slots (a power of two; emptied
     when three quarters full), which points at the ids of the piece's first occurrence in ``out``.
+    A longer piece is written unmerged (its byte ids) and recorded in ``long_pieces``.
     ``out`` needs ``len(buf) + 2 * documents`` entries; with ``wrap`` each document is
-    ``[bos, ids..., eos]``. Returns the number of ids written.
+    ``[bos, ids..., eos]``. Returns ``(ids written, long_pieces, long pieces)``: when there are
+    long pieces, ``bpe_merge.merge_long_pieces`` finishes the encoding.
 
     Pieces are cut ``PIECE_BLOCK`` at a time (``scan_pieces``), then looked up in a loop without
     calls; only a piece to merge leaves it.
@@ -345,6 +347,8 @@ def encode_bytes(
     cache, parts, part_priority = _call_scratch(n // 64, cache_limit)  # distinct pieces: far fewer than bytes / 64
     # np.int64, not literal 0: a literal argument would compile the helpers once more for it
     cache_used = np.int64(0)
+    long_pieces = np.empty((0, 2), dtype=np.int64)
+    long_count = np.int64(0)
     ends = np.empty(PIECE_BLOCK, dtype=np.int64)
     out_pos = np.int64(0)
     for d in range(document_offsets.shape[0] - 1):
@@ -358,20 +362,27 @@ def encode_bytes(
                                                            token_offsets, cache, out, out_pos)
                 if k < count:  # piece k is in neither table
                     end = ends[k]
-                    out_pos, cache_used = _encode_miss(
-                        buf, pos, end - pos, key, slot, byte_ids, pairs, nexts, lefts, rights, made, priorities,
-                        parts, part_priority, out, out_pos, cache, cache_used)
+                    if end - pos > MAX_CACHED_PIECE:
+                        long_pieces = record_long(long_pieces, long_count, out_pos, end - pos)
+                        long_count += 1
+                        for i in range(pos, end):
+                            out[out_pos] = byte_ids[buf[i]]
+                            out_pos += 1
+                    else:
+                        out_pos, cache_used = _encode_miss(
+                            buf, pos, end - pos, key, slot, byte_ids, pairs, nexts, made, priorities,
+                            parts, part_priority, out, out_pos, cache, cache_used)
                     pos = end
                     k += 1
         if wrap:
             out[out_pos] = eos
             out_pos += 1
     out_offsets[document_offsets.shape[0] - 1] = out_pos
-    return out_pos
+    return out_pos, long_pieces, long_count
 
 
 @njit(cache=True, nogil=True)
-def encode_word_documents(cps, document_offsets, word_classes, char_table, pairs, nexts, lefts, rights, made, priorities,
+def encode_word_documents(cps, document_offsets, word_classes, char_table, pairs, nexts, made, priorities,
                           cache_limit, first_id, bos, eos, wrap, out, out_offsets):
     """Character-level BPE of every document of ``cps`` (uint32 code points) in one pass.
 
@@ -380,15 +391,18 @@ def encode_word_documents(cps, document_offsets, word_classes, char_table, pairs
     piece's symbols merge in merge order (the ``ordered`` rule), emitted as ``symbol + first_id``
     (uint32). A piece of several characters is merged once per call: a cache of at most
     ``cache_limit`` slots (power of two; emptied when three quarters full; pieces up to
-    ``MAX_CACHED_PIECE`` characters) points at the ids of its first occurrence in ``out``. ``out``
+    ``MAX_CACHED_PIECE`` characters) points at the ids of its first occurrence in ``out``. A longer
+    piece is written unmerged and recorded in ``long_pieces`` (see ``encode_bytes``). ``out``
     needs ``len(cps) + 2 * documents`` entries; with ``wrap`` each document is ``[bos, ids..., eos]``.
-    Returns ``(ids written, position of the first unknown character or -1)``.
+    Returns ``(ids written, position of the first unknown character or -1, long_pieces, long pieces)``.
     """
     n = cps.shape[0]
     cache, parts, part_priority = _call_scratch(n // 16, cache_limit)
     cache_size = cache.shape[0]
     cache_mask = cache_size - 1
     cache_used = np.int64(0)  # not literal 0 (see encode_bytes)
+    long_pieces = np.empty((0, 2), dtype=np.int64)
+    long_count = np.int64(0)
     limit = char_table.shape[0]
     out_pos = np.int64(0)
     for d in range(document_offsets.shape[0] - 1):
@@ -400,7 +414,7 @@ def encode_word_documents(cps, document_offsets, word_classes, char_table, pairs
                 c = cps[pos]
                 symbol = char_table[c] if c < limit else -1
                 if symbol < 0:
-                    return out_pos, pos
+                    return out_pos, pos, long_pieces, long_count
                 out[out_pos] = symbol + first_id
                 out_pos += 1
                 pos = end
@@ -423,17 +437,24 @@ def encode_word_documents(cps, document_offsets, word_classes, char_table, pairs
                     out_pos += count
                     pos = end
                     continue
-            work = parts if length <= LONG_WORD else np.empty(length, dtype=np.int64)
             for i in range(length):
                 c = cps[pos + i]
                 symbol = char_table[c] if c < limit else -1
                 if symbol < 0:
-                    return out_pos, pos + i
-                work[i] = symbol
-            m = merge_word(work, length, LONG_WORD, True, pairs, nexts, lefts, rights, made, priorities,
-                           part_priority)
+                    return out_pos, pos + i, long_pieces, long_count
+                if cacheable:
+                    parts[i] = symbol
+                else:  # merged by merge_long_pieces
+                    out[out_pos + i] = symbol + first_id
+            if not cacheable:
+                long_pieces = record_long(long_pieces, long_count, out_pos, length)
+                long_count += 1
+                out_pos += length
+                pos = end
+                continue
+            m = merge_short(parts, length, True, pairs, nexts, made, priorities, part_priority)
             for i in range(m):
-                out[out_pos + i] = work[i] + first_id
+                out[out_pos + i] = parts[i] + first_id
             if cacheable:
                 if cache_used >= (cache_size * 3) // 4:  # evict everything: bounded and linear
                     for j in range(cache_size):
@@ -451,4 +472,4 @@ def encode_word_documents(cps, document_offsets, word_classes, char_table, pairs
             out[out_pos] = eos
             out_pos += 1
     out_offsets[document_offsets.shape[0] - 1] = out_pos
-    return out_pos, -1
+    return out_pos, -1, long_pieces, long_count

@@ -16,6 +16,10 @@ Up to ``long_word`` symbols a linear scan of the parts is used (O(L^2), fastest 
 short words); longer ones keep a linked list and buckets of positions per priority (linear time
 when merges make pairs of higher priority, as trained vocabularies do; a heap takes the rare
 others), with identical results.
+
+The encoders merge pieces of up to ``LONG_WORD`` symbols in their own pass (``merge_short``) and
+write longer ones unmerged, recording them (``record_long``); ``merge_long_pieces`` then merges
+those in place. A call without long pieces (most calls) never runs, nor compiles, the long path.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from numba import njit
 
 __all__ = [
     "EMPTY_KEY", "NO_PRIORITY", "LONG_WORD", "GOLDEN", "FNV_OFFSET", "hash_span", "same_span", "pair_slot", "key_slot",
-    "build_pair_table", "merge_word",
+    "build_pair_table", "merge_word", "merge_short", "record_long", "merge_long_pieces",
 ]
 
 EMPTY_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -124,8 +128,9 @@ def _packed(e, priorities):
     return (priorities[e] << 32) | e if e >= 0 else NO_PRIORITY
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _merge_short(parts, m, ordered, pairs, nexts, made, priorities, part_priority):
+@njit(cache=True, nogil=True)
+def merge_short(parts, m, ordered, pairs, nexts, made, priorities, part_priority):
+    """Merge ``parts[:m]`` in place by scanning (``part_priority``: scratch of ``m`` entries); returns how many remain."""
     # part_priority[i]: (priority << 32) | entry of the pair at i (NO_PRIORITY: none merges)
     for i in range(m - 1):
         part_priority[i] = _packed(_entry(parts[i], parts[i + 1], 0, pairs, nexts, priorities), priorities)
@@ -374,4 +379,57 @@ def merge_word(parts, m, long_word, ordered, pairs, nexts, lefts, rights, made, 
     """
     if m > long_word and m > 1:
         return _merge_long(parts, m, ordered, pairs, nexts, made, priorities)
-    return _merge_short(parts, m, ordered, pairs, nexts, made, priorities, part_priority)
+    return merge_short(parts, m, ordered, pairs, nexts, made, priorities, part_priority)
+
+
+@njit(cache=True, nogil=True)
+def record_long(long_pieces, count, start, length):
+    """Append the row ``(start, length)`` to ``long_pieces[:count]`` (int64 rows, doubled when full);
+    returns the array (the same one or a larger copy)."""
+    if count == long_pieces.shape[0]:
+        grown = np.empty((2 * count + 4, 2), dtype=np.int64)
+        for j in range(count):
+            grown[j, 0] = long_pieces[j, 0]
+            grown[j, 1] = long_pieces[j, 1]
+        long_pieces = grown
+    long_pieces[count, 0] = start
+    long_pieces[count, 1] = length
+    return long_pieces
+
+
+@njit(cache=True, nogil=True)
+def merge_long_pieces(out, out_offsets, long_pieces, count, first_id, ordered, pairs, nexts, made, priorities):
+    """The encoders' second pass: merge the long pieces that the first wrote unmerged.
+
+    ``out`` holds documents ``[out_offsets[d], out_offsets[d + 1])`` of ids ``symbol + first_id``;
+    ``long_pieces[:count]`` are rows ``(start in out, symbols)`` in ascending order, each an unmerged
+    piece of more than ``LONG_WORD`` symbols. Each is merged (``_merge_long``) and the ids after it
+    move left to close the gap; ``out_offsets`` is updated. Returns the new number of ids.
+    """
+    longest = 0
+    for j in range(count):
+        longest = max(longest, long_pieces[j, 1])
+    parts = np.empty(longest, dtype=np.int64)
+    write = np.int64(0)
+    read = out_offsets[0]
+    j = 0
+    for d in range(out_offsets.shape[0] - 1):
+        stop = out_offsets[d + 1]
+        out_offsets[d] = write
+        while read < stop:
+            if j < count and long_pieces[j, 0] == read:
+                length = long_pieces[j, 1]
+                for i in range(length):
+                    parts[i] = np.int64(out[read + i]) - first_id
+                m = _merge_long(parts, length, ordered, pairs, nexts, made, priorities)
+                for i in range(m):
+                    out[write + i] = parts[i] + first_id
+                write += m
+                read += length
+                j += 1
+            else:
+                out[write] = out[read]
+                write += 1
+                read += 1
+    out_offsets[out_offsets.shape[0] - 1] = write
+    return write

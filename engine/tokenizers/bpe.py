@@ -23,6 +23,7 @@ import numpy as np
 
 from engine.errors import ConfigurationError, TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, encode_word_documents
+from engine.kernels.bpe_merge import merge_long_pieces
 from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, train_merges
 from engine.kernels.wordsplit import char_classes, code_points
 from engine.tokenizers.base import (
@@ -230,11 +231,14 @@ class BpeTokenizer(WordSplitSpans, Tokenizer):
         cps, bounds = join_documents(texts)
         out = np.empty(cps.shape[0] + 2 * len(texts), dtype=np.uint32)
         offsets = np.empty(len(texts) + 1, dtype=np.int64)
-        count, unknown = encode_word_documents(
-            cps, bounds, char_classes(), self._char_table, *self._merge_table, self._left, self._right, self._made,
-            self._priorities, WORD_CACHE_SLOTS, SPECIALS, self.bos_id, self.eos_id, wrap, out, offsets)
+        count, unknown, long_pieces, long_count = encode_word_documents(
+            cps, bounds, char_classes(), self._char_table, *self._merge_table, self._made, self._priorities,
+            WORD_CACHE_SLOTS, SPECIALS, self.bos_id, self.eos_id, wrap, out, offsets)
         if unknown >= 0:
             raise_unknown_in_documents(texts, document_ids, bounds, unknown, self.kind, "training characters", shift)
+        if long_count:  # words of more than LONG_WORD characters, written unmerged
+            count = merge_long_pieces(out, offsets, long_pieces, long_count, SPECIALS, True, *self._merge_table,
+                                      self._made, self._priorities)
         return out[:count], offsets
 
     def _encode(self, text: str, document_id: str | None) -> np.ndarray:

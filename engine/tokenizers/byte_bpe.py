@@ -26,6 +26,7 @@ import numpy as np
 from engine.checks import check_count
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_piece_table, encode_bytes, self_merging_tokens
+from engine.kernels.bpe_merge import merge_long_pieces
 from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
 from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.base import (MAX_VOCAB_SIZE, FitOptions, Tokenizer, _iter_texts, check_ids, check_special_ids,
@@ -174,11 +175,15 @@ class ByteBpeTokenizer(Tokenizer):
         documents = document_offsets.shape[0] - 1
         out = np.empty(buf.shape[0] + 2 * documents, dtype=np.uint32)
         out_offsets = np.empty(documents + 1, dtype=np.int64)
-        count = encode_bytes(
-            buf, document_offsets, code_point_classes(), self._pattern_code, self._byte_ids,
-            *self._encoder(), self._token_pool, self._token_offsets,
+        pairs, nexts, _, _, made, priorities, piece_table = self._encoder()
+        count, long_pieces, long_count = encode_bytes(
+            buf, document_offsets, code_point_classes(), self._pattern_code, self._byte_ids, pairs, nexts, made,
+            priorities, piece_table, self._token_pool, self._token_offsets,
             PIECE_CACHE_SLOTS, self.bos_id, self.eos_id, wrap, out, out_offsets,
         )
+        if long_count:
+            count = merge_long_pieces(out, out_offsets, long_pieces, long_count, 0, False, pairs, nexts, made,
+                                      priorities)
         return out[:count], out_offsets
 
     def _encode(self, text: str, document_id: str | None) -> np.ndarray:
