@@ -410,26 +410,31 @@ def merge_long_pieces(out, out_offsets, long_pieces, count, first_id, ordered, p
     for j in range(count):
         longest = max(longest, long_pieces[j, 1])
     parts = np.empty(longest, dtype=np.int64)
+    saved = np.empty(count, dtype=np.int64)  # ids saved by pieces 0..j
     write = np.int64(0)
-    read = out_offsets[0]
+    read = np.int64(0)  # out_offsets[0] is 0
+    for j in range(count):
+        start = long_pieces[j, 0]
+        length = long_pieces[j, 1]
+        for i in range(start - read):  # the ids between two long pieces move left as one run
+            out[write + i] = out[read + i]
+        write += start - read
+        for i in range(length):
+            parts[i] = np.int64(out[start + i]) - first_id
+        m = _merge_long(parts, length, ordered, pairs, nexts, made, priorities)
+        for i in range(m):
+            out[write + i] = parts[i] + first_id
+        write += m
+        read = start + length
+        saved[j] = read - write
+    documents = out_offsets.shape[0] - 1
+    total = out_offsets[documents]
+    for i in range(total - read):
+        out[write + i] = out[read + i]
     j = 0
-    for d in range(out_offsets.shape[0] - 1):
-        stop = out_offsets[d + 1]
-        out_offsets[d] = write
-        while read < stop:
-            if j < count and long_pieces[j, 0] == read:
-                length = long_pieces[j, 1]
-                for i in range(length):
-                    parts[i] = np.int64(out[read + i]) - first_id
-                m = _merge_long(parts, length, ordered, pairs, nexts, made, priorities)
-                for i in range(m):
-                    out[write + i] = parts[i] + first_id
-                write += m
-                read += length
-                j += 1
-            else:
-                out[write] = out[read]
-                write += 1
-                read += 1
-    out_offsets[out_offsets.shape[0] - 1] = write
-    return write
+    for d in range(1, documents + 1):  # a boundary moves left by what the pieces before it saved
+        while j < count and long_pieces[j, 0] < out_offsets[d]:
+            j += 1
+        if j > 0:
+            out_offsets[d] -= saved[j - 1]
+    return write + total - read
