@@ -44,3 +44,37 @@ def random_documents(count: int, seed: int, low: int = 5, high: int = 80, prefix
     rng = np.random.default_rng(seed)
     return [EncodedDocument(f"{prefix}{i}", Partition.TRAIN, framed(rng, int(rng.integers(low, high)), id_high))
             for i in range(count)]
+
+
+def rank_slices(source, world_size, collect, state=None, num_workers=0, stop_after=None, epochs=2):
+    """Run a TokenDataset over ``source`` rank by rank, each from ``state`` and for at most ``stop_after`` batches.
+
+    ``collect`` turns loader items into records ``(epoch, batch_index, part, ...)``, a part being a list of rows
+    or a dict of them. Returns the records with every part joined over the ranks (in rank order), per global
+    batch, and each rank's state_dict at the stop.
+    """
+    from engine.torch import TokenDataset  # needs torch, which tests without it import this file without
+
+    per_rank, states = [], []
+    for rank in range(world_size):
+        ds = TokenDataset(source, rank=rank, world_size=world_size, epochs=epochs)
+        if state is not None:
+            ds.load_state_dict(state)
+        items = []
+        for item in ds.loader(num_workers=num_workers, multiprocessing_context="fork" if num_workers else None):
+            items += collect([item])
+            if stop_after is not None and len(items) == stop_after:
+                break
+        per_rank.append(items)
+        states.append(ds.state_dict())
+    joined = []
+    for shares in zip(*per_rank):
+        assert len({share[:2] for share in shares}) == 1
+        record = list(shares[0][:2])
+        for part in zip(*(share[2:] for share in shares)):  # one part of the record, from every rank
+            if isinstance(part[0], dict):
+                record.append({name: sum((p[name] for p in part), []) for name in part[0]})
+            else:
+                record.append(sum(part, []))
+        joined.append(tuple(record))
+    return joined, states

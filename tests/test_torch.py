@@ -22,7 +22,7 @@ from engine.torch import TokenDataset, TokenLoader  # noqa: E402
 from engine.windows import CausalWindowConfig  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 from tests.fakes import ByteIdsTokenizer  # noqa: E402
-from tests.helpers import framed, random_documents  # noqa: E402
+from tests.helpers import framed, random_documents, rank_slices  # noqa: E402
 
 T, B = 8, 6
 
@@ -97,43 +97,21 @@ def test_plain_dataloader_with_workers_yields_the_global_order(store):
     assert got == global_sequence(epoch)
 
 
-def rank_slices(epoch, world_size, state=None, num_workers=0, stop_after=None):
-    """Per global batch, the rank shares concatenated; and each rank's dataset state at the stop."""
-    per_rank, states = [], []
-    for rank in range(world_size):
-        ds = TokenDataset(epoch, rank=rank, world_size=world_size, epochs=2)
-        if state is not None:
-            ds.load_state_dict(state)
-        items = []
-        loader = ds.loader(num_workers=num_workers, multiprocessing_context="fork" if num_workers else None)
-        for item in loader:
-            items.append(collect([item])[0])
-            if stop_after is not None and len(items) == stop_after:
-                break
-        per_rank.append(items)
-        states.append(ds.state_dict())
-    joined = []
-    for shares in zip(*per_rank):
-        assert len({(e, k) for e, k, _, _ in shares}) == 1
-        joined.append((shares[0][0], shares[0][1], sum((s[2] for s in shares), []), sum((s[3] for s in shares), [])))
-    return joined, states
-
-
 def test_elastic_resume_from_4_ranks_to_2_and_3(store):
     epoch = make_epoch(store, batch_size=12)
     assert epoch.batch_width(epoch.batch_count - 1) == 7  # every batch has rows for 4 ranks
     uninterrupted = global_sequence(epoch, epochs=2)
-    four, _ = rank_slices(epoch, 4)
+    four, _ = rank_slices(epoch, 4, collect)
     assert four == uninterrupted
     stop = epoch.batch_count - 3  # resume crosses into the second epoch
-    before, states = rank_slices(epoch, 4, stop_after=stop)
+    before, states = rank_slices(epoch, 4, collect, stop_after=stop)
     assert before == uninterrupted[:stop]
     state = states[0]
     assert all(s == state for s in states)
     assert state == {"seed": 7, "epoch": 0, "next_batch": stop, "global_batch_size": 12}
     saved = pickle.loads(pickle.dumps(state))
     for world_size, workers in ((2, 0), (3, 2)):
-        after, _ = rank_slices(epoch, world_size, state=saved, num_workers=workers)
+        after, _ = rank_slices(epoch, world_size, collect, state=saved, num_workers=workers)
         assert before + after == uninterrupted
 
 

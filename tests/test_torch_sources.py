@@ -7,6 +7,7 @@ against the plain-loop schedule. Resume is checked under other world sizes and w
 
 from __future__ import annotations
 
+import functools
 import pickle
 
 import numpy as np
@@ -23,7 +24,7 @@ from engine.store import TokenStore  # noqa: E402
 from engine.torch import TokenDataset, TokenLoader  # noqa: E402
 from engine.windows import CausalWindowConfig  # noqa: E402
 from tests.fakes import ByteIdsTokenizer  # noqa: E402
-from tests.helpers import random_documents as framed_documents  # noqa: E402
+from tests.helpers import random_documents as framed_documents, rank_slices  # noqa: E402
 from tests.naive_packing import naive_epoch_seed, naive_pack  # noqa: E402
 from tests.naive_windows import fisher_yates  # noqa: E402
 
@@ -109,39 +110,18 @@ def test_packed_batches_through_workers(store, context):
     assert collect(plain) == expected
 
 
-def rank_slices(source, world_size, state=None, num_workers=0, stop_after=None, epochs=2, names=NAMES):
-    """Per global batch, the rank shares concatenated; and each rank's state at the stop."""
-    per_rank, states = [], []
-    for rank in range(world_size):
-        ds = TokenDataset(source, rank=rank, world_size=world_size, epochs=epochs)
-        if state is not None:
-            ds.load_state_dict(state)
-        items = []
-        for item in ds.loader(num_workers=num_workers, multiprocessing_context="fork" if num_workers else None):
-            items += collect([item], names)
-            if stop_after is not None and len(items) == stop_after:
-                break
-        per_rank.append(items)
-        states.append(ds.state_dict())
-    joined = []
-    for shares in zip(*per_rank):
-        assert len({(e, k) for e, k, _ in shares}) == 1
-        joined.append((shares[0][0], shares[0][1], {name: sum((s[2][name] for s in shares), []) for name in names}))
-    return joined, states
-
-
 def test_packed_elastic_resume_from_4_ranks_to_2_and_3(store):
     epoch = packed(store)
     assert epoch.batch_width(epoch.batch_count - 1) >= 4  # every batch has rows for 4 ranks
     uninterrupted = naive_packed_sequence(list(store.documents("train")), B, SEED, epochs=2)
     stop = epoch.batch_count - 1  # resume crosses into the second epoch
-    before, states = rank_slices(epoch, 4, stop_after=stop)
+    before, states = rank_slices(epoch, 4, collect, stop_after=stop)
     assert before == uninterrupted[:stop]
     state = states[0]
     assert all(s == state for s in states)
     assert state == {"seed": SEED, "epoch": 0, "next_batch": stop, "global_batch_size": B}
     for world_size, workers in ((2, 0), (3, 2)):
-        after, _ = rank_slices(packed(store), world_size, state=pickle.loads(pickle.dumps(state)),
+        after, _ = rank_slices(packed(store), world_size, collect, state=pickle.loads(pickle.dumps(state)),
                                num_workers=workers)
         assert before + after == uninterrupted
 
@@ -187,11 +167,12 @@ def test_mixture_batches_state_and_elastic_resume(store, make):
     if not mixture.packed:
         assert progress["sources"][1]["epoch"] >= 2  # the small source is in a later epoch of its own
     # elastic: 4 ranks to the stop, then 2 or 3 ranks (with workers) from the saved state
-    before, states = rank_slices(mixture, 4, stop_after=25, names=names)
+    collect_names = functools.partial(collect, names=names)
+    before, states = rank_slices(mixture, 4, collect_names, stop_after=25)
     assert before == expected[:25] and all(s == state for s in states)
     for world_size, workers in ((2, 0), (3, 2)):
-        after, _ = rank_slices(pickle.loads(pickle.dumps(make(store))), world_size, state=state,
-                               num_workers=workers, stop_after=steps - 25, names=names)
+        after, _ = rank_slices(pickle.loads(pickle.dumps(make(store))), world_size, collect_names, state=state,
+                               num_workers=workers, stop_after=steps - 25)
         assert before + after == expected
     with pytest.raises(TypeError, match="endless"):
         len(ds)
