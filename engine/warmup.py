@@ -18,6 +18,8 @@ _TEXTS = [
     "First Citizen:\nBefore we proceed any further, hear me speak.\n",
     "All:\nSpeak, speak. 1234 don't we'll \u03b1\u03b2\u03b3 \u043f\u0440\u0438\u0432\u0435\u0442!\n\n  ",
     "You are all resolved rather to die than to famish?\tResolved. resolved.\n",
+    # a word and a piece longer than LONG_WORD (64): the encoders' second pass
+    "Resolved" + "resolved" * 9 + " " + "=" * 70 + "\n",
 ]
 
 
@@ -31,7 +33,7 @@ def _tokenizers() -> None:
 def _byte_level() -> None:
     from engine.tokenizers import BpeTrainer
 
-    for pattern in ("gpt2", "cl100k"):
+    for pattern in ("gpt2", "cl100k", "o200k"):  # each pattern compiles its own scanner
         for tie_break in ("first", "hf"):
             tok = BpeTrainer(level="byte", vocab_size=300, pattern=pattern, tie_break=tie_break).train(_TEXTS)
             tok.encode_batch(_TEXTS * 2, threads=2)

@@ -41,8 +41,9 @@ PATTERNS = {
 _CODES = {"gpt2": GPT2, "cl100k": CL100K, "o200k": O200K}
 
 
-def pattern_code(pattern: str) -> int:
-    """Kernel code of a pattern name; ``TokenizerError`` for an unknown name."""
+def pattern_code(pattern: str):
+    """What the kernels take for a pattern name (``engine.kernels.pretokenize.GPT2``, ``CL100K`` or
+    ``O200K``: one Numba type each); ``TokenizerError`` for an unknown name."""
     code = _CODES.get(pattern)
     if code is None:
         raise TokenizerError(f"unknown pre-tokenizer pattern {pattern!r} (expected one of: {', '.join(_CODES)})")
