@@ -6,7 +6,8 @@ line; ``quiet=True`` (the CLI's ``--quiet``) silences it. On a terminal it redra
 
 The first run on a machine compiles Numba kernels (later runs load them from the cache). While a
 step compiles, its line says "compiling kernels (first run only)" once, and the time spent compiling
-is left out of its rates, so they never read as a slow "6 merges/s".
+is left out of its rates, so they never read as a slow "6 merges/s"; its elapsed time says how much
+of it was compiling.
 """
 
 from __future__ import annotations
@@ -106,14 +107,15 @@ class Progress:
 
     def _line(self, now: float) -> str:
         elapsed = max(now - self._start, 1e-9)
-        working = max(elapsed - (_watch.total() - self._compile_start), 1e-9)  # rates leave compiling out
+        compiled = _watch.total() - self._compile_start
+        working = max(elapsed - compiled, 1e-9)  # rates leave compiling out
         parts = [f"{self.label}: {self.items:,} {self.unit}"]
         if self.total:
             parts[0] += f"/{self.total:,} ({100.0 * self.items / self.total:.0f}%)"
         parts.append(f"{self.items / working:,.0f} {self.unit}/s")
         if self.bytes:
             parts.append(f"{self.bytes / working / 1e6:,.1f} MB/s")
-        parts.append(f"{elapsed:.1f}s")
+        parts.append(f"{elapsed:.1f}s" + (f" ({compiled:.1f}s compiling kernels)" if compiled >= 0.05 else ""))
         return ", ".join(parts)
 
     def _write(self, line: str, *, final: bool) -> None:

@@ -27,9 +27,10 @@ def test_compiling_is_announced_once_and_left_out_of_rates():
         bar.update(items=1000)
     lines = stream.getvalue().splitlines()
     assert lines[0] == "training: compiling kernels (first run only)"
-    assert sum("compiling kernels" in line for line in lines) == 1
+    assert sum("compiling kernels (first run only)" in line for line in lines) == 1
     rate = float(lines[1].split(", ")[1].split()[0].replace(",", ""))
     assert rate > 1000 / 0.3  # 0.6 s of compiling left out: the rate counts only the working time
+    assert lines[-1].endswith(" (0.6s compiling kernels) done")
 
 
 def test_quiet_says_nothing_about_compiling():
