@@ -37,6 +37,14 @@ GPT2 = Gpt2Pattern()
 CL100K = Cl100kPattern()
 O200K = O200kPattern()
 
+
+def _for_pattern(pattern, gpt2, cl100k, o200k):
+    """The function for the pattern of Numba type ``pattern`` (an overload's choice when it compiles)."""
+    chosen = {Gpt2Pattern: gpt2, Cl100kPattern: cl100k, O200kPattern: o200k}.get(getattr(pattern, "instance_class", None))
+    if chosen is None:
+        raise TypeError(f"expected a pre-tokenizer pattern (GPT2, CL100K or O200K), got {pattern}")
+    return chosen
+
 LETTER = 1
 NUMBER = 2
 SPACE = 4
@@ -271,8 +279,7 @@ def piece_end(buf, pos, end, classes, pattern):
 
 @overload(piece_end)
 def _piece_end(buf, pos, end, classes, pattern):
-    scanner = {Gpt2Pattern: gpt2_piece_end, Cl100kPattern: cl100k_piece_end,
-               O200kPattern: o200k_piece_end}[pattern.instance_class]
+    scanner = _for_pattern(pattern, gpt2_piece_end, cl100k_piece_end, o200k_piece_end)
 
     def impl(buf, pos, end, classes, pattern):
         return scanner(buf, pos, end, classes)
@@ -358,8 +365,7 @@ def ascii_piece_end(buf, pos, end, table, pattern):
 
 @overload(ascii_piece_end, inline="always")
 def _ascii_piece_end(buf, pos, end, table, pattern):
-    fast = {Gpt2Pattern: gpt2_ascii_piece_end, Cl100kPattern: cl100k_ascii_piece_end,
-            O200kPattern: no_ascii_piece_end}[pattern.instance_class]
+    fast = _for_pattern(pattern, gpt2_ascii_piece_end, cl100k_ascii_piece_end, no_ascii_piece_end)
 
     def impl(buf, pos, end, table, pattern):
         return fast(buf, pos, end, table)
