@@ -54,9 +54,9 @@ def naive_piece_key(piece: bytes) -> int:
     return (h >> 8) | (min(len(piece), 255) << 56)
 
 
-def naive_self_merging(tokens: list[bytes | None], merge_piece) -> list[bool]:
-    """Per token: it has two or more bytes and ``merge_piece(its bytes)`` is exactly ``[that token]``."""
-    return [t is not None and len(t) >= 2 and merge_piece(t) == [i] for i, t in enumerate(tokens)]
+def naive_self_merging(tokens: list[bytes | None], merge_piece, longest: int = 64) -> list[bool]:
+    """Per token: it has two to ``longest`` bytes and ``merge_piece(its bytes)`` is exactly ``[that token]``."""
+    return [t is not None and 2 <= len(t) <= longest and merge_piece(t) == [i] for i, t in enumerate(tokens)]
 
 
 def naive_encode_merges(piece: bytes, byte_ids: list[int], merges: dict[tuple[int, int], tuple[int, int]]) -> list[int]:

@@ -100,13 +100,28 @@ def test_self_merging_tokens_match_naive(trained):
     byte_ids = [trained.tokens.index(bytes([b])) for b in range(256)]
     merges = merges_of(trained)
     got = self_merging_tokens(trained._token_pool, trained._token_offsets, trained._byte_ids, *trained._encoder()[:6])
-    want = naive_self_merging(trained.tokens, lambda piece: naive_encode_merges(piece, byte_ids, merges))
+    want = naive_self_merging(trained.tokens, lambda piece: naive_encode_merges(piece, byte_ids, merges),
+                              MAX_CACHED_PIECE)
     assert got.tolist() == want + [False] * (len(got) - len(want))
     for seed in (1, 2):
         tok, ranks = random_rank_tokenizer(seed, False)
         got = self_merging_tokens(tok._token_pool, tok._token_offsets, tok._byte_ids, *tok._encoder()[:6])
-        want = naive_self_merging(tok.tokens, lambda piece: naive_encode_ranks(piece, ranks, False))
+        want = naive_self_merging(tok.tokens, lambda piece: naive_encode_ranks(piece, ranks, False), MAX_CACHED_PIECE)
         assert got.tolist() == want + [False] * (len(got) - len(want))
+
+
+def test_tokens_longer_than_the_table_limit_still_encode_as_themselves():
+    """A token of more than MAX_CACHED_PIECE bytes is not in the direct table; its piece goes through the
+    long-piece pass and still comes out as that one token."""
+    tokens = [bytes([b]) for b in range(256)] + [b"a" * (1 << k) for k in range(1, 9)]  # up to 256 a's
+    tok = ByteBpeTokenizer(tokens, specials={"<bos>": len(tokens), "<eos>": len(tokens) + 1}, whole_piece_first=False)
+    ranks = {t: i for i, t in enumerate(tokens)}
+    wanted = self_merging_tokens(tok._token_pool, tok._token_offsets, tok._byte_ids, *tok._encoder()[:6])
+    assert [i for i in range(len(tokens)) if wanted[i]] == [256 + k for k in range(6)]  # 2..64 bytes
+    for length in (64, 65, 128, 200, 256, 300):
+        text = "a" * length + " " + "a" * length
+        assert tok.encode(text).tolist() == naive_rank_ids(text, ranks, False)
+    assert tok.encode("a" * 256).tolist() == [263]
 
 
 @pytest.mark.parametrize("slots", [64, 1 << 16])

@@ -208,24 +208,22 @@ def find_piece(buf, start, length, key, table, pool, offsets):
 
 @njit(cache=True, nogil=True)
 def self_merging_tokens(pool, offsets, byte_ids, pairs, nexts, lefts, rights, made, priorities):
-    """bool per token: its bytes (two or more) merge, by the byte-level rule, into exactly that token.
+    """bool per token: its bytes (two to ``MAX_CACHED_PIECE``) merge, by the byte-level rule, into
+    exactly that token.
 
     A piece equal to such a token encodes as that token, so the encoder may look it up directly.
+    Longer tokens are left to the encoder's long-piece pass, which gives them the same ids.
     """
     n = offsets.shape[0] - 1
     wanted = np.zeros(n, dtype=np.bool_)
-    longest = 1
-    for t in range(n):
-        longest = max(longest, offsets[t + 1] - offsets[t])
-    parts = np.empty(longest, dtype=np.int64)
-    part_priority = np.empty(longest, dtype=np.int64)
+    parts = np.empty(MAX_CACHED_PIECE, dtype=np.int64)
+    part_priority = np.empty(MAX_CACHED_PIECE, dtype=np.int64)
     for t in range(n):
         length = offsets[t + 1] - offsets[t]
-        if length < 2:
+        if length < 2 or length > MAX_CACHED_PIECE:
             continue
         for i in range(length):
             parts[i] = byte_ids[pool[offsets[t] + i]]
-        # the scan at any length: tokens are short, and the long path is then never compiled here
         m = merge_short(parts, length, False, pairs, nexts, made, priorities, part_priority)
         wanted[t] = m == 1 and parts[0] == t
     return wanted
