@@ -274,7 +274,7 @@ def o200k_piece_end(buf, pos, end, classes):
 
 def piece_end(buf, pos, end, classes, pattern):
     """End of the piece at ``pos`` (``pos < end``) under ``pattern``: the full scanners (kernels only)."""
-    raise NotImplementedError("piece_end is called from kernels only")
+    raise TypeError("piece_end runs inside Numba kernels only (an overload picks the pattern's scanner)")
 
 
 @overload(piece_end)
@@ -360,7 +360,7 @@ def ascii_piece_end(buf, pos, end, table, pattern):
     gives -1: ``piece_end`` then scans it. No calls, so the loop over pieces stays tight; ``table``
     is ``ascii_table(classes)``. o200k has no fast path.
     """
-    raise NotImplementedError("ascii_piece_end is called from kernels only")
+    raise TypeError("ascii_piece_end runs inside Numba kernels only (an overload picks the pattern's fast path)")
 
 
 @overload(ascii_piece_end, inline="always")

@@ -143,7 +143,6 @@ class ByteBpeTokenizer(Tokenizer):
         for i, t in enumerate(self.tokens):
             if t is not None:
                 lengths[i] = len(t)
-        self._token_lengths = lengths
         self._token_offsets = np.zeros(size + 1, dtype=np.int64)
         np.cumsum(lengths, out=self._token_offsets[1:])
         self._token_pool = np.frombuffer(b"".join(t for t in self.tokens if t is not None), dtype=np.uint8)
@@ -163,7 +162,7 @@ class ByteBpeTokenizer(Tokenizer):
             entries = self._merge_entries
             merge_table = (*build_pair_table(entries[0], entries[1]), *entries)
             if self.whole_piece_first:
-                wanted = self._token_lengths >= 2
+                wanted = np.diff(self._token_offsets) >= 2
             else:
                 wanted = self_merging_tokens(self._token_pool, self._token_offsets, self._byte_ids, *merge_table)
             piece_table = np.zeros((_power_of_two_at_least(2 * int(wanted.sum()) + 1), 2), dtype=np.uint64)
