@@ -63,6 +63,38 @@ def test_trainer_streams_many_batches(monkeypatch):
     assert streamed.merges == whole.merges and len(streamed.merges) == 342
 
 
+def naive_word_counts(texts, pattern="gpt2"):
+    counts = {}
+    for text in texts:
+        for piece in naive_pretokenize(text, pattern):
+            key = piece.encode()
+            counts[key] = counts.get(key, 0) + 1
+    return list(counts), list(counts.values())  # first appearance order
+
+
+def word_table(table):
+    pool, starts = table.pool.tobytes(), table.starts[: table.total + 1].tolist()
+    return [pool[starts[w]:starts[w + 1]] for w in range(table.total)], table.counts[: table.total].tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(texts=st.lists(st.lists(st.sampled_from(WORDS + ["abcdefg", "abcdefgh", " abcdefg", "x" * 300, "\x00" * 9]),
+                               max_size=30).map("".join), max_size=6))
+def test_word_counts_match_counter(texts):
+    # pieces of up to 7 bytes are their own key, longer ones compare bytes (and 300 > 255 bytes of length)
+    assert word_table(ByteBpeTrainer(merges=1).count_words(texts)) == naive_word_counts(texts)
+
+
+def test_word_counts_grow_past_the_first_table(monkeypatch):
+    import engine.tokenizers.byte_bpe as module
+
+    monkeypatch.setattr(module, "BATCH_BYTES", 50_000)  # many batches, the table and pool grow between them
+    texts = stdlib_texts(400_000) + [" ".join(f"w{i}" for i in range(40_000))]
+    table = ByteBpeTrainer(merges=1).count_words(texts)
+    assert table.total > 1 << 15  # past the initial 32k types
+    assert word_table(table) == naive_word_counts(texts)
+
+
 @pytest.mark.parametrize("tie_break", ["first", "hf"])
 def test_train_from_counts_equals_train(tie_break):
     texts = stdlib_texts(200_000)

@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.kernels.bpe_encode import EMPTY_KEY, find_span, hash_span, key_slot, same_span
+from engine.kernels.bpe_encode import (EMPTY_KEY, SHORT_PIECE, find_span, hash_span, key_home, key_slot, piece_key,
+                                       same_span)
 from engine.kernels.heap import heap_grow, heap_pop, heap_push, new_heap
 
 __all__ = ["TIE_FIRST", "TIE_HF", "count_pieces", "rehash_words", "train_merges"]
@@ -33,12 +34,15 @@ TIE_HF = 1
 
 
 @njit(cache=True, nogil=True)
-def count_pieces(buf, ends, first_piece, piece_start, slots, word_hashes, word_starts, word_pool,
+def count_pieces(buf, ends, first_piece, piece_start, slots, word_keys, word_starts, word_pool,
                  word_counts, word_total, pool_used):
     """Count pieces ``first_piece..`` of ``buf`` (piece i ends at ``ends[i]``) into the word table.
 
-    Stops early, before inserting a new type, when the type arrays or the pool are full or the
-    table passes half load. Returns (next piece, its start byte, word types, pool bytes used).
+    ``slots`` (uint64 ``(2^k, 2)``, zero = free) holds rows ``(piece_key, word)`` by open addressing
+    from ``key_home``: a piece of up to ``SHORT_PIECE`` bytes is its own key, so one row read
+    settles it; a longer one also compares its bytes with the word's. Stops early, before
+    inserting a new type, when the type arrays or the pool are full or the table passes half load.
+    Returns (next piece, its start byte, word types, pool bytes used).
     """
     mask = slots.shape[0] - 1
     limit = min(word_counts.shape[0] - 1, slots.shape[0] // 2)
@@ -46,23 +50,25 @@ def count_pieces(buf, ends, first_piece, piece_start, slots, word_hashes, word_s
     i = first_piece
     while i < ends.shape[0]:
         end = ends[i]
-        h = hash_span(buf, start, end)
-        slot = np.int64(h & np.uint64(mask))
         length = end - start
+        key = piece_key(buf, start, length)
+        slot = key_home(key, mask)
         found = -1
-        while slots[slot] >= 0:
-            w = slots[slot]
-            if (word_hashes[w] == h and word_starts[w + 1] - word_starts[w] == length
-                    and same_span(word_pool, word_starts[w], buf, start, length)):
-                found = w
-                break
+        while slots[slot, 0] != 0:
+            if slots[slot, 0] == key:
+                w = np.int64(slots[slot, 1])
+                if length <= SHORT_PIECE or (word_starts[w + 1] - word_starts[w] == length
+                                             and same_span(word_pool, word_starts[w], buf, start, length)):
+                    found = w
+                    break
             slot = (slot + 1) & mask
         if found < 0:
             if word_total >= limit or pool_used + length > word_pool.shape[0]:
                 return i, start, word_total, pool_used
             found = word_total
-            slots[slot] = found
-            word_hashes[found] = h
+            slots[slot, 0] = key
+            slots[slot, 1] = found
+            word_keys[found] = key
             for j in range(length):
                 word_pool[pool_used + j] = buf[start + j]
             pool_used += length
@@ -76,14 +82,16 @@ def count_pieces(buf, ends, first_piece, piece_start, slots, word_hashes, word_s
 
 
 @njit(cache=True, nogil=True)
-def rehash_words(slots, word_hashes, word_total):
-    """Re-insert every word type into an empty (all -1) table ``slots`` of size 2^k."""
+def rehash_words(slots, word_keys, word_total):
+    """Re-insert every word type into an empty (zero) ``count_pieces`` table ``slots``."""
     mask = slots.shape[0] - 1
     for w in range(word_total):
-        slot = np.int64(word_hashes[w] & np.uint64(mask))
-        while slots[slot] >= 0:
+        key = word_keys[w]
+        slot = key_home(key, mask)
+        while slots[slot, 0] != 0:
             slot = (slot + 1) & mask
-        slots[slot] = w
+        slots[slot, 0] = key
+        slots[slot, 1] = w
 
 
 @njit(cache=True, nogil=True, inline="always")

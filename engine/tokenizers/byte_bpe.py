@@ -435,8 +435,8 @@ class WordCounts:
 
     def __init__(self, pattern: str):
         self.code = pattern_code(pattern)
-        self.slots = np.full(1 << 16, -1, dtype=np.int64)
-        self.hashes = np.empty(1 << 15, dtype=np.uint64)
+        self.slots = np.zeros((1 << 16, 2), dtype=np.uint64)  # (piece key, word); key 0 = free
+        self.keys = np.empty(1 << 15, dtype=np.uint64)
         self.starts = np.zeros((1 << 15) + 1, dtype=np.int64)
         self.counts = np.empty(1 << 15, dtype=np.int64)
         self.pool = np.empty(1 << 20, dtype=np.uint8)
@@ -457,7 +457,7 @@ class WordCounts:
         piece, start = 0, 0
         while True:
             piece, start, self.total, self.pool_used = count_pieces(
-                buf, ends, piece, start, self.slots, self.hashes, self.starts, self.pool,
+                buf, ends, piece, start, self.slots, self.keys, self.starts, self.pool,
                 self.counts, self.total, self.pool_used)
             if piece >= pieces:
                 return
@@ -466,11 +466,11 @@ class WordCounts:
     def _grow(self, pending_bytes: int) -> None:
         if self.total + 1 >= min(self.counts.shape[0], self.slots.shape[0] // 2):
             size = 2 * self.counts.shape[0]
-            self.hashes = np.concatenate([self.hashes, np.empty(size - self.hashes.shape[0], dtype=np.uint64)])
+            self.keys = np.concatenate([self.keys, np.empty(size - self.keys.shape[0], dtype=np.uint64)])
             self.counts = np.concatenate([self.counts, np.empty(size - self.counts.shape[0], dtype=np.int64)])
             self.starts = np.concatenate([self.starts, np.zeros(size + 1 - self.starts.shape[0], dtype=np.int64)])
-            self.slots = np.full(2 * size, -1, dtype=np.int64)
-            rehash_words(self.slots, self.hashes, self.total)
+            self.slots = np.zeros((2 * size, 2), dtype=np.uint64)
+            rehash_words(self.slots, self.keys, self.total)
         if self.pool_used + pending_bytes > self.pool.shape[0]:
             size = max(2 * self.pool.shape[0], self.pool_used + pending_bytes)
             self.pool = np.concatenate([self.pool, np.empty(size - self.pool.shape[0], dtype=np.uint8)])
