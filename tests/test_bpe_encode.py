@@ -124,21 +124,48 @@ def test_tokens_longer_than_the_table_limit_still_encode_as_themselves():
     assert tok.encode("a" * 256).tolist() == [263]
 
 
-@pytest.mark.parametrize("slots", [64, 1 << 16])
-def test_piece_cache_hits_and_eviction_give_the_same_ids(trained, monkeypatch, slots):
-    """Many distinct pieces that are no token, repeated: hits, and with 64 slots several evictions."""
+@pytest.mark.parametrize("slots, pool_bytes, pool_ids", [(64, 1 << 20, 1 << 18), (1 << 16, 1 << 20, 1 << 18),
+                                                       (1 << 16, 40, 1 << 18), (1 << 16, 1 << 20, 12)])
+def test_piece_cache_hits_and_eviction_give_the_same_ids(trained, monkeypatch, slots, pool_bytes, pool_ids):
+    """Many distinct pieces that are no token, repeated: hits, and with 64 slots (or pools of a few
+    pieces) many evictions; the cache outlives a call, so later calls start from what earlier ones
+    (of other texts, on other threads) left in it."""
     monkeypatch.setattr(byte_bpe_module, "PIECE_CACHE_SLOTS", slots)
+    monkeypatch.setattr(byte_bpe_module, "PIECE_CACHE_BYTES", pool_bytes)
+    monkeypatch.setattr(byte_bpe_module, "PIECE_CACHE_IDS", pool_ids)
+    monkeypatch.setattr(trained, "_piece_caches", [])  # new caches, of these sizes
     rng = random.Random(5)
     words = ["".join(rng.choice("qxzjkvwy") for _ in range(rng.randint(2, 12))) for _ in range(300)]
     long_word = "zq" * (MAX_CACHED_PIECE // 2 + 20)
     text = " ".join(rng.choice(words + [long_word]) for _ in range(5000))
     byte_ids = [trained.tokens.index(bytes([b])) for b in range(256)]
     merges = merges_of(trained)
-    want = [i for piece in naive_pretokenize(text, "gpt2") for i in naive_encode_merges(piece.encode(), byte_ids, merges)]
+
+    def naive(t):
+        return [i for piece in naive_pretokenize(t, "gpt2") for i in naive_encode_merges(piece.encode(), byte_ids, merges)]
+
+    want = naive(text)
     assert trained.encode(text).tolist() == want
-    documents = [text[:7000], text[7000:], text[:7000]]
-    assert [ids.tolist() for ids in trained.encode_batch(documents, threads=2)] == [trained.encode(d).tolist()
-                                                                                    for d in documents]
+    assert trained.encode(text).tolist() == want  # from a filled cache
+    other = " ".join(w[::-1] + "k" for w in words)  # pieces that share keys' lengths, not bytes
+    assert trained.encode(other).tolist() == naive(other)
+    assert trained.encode(text).tolist() == want
+    documents = [text[:7000], text[7000:], other, text[:7000]]
+    assert [ids.tolist() for ids in trained.encode_batch(documents, threads=2)] == [naive(d) for d in documents]
+    assert 1 <= len(trained._piece_caches) <= 2  # one per thread that ran, idle again
+    table, _, _, state = trained._piece_caches[0]
+    assert table.shape == (slots, 4) and 0 < state[0] <= slots * 3 // 4
+    assert state[1] <= pool_bytes and state[2] <= pool_ids
+
+
+def test_a_pickled_tokenizer_carries_no_piece_cache(trained):
+    import pickle
+
+    trained.encode("zqxj kvwy zqxj")
+    assert trained._piece_caches
+    copy = pickle.loads(pickle.dumps(trained))
+    assert copy._piece_caches == [] and trained._piece_caches
+    assert copy.encode("zqxj kvwy zqxj").tolist() == trained.encode("zqxj kvwy zqxj").tolist()
 
 
 def multilingual_texts() -> list[str]:

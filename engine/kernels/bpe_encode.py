@@ -30,7 +30,7 @@ from engine.kernels.wordsplit import word_end
 __all__ = [
     "EMPTY_KEY", "LONG_WORD", "MAX_CACHED_PIECE", "hash_span", "same_span", "key_slot", "find_span", "build_pair_table",
     "merge_word", "encode_words", "scatter_documents", "map_symbols", "piece_key", "build_piece_table",
-    "self_merging_tokens", "encode_bytes", "encode_word_documents",
+    "self_merging_tokens", "new_piece_cache", "encode_bytes", "encode_word_documents",
 ]
 
 # Pieces of up to this many symbols are merged in the encoders' pass and cached; longer ones are
@@ -229,33 +229,64 @@ def self_merging_tokens(pool, offsets, byte_ids, pairs, nexts, lefts, rights, ma
     return wanted
 
 
+def new_piece_cache(slots: int = 1 << 16, byte_capacity: int = 1 << 20, id_capacity: int = 1 << 18) -> tuple:
+    """An empty piece cache for ``encode_bytes``: ``(table, byte pool, id pool, state)``; ``slots``
+    a power of two (about 4 MB with the defaults)."""
+    if slots < 64 or slots & (slots - 1):
+        raise ValueError(f"piece cache slots must be a power of two >= 64, got {slots}")
+    return (np.zeros((slots, 4), dtype=np.uint64), np.empty(byte_capacity, dtype=np.uint8),
+            np.empty(id_capacity, dtype=np.uint32), np.zeros(3, dtype=np.int64))
+
+
+# Columns of a piece cache row (``encode_bytes``); key 0 = free.
+CACHE_KEY, CACHE_BYTES, CACHE_IDS, CACHE_COUNT = range(4)
+# Entries of a piece cache's state array: rows in use, bytes of its byte pool used, ids of its id pool used.
+CACHE_ENTRIES, CACHE_BYTES_USED, CACHE_IDS_USED = range(3)
+
+
 @njit(cache=True, nogil=True)
 def _encode_miss(buf, pos, length, key, slot, byte_ids, pairs, nexts, made, priorities, parts,
-                 part_priority, out, out_pos, cache, cache_used):
+                 part_priority, out, out_pos, cache, cache_bytes, cache_ids, cache_state):
     """Merge a piece of up to ``MAX_CACHED_PIECE`` bytes found in neither table, write its ids at
-    ``out[out_pos:]`` and remember them in the cache (at ``slot``, the free slot its probe ended on);
-    returns ``(out_pos, cache_used)``."""
+    ``out[out_pos:]`` and remember them in the cache (at ``slot``, the free slot its probe ended on;
+    its bytes too when they are longer than a key); returns the new ``out_pos``.
+
+    When the table is three quarters full or a pool has no room, the cache is emptied first: it
+    stays bounded, and the encoder linear."""
     for i in range(length):
         parts[i] = byte_ids[buf[pos + i]]
     m = merge_short(parts, length, False, pairs, nexts, made, priorities, part_priority)
     for i in range(m):
         out[out_pos + i] = parts[i]
     cache_size = cache.shape[0]
-    if cache_used >= (cache_size * 3) // 4:  # evict everything: the cache stays bounded and linear
+    stored = length if length > SHORT_PIECE else 0
+    if (cache_state[CACHE_ENTRIES] >= (cache_size * 3) // 4
+            or cache_state[CACHE_BYTES_USED] + stored > cache_bytes.shape[0]
+            or cache_state[CACHE_IDS_USED] + m > cache_ids.shape[0]):
         for j in range(cache_size):
-            cache[j, 0] = 0
-        cache_used = 0
+            cache[j, CACHE_KEY] = 0
+        cache_state[CACHE_ENTRIES] = 0
+        cache_state[CACHE_BYTES_USED] = 0
+        cache_state[CACHE_IDS_USED] = 0
         slot = key_home(key, cache_size - 1)
-    cache[slot, 0] = key
-    cache[slot, 1] = pos
-    cache[slot, 2] = out_pos
-    cache[slot, 3] = m
-    cache_used += 1
-    return out_pos + m, cache_used
+    at_bytes, at_ids = cache_state[CACHE_BYTES_USED], cache_state[CACHE_IDS_USED]
+    cache[slot, CACHE_KEY] = key
+    cache[slot, CACHE_BYTES] = at_bytes
+    cache[slot, CACHE_IDS] = at_ids
+    cache[slot, CACHE_COUNT] = m
+    for i in range(stored):
+        cache_bytes[at_bytes + i] = buf[pos + i]
+    for i in range(m):
+        cache_ids[at_ids + i] = parts[i]
+    cache_state[CACHE_ENTRIES] += 1
+    cache_state[CACHE_BYTES_USED] = at_bytes + stored
+    cache_state[CACHE_IDS_USED] = at_ids + m
+    return out_pos + m
 
 
 @njit(cache=True, nogil=True)
-def _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool, token_offsets, cache, out, out_pos):
+def _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool, token_offsets, cache, cache_bytes,
+                  cache_ids, out, out_pos):
     """Write the ids of pieces ``k, k + 1, ...`` (ending at ``ends[k]``, ..., the first at ``pos``) while
     each is one byte, a token of ``token_table`` or in ``cache``; stops at ``count`` or at a piece
     found in neither. Returns ``(k, pos, out_pos, key, slot)``: that piece, its start, where its ids
@@ -281,17 +312,17 @@ def _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool, t
         slot = key_home(key, cache_mask)
         if length > MAX_CACHED_PIECE:  # never cached
             return k, pos, out_pos, key, slot
-        while cache[slot, 0] != 0:
-            if cache[slot, 0] == key and (length <= SHORT_PIECE
-                                          or same_span(buf, np.int64(cache[slot, 1]), buf, pos, length)):
+        while cache[slot, CACHE_KEY] != 0:
+            if cache[slot, CACHE_KEY] == key and (
+                    length <= SHORT_PIECE or same_span(cache_bytes, np.int64(cache[slot, CACHE_BYTES]), buf, pos, length)):
                 break
             slot = (slot + 1) & cache_mask
-        if cache[slot, 0] == 0:
+        if cache[slot, CACHE_KEY] == 0:
             return k, pos, out_pos, key, slot
-        first = np.int64(cache[slot, 2])  # the ids of an earlier occurrence are already in ``out``
-        count_ids = np.int64(cache[slot, 3])
+        first = np.int64(cache[slot, CACHE_IDS])
+        count_ids = np.int64(cache[slot, CACHE_COUNT])
         for j in range(count_ids):
-            out[out_pos + j] = out[first + j]
+            out[out_pos + j] = cache_ids[first + j]
         out_pos += count_ids
         pos = end
         k += 1
@@ -300,8 +331,8 @@ def _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool, t
 
 @njit(cache=True, nogil=True, inline="always")
 def _call_scratch(pieces, cache_limit):
-    """A call's cache of merged pieces, rows ``(key, piece start, start of its ids in out, number of
-    ids)`` with key 0 = free, of 64 to ``cache_limit`` slots (power of two, about ``pieces``), and the
+    """A call's cache of merged pieces for ``encode_word_documents``, rows ``(key, piece start, start
+    of its ids in out, number of ids)`` with key 0 = free, of 64 to ``cache_limit`` slots (power of two, about ``pieces``), and the
     merge scratch ``parts``, ``part_priority`` for pieces of up to ``LONG_WORD`` symbols."""
     cache_size = 64
     while cache_size < cache_limit and cache_size < pieces:
@@ -323,16 +354,20 @@ def begin_document(out, out_offsets, document_offsets, d, out_pos, wrap, bos):
 @njit(cache=True, nogil=True)
 def encode_bytes(
     buf, document_offsets, classes, pattern, byte_ids, pairs, nexts, made, priorities,
-    token_table, token_pool, token_offsets, cache_limit, bos, eos, wrap, out, out_offsets,
+    token_table, token_pool, token_offsets, cache, cache_bytes, cache_ids, cache_state, bos, eos, wrap, out, out_offsets,
 ):
     """Encode every document of ``buf`` into ``out`` (uint32); ``out_offsets[d]`` = start of document d.
 
     Byte b starts as symbol ``byte_ids[b]``; pieces merge by the byte-level (not ordered) rule. A
-    piece found in ``token_table`` (``build_piece_table``) is
-    that token; any other piece of up to ``MAX_CACHED_PIECE`` bytes is merged once per call and
-    its ids are remembered in a cache of at most ``cache_limit`` slots (a power of two; emptied
-    when three quarters full), which points at the ids of the piece's first occurrence in ``out``.
-    A longer piece is written unmerged (its byte ids) and recorded in ``long_pieces``.
+    piece found in ``token_table`` (``build_piece_table``) is that token; any other piece of up to
+    ``MAX_CACHED_PIECE`` bytes is merged on its first occurrence and its ids are remembered in the
+    piece cache, which outlives the call (the caller keeps one per thread): ``cache`` uint64
+    ``(2^k, 4)`` rows ``(key, start of its bytes in cache_bytes, start of its ids in cache_ids,
+    number of ids)``, key 0 = free; ``cache_bytes`` uint8 holds the bytes of pieces longer than a
+    key (``SHORT_PIECE``), ``cache_ids`` uint32 their ids; ``cache_state`` int64[3] counts rows and
+    pool entries in use. The cache empties itself when full (``_encode_miss``), so memory stays
+    bounded and the time linear. A piece longer than ``MAX_CACHED_PIECE`` is written unmerged (its
+    byte ids) and recorded in ``long_pieces``.
     ``out`` needs ``len(buf) + 2 * documents`` entries; with ``wrap`` each document is
     ``[bos, ids..., eos]``. Returns ``(ids written, long_pieces, long pieces)``: when there are
     long pieces, ``bpe_merge.merge_long_pieces`` finishes the encoding.
@@ -340,11 +375,8 @@ def encode_bytes(
     Pieces are cut ``PIECE_BLOCK`` at a time (``scan_pieces``), then looked up in a loop without
     calls; only a piece to merge leaves it.
     """
-    n = buf.shape[0]
     table = ascii_table(classes)
-    cache, parts, part_priority = _call_scratch(n // 64, cache_limit)  # distinct pieces: far fewer than bytes / 64
-    # np.int64, not literal 0: a literal argument would compile the helpers once more for it
-    cache_used = np.int64(0)
+    parts, part_priority = np.empty(LONG_WORD, np.int64), np.empty(LONG_WORD, np.int64)
     long_pieces = np.empty((0, 2), dtype=np.int64)
     long_count = np.int64(0)
     ends = np.empty(PIECE_BLOCK, dtype=np.int64)
@@ -357,7 +389,7 @@ def encode_bytes(
             k = np.int64(0)
             while k < count:
                 k, pos, out_pos, key, slot = _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool,
-                                                           token_offsets, cache, out, out_pos)
+                                                           token_offsets, cache, cache_bytes, cache_ids, out, out_pos)
                 if k < count:  # piece k is in neither table
                     end = ends[k]
                     if end - pos > MAX_CACHED_PIECE:
@@ -367,9 +399,9 @@ def encode_bytes(
                             out[out_pos] = byte_ids[buf[i]]
                             out_pos += 1
                     else:
-                        out_pos, cache_used = _encode_miss(
+                        out_pos = _encode_miss(
                             buf, pos, end - pos, key, slot, byte_ids, pairs, nexts, made, priorities,
-                            parts, part_priority, out, out_pos, cache, cache_used)
+                            parts, part_priority, out, out_pos, cache, cache_bytes, cache_ids, cache_state)
                     pos = end
                     k += 1
         if wrap:

@@ -25,7 +25,8 @@ import numpy as np
 
 from engine.checks import check_count
 from engine.errors import TokenizerError
-from engine.kernels.bpe_encode import build_pair_table, build_piece_table, encode_bytes, self_merging_tokens
+from engine.kernels.bpe_encode import (build_pair_table, build_piece_table, encode_bytes, new_piece_cache,
+                                       self_merging_tokens)
 from engine.kernels.bpe_merge import merge_long_pieces
 from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
 from engine.kernels.pretokenize import pretokenize_ends
@@ -37,8 +38,12 @@ from engine.tokenizers.unicode_tables import code_point_classes
 
 __all__ = ["ByteBpeTokenizer", "ByteBpeTrainer", "bytes_to_unicode"]
 
-# Most slots of the per-call cache of merged pieces (a power of two): bounded memory, any input size.
+# The cache of merged pieces (bpe_encode.new_piece_cache), one per thread that encodes: slots (a
+# power of two; it empties at three quarters full), bytes of pieces longer than a key, their ids.
+# About 4 MB each; bounded whatever the input.
 PIECE_CACHE_SLOTS = 1 << 16
+PIECE_CACHE_BYTES = 1 << 20
+PIECE_CACHE_IDS = 1 << 18
 
 
 @functools.lru_cache(maxsize=1)
@@ -147,7 +152,13 @@ class ByteBpeTokenizer(Tokenizer):
         np.cumsum(lengths, out=self._token_offsets[1:])
         self._token_pool = np.frombuffer(b"".join(t for t in self.tokens if t is not None), dtype=np.uint8)
         self._encoder_tables = None  # built by the first encode (_encoder): training and decoding never need them
+        self._piece_caches: list = []  # idle piece caches (_run takes one per call, so threads never share one)
         self._size = size
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_piece_caches"] = []  # caches belong to one process; a copy starts with none
+        return state
 
     # -- encoding -----------------------------------------------------------------------------
     def _encoder(self) -> tuple:
@@ -175,11 +186,18 @@ class ByteBpeTokenizer(Tokenizer):
         out = np.empty(buf.shape[0] + 2 * documents, dtype=np.uint32)
         out_offsets = np.empty(documents + 1, dtype=np.int64)
         pairs, nexts, _, _, made, priorities, piece_table = self._encoder()
-        count, long_pieces, long_count = encode_bytes(
-            buf, document_offsets, code_point_classes(), self._pattern_code, self._byte_ids, pairs, nexts, made,
-            priorities, piece_table, self._token_pool, self._token_offsets,
-            PIECE_CACHE_SLOTS, self.bos_id, self.eos_id, wrap, out, out_offsets,
-        )
+        try:
+            cache = self._piece_caches.pop()  # atomic: a cache is in one call at a time
+        except IndexError:
+            cache = new_piece_cache(PIECE_CACHE_SLOTS, PIECE_CACHE_BYTES, PIECE_CACHE_IDS)
+        try:
+            count, long_pieces, long_count = encode_bytes(
+                buf, document_offsets, code_point_classes(), self._pattern_code, self._byte_ids, pairs, nexts, made,
+                priorities, piece_table, self._token_pool, self._token_offsets, *cache,
+                self.bos_id, self.eos_id, wrap, out, out_offsets,
+            )
+        finally:
+            self._piece_caches.append(cache)
         if long_count:
             count = merge_long_pieces(out, out_offsets, long_pieces, long_count, 0, False, pairs, nexts, made,
                                       priorities)
