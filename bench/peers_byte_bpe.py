@@ -5,7 +5,10 @@ Corpora: the standard library's .py files (the files of scripts/make_stdlib_corp
 corpus (data/corpus.jsonl) repeated to about 4 MB (1 MB with ``quick``). Vocabulary: 32,768
 trained on the stdlib corpus by engine with the HF tie rule (4,096 with ``quick``), cached in
 bench/.cache, used for all three. Every encode row checks that tiktoken gives the same ids
-before timing, and times engine and the peer alternately (best of each).
+before timing, and times engine and the peer alternately (best of each). Engine's cache of merged
+pieces outlives a call (one per thread, bounded), so the best run meets pieces that an earlier
+call merged, as every batch after the first does in ``engine prepare``; tiktoken merges each piece
+that is no token at every occurrence.
 Rows report seconds for engine and the peer and ``ratio = peer_s / engine_s`` (above 1: engine
 is faster), except the long-piece row, whose ratio is time("a" * 1e6) / time("a" * 1e5), and the
 2-thread row, whose peer is engine itself on 1 thread.

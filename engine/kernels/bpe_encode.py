@@ -10,7 +10,8 @@ Drivers:
   token; else its 64-bit ``piece_key`` (the bytes themselves up to 7 bytes, else a hash and a
   byte compare) finds it in the token table (``build_piece_table``: the tokens whose own bytes
   merge into them, ``self_merging_tokens``; every token for tiktoken files), else in a bounded
-  per-call cache of merged pieces, else it is merged and cached. Linear in the input.
+  cache of merged pieces that outlives the call (``new_piece_cache``, one per thread), else it is
+  merged and cached. Linear in the input.
 - ``encode_word_documents`` (character level): splits the word regex, merges each word on its
   first occurrence in the call (bounded cache) and copies its ids afterwards, in one call.
 - ``encode_words`` / ``scatter_documents``: merge a table of distinct words once, then expand
