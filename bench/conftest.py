@@ -7,7 +7,6 @@ another one. ENGINE_SHAKESPEARE overrides the path of tinyshakespeare.txt.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 

@@ -22,7 +22,7 @@ import os
 import sys
 import sysconfig
 from pathlib import Path
-from timing import DATA_DIR, best_of, best_of_interleaved, row as bench_row, shakespeare_path
+from timing import DATA_DIR, best_of, best_of_interleaved, hf_parallelism, row as bench_row, shakespeare_path
 
 
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -68,7 +68,11 @@ def trained_tokenizer(texts, vocab_size: int, tag: str):
 
 
 def rows(quick: bool = False) -> list[dict]:
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # HF on one thread unless asked
+    with hf_parallelism(False):  # HF on one thread (the rows say so), whatever an area before set
+        return _rows(quick)
+
+
+def _rows(quick: bool) -> list[dict]:
     from engine.tokenizers.byte_bpe import ByteBpeTrainer, bytes_to_unicode
     from engine.tokenizers.pretokenize import PATTERNS
 

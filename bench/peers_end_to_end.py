@@ -27,9 +27,8 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("RAYON_NUM_THREADS", "2")  # before tokenizers starts its thread pool
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 
-from timing import row  # noqa: E402
+from timing import hf_parallelism, row  # noqa: E402
 
 BENCH_DIR = Path(__file__).resolve().parent
 CACHE = BENCH_DIR / ".cache" / "end_to_end"
@@ -144,7 +143,8 @@ def compare(quick: bool) -> dict[str, dict[str, float]]:
             import tokenizers  # noqa: F401
         except ImportError:
             return results
-        results["huggingface"] = run_huggingface(corpus_path, splits_path, work)
+        with hf_parallelism(True):  # 2 cores each (the one-thread rows of other areas turn it off)
+            results["huggingface"] = run_huggingface(corpus_path, splits_path, work)
         return results
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -19,9 +19,6 @@ bench_windows.py runs the same pairs under pytest-benchmark.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 
 from engine.batches import BatchOrder, MiniBatchConfig, MiniBatchEpoch
@@ -29,7 +26,7 @@ from engine.corpus import Partition
 from engine.kernels import shuffle as shuffle_kernels
 from engine.store import EncodedDocument
 from engine.windows import CausalWindowConfig, enumerate_windows
-from timing import best_of, best_of_interleaved, row, shakespeare_path
+from timing import best_of_interleaved, row, shakespeare_path
 
 
 T = 64

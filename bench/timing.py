@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -13,6 +14,21 @@ def shakespeare_path() -> Path:
     """Tiny Shakespeare: $ENGINE_SHAKESPEARE, else the copy bundled in data/."""
     env = os.environ.get("ENGINE_SHAKESPEARE")
     return Path(env) if env else DATA_DIR / "tinyshakespeare.txt"
+
+
+@contextlib.contextmanager
+def hf_parallelism(enabled: bool):
+    """``TOKENIZERS_PARALLELISM`` for the rows inside, whatever another area set before (Hugging Face
+    tokenizers reads it at every call): off for the one-thread rows, on for whole pipelines."""
+    old = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "true" if enabled else "false"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = old
 
 
 def best_of(fn, rounds: int, *, warmup: bool = False) -> float:
