@@ -12,14 +12,8 @@ import os
 
 import pytest
 
-from peers_windows import (
-    best_of,
-    enumerate_pair,
-    sequential_epoch_pair,
-    shakespeare_ids,
-    shuffle_pair,
-    shuffled_batches_pair,
-)
+from peers_windows import enumerate_pair, sequential_epoch_pair, shakespeare_ids, shuffle_pair, shuffled_batches_pair
+from timing import best_of
 
 QUICK = os.environ.get("ENGINE_BENCH_QUICK") == "1"
 ROUNDS = 3
