@@ -249,6 +249,11 @@ def test_lone_surrogate_names_offset_and_document(small_tokenizer):
         small_tokenizer.encode("abc\udc00")
     with pytest.raises(TokenizerError, match="document 'doc-7', character offset 0"):
         small_tokenizer.encode_documents(["ok", "\ud800x"], ["doc-6", "doc-7"])
+    # many chunks on two threads: still the first document that holds one, at its offset
+    texts = ["a" * 40_000] * 8 + ["ab\udfff"] + ["a" * 40_000] * 8 + ["\ud800"]
+    ids = [f"doc-{i}" for i in range(len(texts))]
+    with pytest.raises(TokenizerError, match="document 'doc-8', character offset 2: lone surrogate U\\+DFFF"):
+        small_tokenizer.encode_documents(texts, ids, threads=2)
 
 
 def test_decode_bytes_partial_and_bad_ids(small_tokenizer):

@@ -230,9 +230,9 @@ def self_merging_tokens(pool, offsets, byte_ids, pairs, nexts, lefts, rights, ma
     return wanted
 
 
-def new_piece_cache(slots: int = 1 << 16, byte_capacity: int = 1 << 20, id_capacity: int = 1 << 18) -> tuple:
+def new_piece_cache(slots: int = 1 << 17, byte_capacity: int = 1 << 20, id_capacity: int = 1 << 18) -> tuple:
     """An empty piece cache for ``encode_bytes``: ``(table, byte pool, id pool, state)``; ``slots``
-    a power of two (about 4 MB with the defaults)."""
+    a power of two (about 6 MB with the defaults)."""
     if slots < 64 or slots & (slots - 1):
         raise ValueError(f"piece cache slots must be a power of two >= 64, got {slots}")
     return (np.zeros((slots, 4), dtype=np.uint64), np.empty(byte_capacity, dtype=np.uint8),

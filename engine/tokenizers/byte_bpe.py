@@ -39,9 +39,9 @@ from engine.tokenizers.unicode_tables import code_point_classes
 __all__ = ["ByteBpeTokenizer", "ByteBpeTrainer", "bytes_to_unicode"]
 
 # The cache of merged pieces (bpe_encode.new_piece_cache), one per thread that encodes: slots (a
-# power of two; it empties at three quarters full), bytes of pieces longer than a key, their ids.
-# About 4 MB each; bounded whatever the input.
-PIECE_CACHE_SLOTS = 1 << 16
+# power of two; it empties at three quarters full: 98k pieces), bytes of pieces longer than a key,
+# their ids. About 6 MB each; bounded whatever the input.
+PIECE_CACHE_SLOTS = 1 << 17
 PIECE_CACHE_BYTES = 1 << 20
 PIECE_CACHE_IDS = 1 << 18
 
@@ -209,26 +209,27 @@ class ByteBpeTokenizer(Tokenizer):
         return ids.copy()
 
     def _encode_chunks(self, texts: Sequence[str], document_ids: Sequence[str] | None, threads: int, wrap: bool):
-        """``[(ids, offsets)]`` of ``texts`` cut into chunks of about a quarter of a thread's share
-        (at least 64 KB), encoded on ``threads`` threads; per-text work stays out of Python loops."""
-        try:
-            encoded = [t.encode("utf-8") for t in texts]
-        except UnicodeEncodeError:  # name the text and the offset
-            encoded = [utf8_bytes(t, None if document_ids is None else document_ids[i]) for i, t in enumerate(texts)]
-        ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
-        target = max(int(ends[-1]) // max(4 * threads, 1) if len(encoded) else 0, 1 << 16)
+        """``[(ids, offsets)]`` of ``texts`` cut into chunks of about a quarter of a thread's share of
+        the characters (at least 64k), encoded on ``threads`` threads. A chunk's texts become UTF-8
+        in its own thread, so that work overlaps the other threads' kernels; a lone surrogate
+        still names the first text that holds one."""
+        ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+        target = max(int(ends[-1]) // max(4 * threads, 1) if len(texts) else 0, 1 << 16)
         chunks, start, base = [], 0, 0
-        while start < len(encoded):  # a chunk ends with the text that brings it to ``target`` bytes
-            stop = min(int(np.searchsorted(ends, base + target)), len(encoded) - 1) + 1
+        while start < len(texts):  # a chunk ends with the text that brings it to ``target`` characters
+            stop = min(int(np.searchsorted(ends, base + target)), len(texts) - 1) + 1
             chunks.append((start, stop))
             start, base = stop, int(ends[stop - 1])
 
         def run(bounds):
             lo, hi = bounds
-            offsets = np.empty(hi - lo + 1, dtype=np.int64)
-            offsets[0] = 0
-            np.subtract(ends[lo:hi], ends[lo - 1] if lo else 0, out=offsets[1:])
-            return self._run(np.frombuffer(b"".join(encoded[lo:hi]), dtype=np.uint8), offsets, wrap)
+            try:
+                encoded = [t.encode("utf-8") for t in texts[lo:hi]]
+            except UnicodeEncodeError:  # name the text and the offset
+                encoded = [utf8_bytes(texts[i], None if document_ids is None else document_ids[i]) for i in range(lo, hi)]
+            offsets = np.zeros(hi - lo + 1, dtype=np.int64)
+            np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=hi - lo), out=offsets[1:])
+            return self._run(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, wrap)
 
         if threads <= 1 or len(chunks) <= 1:
             return [run(c) for c in chunks]
