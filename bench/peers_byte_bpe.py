@@ -117,8 +117,9 @@ def _rows(quick: bool) -> list[dict]:
     if threads >= 2:
         if [a.tolist() for a in tokenizer.encode_batch(texts, threads=2)] != ids:
             raise RuntimeError("engine ids on 2 threads differ from 1 thread")
+        # five rounds each: a two-thread run needs both cores free, the row most hurt by other work
         two, one = best_of_interleaved(lambda: tokenizer.encode_batch(texts, threads=2),
-                                lambda: tokenizer.encode_batch(texts, threads=1), repeat)
+                                       lambda: tokenizer.encode_batch(texts, threads=1), 5)
         row(f"encode {megabytes:.0f} MB, 2 threads", two, "engine on 1 thread", one, at_least=1.8)
     try:
         import tokenizers
