@@ -314,8 +314,8 @@ def _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool, t
         if length > MAX_CACHED_PIECE:  # never cached
             return k, pos, out_pos, key, slot
         while cache[slot, CACHE_KEY] != 0:
-            if cache[slot, CACHE_KEY] == key and (
-                    length <= SHORT_PIECE or same_span(cache_bytes, np.int64(cache[slot, CACHE_BYTES]), buf, pos, length)):
+            if cache[slot, CACHE_KEY] == key and (length <= SHORT_PIECE or same_span(
+                    cache_bytes, np.int64(cache[slot, CACHE_BYTES]), buf, pos, length)):
                 break
             slot = (slot + 1) & cache_mask
         if cache[slot, CACHE_KEY] == 0:
@@ -333,8 +333,9 @@ def _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool, t
 @njit(cache=True, nogil=True, inline="always")
 def _call_scratch(pieces, cache_limit):
     """A call's cache of merged pieces for ``encode_word_documents``, rows ``(key, piece start, start
-    of its ids in out, number of ids)`` with key 0 = free, of 64 to ``cache_limit`` slots (power of two, about ``pieces``), and the
-    merge scratch ``parts``, ``part_priority`` for pieces of up to ``LONG_WORD`` symbols."""
+    of its ids in out, number of ids)`` with key 0 = free, of 64 to ``cache_limit`` slots (power of
+    two, about ``pieces``), and the merge scratch ``parts``, ``part_priority`` for pieces of up to
+    ``LONG_WORD`` symbols."""
     cache_size = 64
     while cache_size < cache_limit and cache_size < pieces:
         cache_size <<= 1
@@ -355,7 +356,8 @@ def begin_document(out, out_offsets, document_offsets, d, out_pos, wrap, bos):
 @njit(cache=True, nogil=True)
 def encode_bytes(
     buf, document_offsets, classes, pattern, byte_ids, pairs, nexts, made, priorities,
-    token_table, token_pool, token_offsets, cache, cache_bytes, cache_ids, cache_state, bos, eos, wrap, out, out_offsets,
+    token_table, token_pool, token_offsets, cache, cache_bytes, cache_ids, cache_state, bos, eos, wrap, out,
+    out_offsets,
 ):
     """Encode every document of ``buf`` into ``out`` (uint32); ``out_offsets[d]`` = start of document d.
 
