@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import sys
 import threading
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -29,7 +32,7 @@ from engine.progress import Progress
 from engine.store.layout import source_digest, utf8_length
 from engine.testhook import stop_point
 from engine.tokenizers.base import Tokenizer, UnknownInputError
-from engine.tokenizers.streaming import training_batches
+from engine.tokenizers.streaming import encode_long, training_batches
 
 __all__ = ["run_local"]
 
@@ -57,7 +60,7 @@ class _Source:
         self.reads.append(ReadReport())
         return pipeline.iter_corpus_batches(self.options.corpus, on_invalid_utf8=self.options.on_invalid_utf8,
                                    skip_bad_lines=self.options.skip_bad_lines, text_column=self.options.text_column,
-                                   id_column=self.options.id_column, report=self.reads[-1])
+                                   id_column=self.options.id_column, report=self.reads[-1], long_lines=True)
 
     def checked(self) -> None:
         """After a full pass: the manifest's rules hold; later passes need no second check."""
@@ -156,6 +159,14 @@ def _resumed_mismatch(writer, source: _Source) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _IdsFile:
+    """The ids of one long document, in a file (uint32, BOS first, EOS last)."""
+
+    path: Path
+    count: int
+
+
 def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, pipeline.PartitionTally],
                       options: pipeline.PrepareOptions, threads: int, total: int | None, before_commit=None) -> dict | None:
     """Pass 2: chunks of each partition -> encode on ``threads`` threads -> row groups, in order.
@@ -177,13 +188,39 @@ def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, 
                     skip[part] -= 1
                     tallies[part].add({"documents": 1, "characters": len(doc.text)})
                     continue
+                if not isinstance(doc.text, str):  # a LongText: a chunk and a store file of its own
+                    chunk = chunker.take(part)
+                    if chunk:
+                        yield part, chunk
+                    yield part, [doc]
+                    continue
                 chunk = chunker.add(part, doc, len(doc.text))
                 if chunk is not None:
                     yield part, chunk
         yield from chunker.rest()
 
     def encode(item: tuple[Partition, list[Document]]):
+        if not isinstance(item[1][0].text, str):
+            return encode_long_text(item)
         return encode_only(item) + ([source_digest(d.id, d.text) for d in item[1]],)
+
+    def encode_long_text(item: tuple[Partition, list[Document]]):
+        """A document left in its file: its ids go to a file beside the store's, span by span."""
+        part, (doc,) = item
+        ids_file = writer.tmp / f".long-{next(long_files)}.u32"
+        count = 0
+        try:
+            with lock if lock is not None else contextlib.nullcontext(), open(ids_file, "wb") as fh:
+                for ids in itertools.chain([np.array([tok.bos_id], dtype=np.uint32)],
+                                           encode_long(tok, doc.text, doc.id, lambda n: count_bytes(0, n)),
+                                           [np.array([tok.eos_id], dtype=np.uint32)]):
+                    fh.write(ids.astype(np.uint32, copy=False).tobytes())
+                    count += int(ids.shape[0])
+        except UnknownInputError as exc:
+            raise exc.in_partition(part.value) from None
+        offsets = np.array([0, count], dtype=np.int64)
+        tally = pipeline.chunk_tally(offsets, len(doc.text), options)
+        return part, [doc.id], _IdsFile(ids_file, count), offsets, tally, 0, [source_digest(doc.id, doc.text)]
 
     bars: list[Progress] = []
     bar_lock = threading.Lock()
@@ -211,8 +248,11 @@ def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, 
         return part, ids, values, offsets, tally, sum(utf8_length(t) for t in texts) - streamed[0]
 
     resume = None
+    long_files = itertools.count()
     # The readers check every id of the corpus (a continuous text's are made unique): the writer need not.
     with pipeline.open_store_writer(options.store_path, tok, resume=options.resume, check_unique=False) as writer:
+        for stale in writer.tmp.glob(".long-*.u32"):  # an interrupted run's ids of a long document
+            stale.unlink()
         if options.resume:
             why = _resumed_mismatch(writer, source) if any(writer.resumed.values()) else None
             if why is not None:
@@ -239,7 +279,11 @@ def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, 
                                        **pipeline.window_counts(offsets, options.context_length, options.stride)})
                     bar.update(int(lengths.size))
             for part, ids, values, offsets, tally, nbytes, sources in OrderedPool(encode, threads).map(chunks()):
-                writer.write_chunk(part, ids, values, offsets, sources=sources)
+                if isinstance(values, _IdsFile):
+                    writer.write_long_document(part, ids[0], values.path, values.count, source=sources[0])
+                    values.path.unlink()
+                else:
+                    writer.write_chunk(part, ids, values, offsets, sources=sources)
                 tallies[part].add(tally)
                 count_bytes(len(ids), nbytes)
                 stop_point("chunk")

@@ -25,8 +25,9 @@ The local executor lives in ``engine.local``, the report and ``--out`` handling 
 
 Peak memory: a few chunks per thread plus the type table and 16 bytes per document (id hashes of
 the reader's and the store writer's uniqueness checks; an explicit manifest also holds its ids); never the corpus. A document
-longer than a span (``engine.tokenizers.streaming``) is read once, encoded span by span and
-written as one row. One continuous ``.txt`` file is one document per partition and is read whole.
+longer than a span (``engine.tokenizers.streaming``) is encoded span by span and written as one row;
+the text of a JSONL line longer than ``LONG_LINE_BYTES`` stays in its file (``engine.corpus.long_lines``),
+its ids go to a file and it becomes a store file of its own, written page by page (``engine.store.long_rows``). One continuous ``.txt`` file is one document per partition and is read whole.
 Output is byte-identical for every thread count: chunk boundaries depend on the documents only.
 """
 
@@ -226,6 +227,10 @@ class Chunker:
             return self._take(part)
         return None
 
+    def take(self, part: Partition) -> list:
+        """The partition's documents queued so far (perhaps none), as a chunk closed now."""
+        return self._take(part)
+
     def rest(self) -> Iterator[tuple[Partition, list]]:
         """The last, partial chunk of each partition that has one."""
         for part in PARTITIONS:
@@ -302,7 +307,7 @@ def fit_from_table(options: PrepareOptions, trainer: Trainer, table) -> Tokenize
 
 def iter_corpus_batches(path: str | os.PathLike, *, on_invalid_utf8: str = "error", skip_bad_lines: bool = False,
                         batch_documents: int | None = None, report: ReadReport | None = None,
-                        text_column: str = TEXT_COLUMN, id_column: str | None = None,
+                        text_column: str = TEXT_COLUMN, id_column: str | None = None, long_lines: bool = False,
                         ) -> Iterator[list[Document]]:
     """Documents of a JSONL file, a Parquet file or dataset, or a folder, a batch at a time, in order.
 
@@ -311,7 +316,7 @@ def iter_corpus_batches(path: str | os.PathLike, *, on_invalid_utf8: str = "erro
     """
     yield from open_corpus(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
                            batch_documents=batch_documents or READ_BATCH_DOCUMENTS, batch_chars=READ_BATCH_CHARS,
-                           report=report, text_column=text_column, id_column=id_column)
+                           report=report, text_column=text_column, id_column=id_column, long_lines=long_lines)
 
 
 def prepare(corpus_path: str | os.PathLike | None = None, splits_path: str | os.PathLike | None = None,

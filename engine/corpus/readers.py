@@ -37,6 +37,7 @@ from engine.corpus.documents import (
     _apply_policy, _check_columns, _check_policy, _decode, _id_not_utf8, _is_hidden, _SURROGATE, unique_ids,
     decode_counting, made_id,
 )
+from engine.corpus import long_lines as long_line_reader
 from engine.errors import ConfigurationError, CorpusError
 
 __all__ = [
@@ -70,6 +71,7 @@ def iter_jsonl(
     text_column: str = TEXT_COLUMN,
     id_column: str | None = None,
     report: ReadReport | None = None,
+    long_lines: bool = False,
 ) -> Iterator[Document]:
     """Stream ``{"id": str, "text": str}`` objects, one per line, as Documents.
 
@@ -82,6 +84,8 @@ def iter_jsonl(
     always raise (both line numbers). Invalid UTF-8, and lone surrogates in ids and texts, follow
     ``on_invalid_utf8``: "error" (file, line, absolute byte offset), "replace" (U+FFFD, each
     sequence counted), or "skip" (drop the line, count it). NUL characters are ordinary text.
+    With ``long_lines``, the text of a line longer than ``LONG_LINE_BYTES`` stays in the file: it is
+    a ``LongText`` (``engine.corpus.long_lines``), decoded part by part by whoever reads it.
     """
     _check_policy(on_invalid_utf8)
     _check_columns(text_column, id_column)
@@ -91,13 +95,13 @@ def iter_jsonl(
     report.text_column, report.id_column = text_column, id_column or ID_COLUMN
 
     def records(counts: ReadReport) -> Iterator[tuple[Document, str]]:
-        return _jsonl_records(path, on_invalid_utf8, skip_bad_lines, text_column, id_column, counts)
+        return _jsonl_records(path, on_invalid_utf8, skip_bad_lines, text_column, id_column, counts, long_lines)
 
     yield from unique_ids(records, report, str(path))
 
 
 def _jsonl_records(path: Path, on_invalid_utf8: str, skip_bad_lines: bool, text_column: str, id_column: str | None,
-                   report: ReadReport) -> Iterator[tuple[Document, str]]:
+                   report: ReadReport, long_lines: bool = False) -> Iterator[tuple[Document, str]]:
     """``iter_jsonl``'s documents, each with its line (``"line N"``), before the duplicate check."""
     columns = _JsonColumns(text_column, id_column, path.name)
     try:
@@ -106,15 +110,32 @@ def _jsonl_records(path: Path, on_invalid_utf8: str, skip_bad_lines: bool, text_
         raise CorpusError(f"{path}: cannot read corpus file: {exc.strerror}") from None
     with fh:
         offset = lineno = 0
-        # No enumerate, and each line's bytes and str are dropped once used: a long line is held
-        # once as its text while the consumer works on it, not three times.
-        for raw in fh:
+        # Each line's bytes and str are dropped once used: a long line is held once as its text
+        # while the consumer works on it, not three times; with ``long_lines`` not even once.
+        longest = long_line_reader.LONG_LINE_BYTES
+        while raw := fh.readline(longest) if long_lines else fh.readline():
             lineno += 1
             line_start, offset = offset, offset + len(raw)
+            where = f"{path}:{lineno}"
+            if long_lines and len(raw) == longest and raw[-1] != 0x0A:
+                found = long_line_reader.read_long_line(path, fh, line_start, raw,
+                                                        lambda line: columns.parse(line, where, lineno), where)
+                if found is not None:
+                    doc_id, text, offset = found
+                    short = isinstance(text, str)  # the long strings were other fields
+                    fixed = _fix_surrogates(doc_id, text if short else "", where=where, policy=on_invalid_utf8,
+                                            report=report)
+                    if fixed is not None:
+                        report.documents += 1
+                        report.made_ids = columns.made
+                        yield Document(fixed[0], fixed[1] if short else text), f"line {lineno}"
+                    continue
+                fh.seek(line_start)  # read whole: its errors and policies are a short line's
+                raw = fh.readline()
+                offset = line_start + len(raw)
             if not raw[:64].strip() and not raw.strip():  # no copy of a long line that is not blank
                 report.blank_lines += 1
                 continue
-            where = f"{path}:{lineno}"
             before = (report.replaced_invalid_utf8, report.replaced_sequences)
             line = _decode(raw, where=where, base_offset=line_start, policy=on_invalid_utf8, report=report)
             del raw
@@ -417,6 +438,7 @@ def open_corpus(
     batch_documents: int = PARQUET_BATCH_SIZE,
     batch_chars: int | None = None,
     report: ReadReport | None = None,
+    long_lines: bool = False,
 ) -> Iterator[list[Document]]:
     """The documents of a corpus at ``path``, in order, as lists of at most ``batch_documents``
     documents (and ``batch_chars`` characters unless one document is larger; None: no limit).
@@ -426,6 +448,7 @@ def open_corpus(
     has lines to skip; ``text_column``/``id_column`` apply to JSONL and Parquet/Arrow, and a folder
     of text files refuses them). Parquet is read in record batches of ``batch_documents`` rows, and a
     batch never spans two record batches. Memory: one batch (or one file of a folder).
+    ``long_lines``: a JSONL line's long text stays in the file (``iter_jsonl``).
     """
     kind = corpus_format(path)
     check_columns_apply(path, text_column, id_column)
@@ -440,7 +463,7 @@ def open_corpus(
         )
     if kind == "jsonl":
         docs = iter_jsonl(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
-                          text_column=text_column, id_column=id_column, report=report)
+                          text_column=text_column, id_column=id_column, report=report, long_lines=long_lines)
     else:
         docs = iter_folder(path, on_invalid_utf8=on_invalid_utf8, report=report)
     return _batched(docs, batch_documents, batch_chars)

@@ -53,7 +53,10 @@ TEXT_SLICE = 1 << 20
 
 
 def utf8_length(text: str) -> int:
-    """Bytes of ``text`` in UTF-8 (lone surrogates as three bytes each), without encoding it whole."""
+    """Bytes of ``text`` in UTF-8 (lone surrogates as three bytes each), without encoding it whole.
+    A text left in its file (``engine.corpus.long_lines.LongText``) knows its size."""
+    if not isinstance(text, str):
+        return text.utf8_bytes
     if text.isascii():
         return len(text)
     return sum(len(text[i:i + TEXT_SLICE].encode("utf-8", "surrogatepass")) for i in range(0, len(text), TEXT_SLICE))
@@ -65,6 +68,10 @@ def source_digest(doc_id: str, text: str) -> bytes:
     h = hashlib.sha256()
     for part in (doc_id, text):
         h.update(utf8_length(part).to_bytes(8, "little"))
+        if not isinstance(part, str):  # a LongText, read from its file part by part
+            for data in part.utf8_parts():
+                h.update(data)
+            continue
         for i in range(0, len(part), TEXT_SLICE):
             h.update(part[i:i + TEXT_SLICE].encode("utf-8", "surrogatepass"))
     return h.digest()

@@ -36,6 +36,7 @@ from engine.store.layout import (
     EncodedDocument, fsync, sha256_file, split_dir, store_partition,
 )
 from engine.store.lock import WriterLock
+from engine.store.long_rows import write_long_row
 from engine.store.ownership import check_replaceable
 from engine.store.resume import ResumableWriter
 from engine.testhook import stop_point
@@ -206,6 +207,35 @@ class TokenStoreWriter(ResumableWriter):
         self._append(out, table, sources)
         out.documents += len(ids)
         out.tokens += int(values.shape[0])
+
+    def write_long_document(self, partition: Partition | str, doc_id: str, ids_file: str | os.PathLike, count: int,
+                            *, source: bytes | None = None) -> None:
+        """Append one document whose ``count`` token ids (uint32, BOS first, EOS last) are in the file
+        ``ids_file``, in a store file of its own written page by page (``engine.store.long_rows``), so
+        memory stays one page whatever its length. The split's current file ends before it (fewer rows);
+        the next document starts a new one. ``source``: its ``source_digest``, as in ``write_chunk``."""
+        self._check_active()
+        part = store_partition(partition)
+        if not isinstance(doc_id, str) or not doc_id:
+            raise StoreError(f"{part.value} document: id {doc_id!r} is not a non-empty string")
+        ends = np.memmap(ids_file, dtype=np.uint32, mode="r") if count >= 2 else np.empty(0, dtype=np.uint32)
+        if count < 2 or ends.shape[0] != count or ends[0] != self.bos_id or ends[-1] != self.eos_id:
+            raise StoreError(f"{part.value} document {doc_id!r}: {ids_file} must hold {count:,} >= 2 ids "
+                             f"from BOS ({self.bos_id}) to EOS ({self.eos_id})")
+        del ends
+        self._check_unique(part, [doc_id], [doc_id])
+        out = self._outputs[part]
+        if out.writer is not None:
+            self._finish_file(out)
+        name = out.current_name()
+        write_long_row(self.tmp / name, self.schema, doc_id, ids_file, count)
+        stop_point("file")
+        out.files.append((name, 1))
+        out.sources.append(hashlib.sha256(source).hexdigest() if source is not None else None)
+        out.documents += 1
+        out.tokens += count
+        if self.max_rows_per_file is not None:
+            self._save_resume_state()
 
     def _check_unique(self, part: Partition, ids: list[str], chunk: Sequence[str]) -> None:
         """Add ``ids`` (of ``part``) to the store's ids; StoreError naming a duplicate and its two splits.

@@ -98,8 +98,12 @@ def encode_streaming(tok, texts: Sequence[str], document_ids: Sequence[str] | No
     return out.finish(), offsets
 
 
-def iter_spans(text: str, span: Callable) -> Iterator[tuple[int, object]]:
-    """``(character offset, span)`` of ``text`` cut by ``span(window, pos, final) -> (characters, span)``."""
+def iter_spans(text, span: Callable) -> Iterator[tuple[int, object]]:
+    """``(character offset, span)`` of ``text`` cut by ``span(window, pos, final) -> (characters, span)``.
+    ``text``: a str, or a text read part by part (``LongText``: its ``parts()``), cut the same way."""
+    if not isinstance(text, str):
+        yield from _iter_part_spans(text.parts(), span)
+        return
     pos, size = 0, STREAM_CHARS
     while pos < len(text):
         end = min(len(text), pos + max(size, 1))
@@ -109,6 +113,25 @@ def iter_spans(text: str, span: Callable) -> Iterator[tuple[int, object]]:
             continue
         yield pos, piece
         pos, size = pos + cut, STREAM_CHARS
+
+
+def _iter_part_spans(parts: Iterator[str], span: Callable) -> Iterator[tuple[int, object]]:
+    """``iter_spans`` of the text made of ``parts``: the same windows, holding about one window of it."""
+    held, pos, size, more = "", 0, STREAM_CHARS, True
+    while True:
+        while more and len(held) < size:
+            part = next(parts, None)
+            more = part is not None
+            held += part or ""
+        if not held:
+            return
+        end = min(len(held), max(size, 1))
+        cut, piece = span(held[:end], pos, not more and end == len(held))
+        if cut <= 0:
+            size *= 2
+            continue
+        yield pos, piece
+        held, pos, size = held[cut:], pos + cut, STREAM_CHARS
 
 
 def encode_long(tok, text: str, document_id: str | None, progress: Callable[[int], None] | None = None
@@ -128,7 +151,7 @@ def training_batches(trainer, batches: Iterable[list[str]]) -> Iterator[list[str
     for batch in batches:
         short: list[str] = []
         for text in batch:
-            if len(text) <= STREAM_CHARS:
+            if len(text) <= STREAM_CHARS and isinstance(text, str):
                 short.append(text)
                 continue
             if short:

@@ -1,0 +1,214 @@
+"""JSONL lines too long to hold: the text stays in the file and is decoded part by part when used.
+
+``iter_jsonl(..., long_lines=True)`` (what ``prepare`` reads with) hands a line longer than
+``LONG_LINE_BYTES`` to ``read_long_line``, which scans it in blocks without holding it:
+
+1. the line's structure: every JSON string longer than ``LONG_STRING_BYTES`` is left out of a
+   *skeleton* of the line (its body replaced by a marker), and the skeleton, which is small, is
+   parsed like any line, so every rule of the reader (keys, types, made ids, repeated keys) holds;
+2. the text field's string, if it is such a long string, is then read once more in parts of about
+   ``PART_BYTES``, cut where no escape, UTF-8 sequence or surrogate pair is split, each part
+   decoded (UTF-8, then the JSON escapes) and checked (no lone surrogate); this counts its
+   characters and UTF-8 bytes.
+
+The document's text is then a ``LongText``: its place in the file, its length, and ``parts()``,
+which decodes it again part by part for whoever reads it (the span-by-span encoder and trainer
+counter of ``engine.tokenizers.streaming``, ``source_digest``). A line the scan cannot take this way
+(invalid UTF-8, a lone surrogate, malformed JSON, the id among the long strings, a skeleton longer
+than ``LONG_STRING_BYTES`` * 64) is read whole as before, so its error message or policy is exactly
+that of a short line (``read_long_line`` returns None).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Iterator
+
+from engine.errors import CorpusError
+
+__all__ = ["LongText", "read_long_line", "LONG_LINE_BYTES", "LONG_STRING_BYTES", "PART_BYTES"]
+
+# Lines longer than this are scanned instead of read whole.
+LONG_LINE_BYTES = 1 << 25
+# JSON strings longer than this (raw bytes) are left in the file.
+LONG_STRING_BYTES = 1 << 20
+# Raw bytes decoded at a time.
+PART_BYTES = 1 << 22
+_BLOCK_BYTES = 1 << 23
+
+_OUTSIDE = re.compile(rb'[^"\n]*')  # outside strings: up to a quote or the line's end
+_BODY = re.compile(rb'[^"\\\n]*(?:\\[^\n][^"\\\n]*)*')  # a string's body: up to its closing quote
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class LongText:
+    """The text of one long JSONL line, left in its file (see the module docstring).
+
+    ``len()`` is its length in characters, ``utf8_bytes`` its UTF-8 size, ``parts()`` its decoded
+    text in order (strings of about ``PART_BYTES`` bytes), ``str(text)`` all of it at once.
+    """
+
+    __slots__ = ("path", "start", "end", "chars", "utf8_bytes", "where")
+
+    def __init__(self, path: Path, start: int, end: int, chars: int, utf8_bytes: int, where: str):
+        self.path, self.start, self.end = path, start, end
+        self.chars, self.utf8_bytes, self.where = chars, utf8_bytes, where
+
+    def __len__(self) -> int:
+        return self.chars
+
+    def __repr__(self) -> str:
+        return f"LongText({self.where}, {self.chars:,} characters)"
+
+    def __str__(self) -> str:
+        return "".join(self.parts())
+
+    def parts(self) -> Iterator[str]:
+        for _, part in _decoded_parts(self.path, self.start, self.end):
+            if part is None:
+                raise CorpusError(f"{self.where}: the file changed while it was read (its text no longer decodes)")
+            yield part
+
+    def utf8_parts(self) -> Iterator[bytes]:
+        for part in self.parts():
+            yield part.encode("utf-8")
+
+
+def _low_surrogate_escape(data: bytes, at: int) -> bool:
+    """``data[at:]`` starts with ``\\uDC00``-``\\uDFFF`` (the second half of a pair)."""
+    return data[at + 1:at + 3] in (b"ud", b"uD") and data[at + 3:at + 4] in (b"c", b"d", b"e", b"f", b"C", b"D", b"E", b"F")
+
+
+def _safe_cut(data: bytes) -> int:
+    """A place to cut raw string-body bytes ``data`` (0 if none): before a character's first byte, never
+    inside an escape, never between the two escapes of a surrogate pair; as late as it finds one."""
+    for low in (max(0, len(data) - 64), 0):
+        for c in range(len(data) - 12, low, -1):
+            b = data[c]
+            if b & 0xC0 == 0x80:
+                continue
+            if b == 0x5C:  # the first backslash of a run starts an escape
+                if data[c - 1] != 0x5C and not _low_surrogate_escape(data, c):
+                    return c
+            elif 0x5C not in data[max(0, c - 6):c]:  # no escape reaches past c
+                return c
+    return 0
+
+
+def _decoded_parts(path: Path, start: int, end: int) -> Iterator[tuple[int, str | None]]:
+    """``(byte offset, decoded part)`` of the raw JSON string body ``[start, end)`` of ``path``; the part is
+    None (and the iteration ends) where it is no valid UTF-8, JSON escape or surrogate pair."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        pos, carry = start, b""
+        while pos < end or carry:
+            data = carry + fh.read(min(PART_BYTES, end - pos))
+            pos = fh.tell()
+            cut = len(data) if pos >= end else _safe_cut(data)
+            if cut == 0:
+                carry = data  # one escape run longer than a part: read on
+                continue
+            raw, carry = data[:cut], data[cut:]
+            offset = pos - len(data)
+            try:
+                text = raw.decode("utf-8")
+                if 0x5C in raw:
+                    text, _ = json.decoder.scanstring(text + '"', 0, False)
+            except (UnicodeDecodeError, ValueError):
+                yield offset, None
+                return
+            if 0x5C in raw and _SURROGATE.search(text):
+                yield offset, None
+                return
+            yield offset, text
+
+
+def read_long_line(path: Path, fh, line_start: int, head: bytes, parse, where: str) -> tuple[object, object, int] | None:
+    """Read the line of ``path`` starting at ``line_start`` (``head``: its first bytes, already read;
+    ``fh`` stands after them) without holding it: ``(id, text, end of the line)`` where ``text`` is a
+    ``LongText`` if the text field is a long string, else a str; ``fh`` then stands at the line's end.
+    ``parse(skeleton)`` parses the skeleton line and returns ``(id, text)`` as the reader would.
+    None when the line must be read whole (see the module docstring); ``fh`` then stands anywhere."""
+    scanned = _scan(fh, line_start, head)
+    if scanned is None:
+        return None
+    skeleton, longs, line_end = scanned
+    try:
+        skeleton_text = skeleton.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    try:
+        doc_id, text = parse(skeleton_text)
+    except CorpusError:
+        return None  # read whole, so the message names the line's own columns
+    if doc_id in longs:
+        return None
+    if text in longs:
+        start, end = longs[text]
+        chars = utf8_bytes = 0
+        for _, part in _decoded_parts(path, start, end):
+            if part is None:
+                return None
+            chars += len(part)
+            utf8_bytes += len(part) if part.isascii() else len(part.encode("utf-8"))
+        text = LongText(path, start, end, chars, utf8_bytes, where)
+    fh.seek(line_end)
+    return doc_id, text, line_end
+
+
+def _scan(fh, line_start: int, head: bytes) -> tuple[bytes, dict[str, tuple[int, int]], int] | None:
+    """The skeleton of the line (long string bodies replaced by markers), each marker's body
+    ``[start, end)`` in the file, and the offset after the line; None where the line is malformed
+    or its skeleton too long."""
+    data, base, i = head, line_start, 0
+    skeleton = bytearray()
+    longs: dict[str, tuple[int, int]] = {}
+    limit = LONG_STRING_BYTES * 64
+
+    def more() -> bool:
+        nonlocal data, base, i
+        block = fh.read(_BLOCK_BYTES)
+        data, base, i = data[i:] + block, base + i, 0
+        return bool(block)
+
+    while True:
+        m = _OUTSIDE.match(data, i)
+        skeleton += data[i:m.end()]
+        i = m.end()
+        if i == len(data):
+            if not more():
+                return bytes(skeleton), longs, base + i  # the last line, without a newline
+            continue
+        if data[i] == 0x0A:
+            return bytes(skeleton), longs, base + i + 1
+        skeleton += b'"'
+        i += 1
+        body_start, body = base + i, bytearray()
+        while True:
+            e = _BODY.match(data, i).end()
+            if body is not None:
+                body += data[i:e]
+                if len(body) > LONG_STRING_BYTES:
+                    body = None
+            i = e
+            if i == len(data) or (i == len(data) - 1 and data[i] == 0x5C):
+                if not more():
+                    return None  # the file ends inside a string
+                continue
+            if data[i] != 0x22:
+                return None  # a newline inside a string
+            if body is None:
+                marker = f"\x00engine-long-string-{secrets.token_hex(16)}"
+                longs[marker] = (body_start, base + i)
+                skeleton += marker.encode("ascii")
+            else:
+                skeleton += body
+            skeleton += b'"'
+            i += 1
+            break
+        if len(skeleton) > limit:
+            return None

@@ -1,0 +1,216 @@
+"""Documents too long to hold: a long JSONL line's text stays in its file (engine.corpus.long_lines),
+is encoded span by span into a file of ids, and becomes a store file of its own, written page by page
+(engine.store.long_rows). Thresholds are forced tiny, so every path runs on small texts; the
+documents, reports and stores equal those of reading every line whole."""
+
+import io
+import json
+import random
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import engine.corpus.long_lines as long_lines
+import engine.tokenizers.streaming as streaming
+from engine.corpus.readers import iter_jsonl
+from engine.errors import CorpusError
+from engine.store import TokenStore, TokenStoreWriter
+from engine.store.layout import TOKENS_TYPE
+from engine.store.long_rows import write_long_row
+
+# JSON's escapes (quote, backslash, control characters, \u2028), characters of 2-4 UTF-8 bytes
+# (a surrogate pair when escaped), NUL and plain words.
+ATOMS = ["a", "word ", " ", '"', "\\", "\\\\", "\n", "\r\n", "\t", "é", "Ω", "中", "😀", "\u2028", "\x00", "/",
+         "don't ", "x86", "  "]
+
+
+def random_text(rng: random.Random, n: int) -> str:
+    return "".join(rng.choice(ATOMS) for _ in range(n))
+
+
+@pytest.fixture
+def tiny_thresholds(monkeypatch):
+    monkeypatch.setattr(long_lines, "LONG_LINE_BYTES", 300)
+    monkeypatch.setattr(long_lines, "LONG_STRING_BYTES", 60)
+    monkeypatch.setattr(long_lines, "PART_BYTES", 23)
+    monkeypatch.setattr(long_lines, "_BLOCK_BYTES", 50)
+
+
+def store_schema():
+    return pa.schema([pa.field("id", pa.string()), pa.field("tokens", TOKENS_TYPE)], metadata={"engine.k": "v"})
+
+
+@pytest.mark.parametrize("count,page_values,codec", [(2, 1, "snappy"), (10, 3, "snappy"), (100_003, 4096, "snappy"),
+                                                      (7, 7, "uncompressed"), (5, 1 << 20, "snappy")])
+def test_long_row_file_reads_back_as_the_file_arrow_writes(tmp_path, count, page_values, codec):
+    ids = np.random.default_rng(count).integers(0, 2**32, count, dtype=np.uint64).astype(np.uint32)
+    ids.tofile(tmp_path / "ids.u32")
+    write_long_row(tmp_path / "long.parquet", store_schema(), "dóc\n1", tmp_path / "ids.u32", count,
+                   page_values=page_values, codec=codec)
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"id": ["dóc\n1"], "tokens": pa.array([ids], TOKENS_TYPE)}, schema=store_schema()), sink)
+    sink.seek(0)
+    arrow = pq.read_table(sink)
+    ours = pq.ParquetFile(tmp_path / "long.parquet")
+    assert ours.metadata.num_rows == 1 and ours.metadata.num_row_groups == 1
+    assert ours.metadata.row_group(0).column(1).compression == codec.upper()
+    table = ours.read()
+    assert table.schema.equals(arrow.schema, check_metadata=True)
+    assert table.equals(arrow)
+    assert pq.read_table(tmp_path / "long.parquet", columns=["id"]).column("id").to_pylist() == ["dóc\n1"]
+
+
+def test_long_row_refuses_an_ids_file_shorter_than_its_count(tmp_path):
+    np.arange(5, dtype=np.uint32).tofile(tmp_path / "ids.u32")
+    with pytest.raises(OSError, match="holds 5 ids, expected 9"):
+        write_long_row(tmp_path / "x.parquet", store_schema(), "d", tmp_path / "ids.u32", 9, page_values=4)
+
+
+def write_corpus(path, rng, docs, *, ensure_ascii=None, extra_fields=True):
+    lines = []
+    for k in range(docs):
+        text = random_text(rng, rng.choice([1, 4, 30, 90, 400]))
+        obj = {"id": f"d{k}", "text": text}
+        if extra_fields and rng.random() < 0.3:  # the text first, a long field the reader ignores
+            obj = {"text": text, "meta": {"note": "m" * rng.randint(0, 200)}, "id": f"d{k}", "n": 1.5}
+        ascii_ = rng.random() < 0.5 if ensure_ascii is None else ensure_ascii
+        lines.append(json.dumps(obj, ensure_ascii=ascii_))
+    path.write_text("\n".join(lines) + ("\n" if rng.random() < 0.5 else ""), encoding="utf-8")
+
+
+def test_long_lines_give_the_documents_of_whole_lines(tmp_path, tiny_thresholds):
+    rng = random.Random(5)
+    kinds = {"str": 0, "LongText": 0}
+    for trial in range(120):
+        path = tmp_path / f"c{trial}.jsonl"
+        write_corpus(path, rng, rng.randint(1, 5))
+        whole = [(d.id, d.text) for d in iter_jsonl(path)]
+        docs = list(iter_jsonl(path, long_lines=True))
+        assert [(d.id, str(d.text)) for d in docs] == whole, trial
+        for doc, (_, text) in zip(docs, whole):
+            kinds[type(doc.text).__name__] += 1
+            assert len(doc.text) == len(text)
+            if not isinstance(doc.text, str):
+                assert doc.text.utf8_bytes == len(text.encode("utf-8"))
+                assert "".join(doc.text.parts()) == text and b"".join(doc.text.utf8_parts()) == text.encode()
+    assert kinds["str"] > 50 and kinds["LongText"] > 50
+
+
+@pytest.mark.parametrize("body", [
+    "\\\\" * 100,  # an escape run longer than a part: the part grows until it holds a place to cut
+    "\\ud83d\\ude00" * 30,  # surrogate pairs at every offset: never cut between the two halves
+    "a\\u00e9\\n\\\"" * 25,
+    "é中😀" * 40,  # characters of 2-4 bytes at every offset
+])
+def test_parts_never_cut_an_escape_a_pair_or_a_character(tmp_path, monkeypatch, body):
+    raw = b"xx" + body.encode("utf-8") + b"yy"
+    (tmp_path / "body").write_bytes(raw)
+    expected = json.loads('"' + raw.decode("utf-8") + '"')
+    for part_bytes in (13, 14, 15, 16, 17, 29):
+        monkeypatch.setattr(long_lines, "PART_BYTES", part_bytes)
+        parts = [part for _, part in long_lines._decoded_parts(tmp_path / "body", 0, len(raw))]
+        assert None not in parts and "".join(parts) == expected, part_bytes
+        assert len(parts) > 1
+
+
+@pytest.mark.parametrize("line", [
+    b'{"id": "a", "text": "' + b"x" * 300 + b"\xff" + b"y" * 300 + b'"}\n',  # invalid UTF-8
+    b'{"id": "a", "text": "' + b"x" * 300 + b"\\ud800" + b"y" * 300 + b'"}\n',  # a lone surrogate
+    b'{"id": "a", "text": "' + b"x" * 300 + b"\\q" + b"y" * 300 + b'"}\n',  # a bad escape
+    b'{"id": "a", "text": "' + b"x" * 600 + b"\n",  # the line ends inside the string
+    b'{"id": "a", "text": "' + b"x" * 600,  # the file ends inside it
+    b'{"id": "a", "text": "' + b"x" * 600 + b'", "text": "b"}\n',  # a repeated key
+    b'{"id": "' + b"i" * 300 + b'", "text": "' + b"x" * 300 + b'"}\n',  # a long id: read whole, fine
+    b'{"id": 5, "text": "' + b"x" * 300 + b'"}\n',
+    b'{"id": "a", "text": "' + b"x" * 300 + b'"} x\n',  # data after the object
+    b'["' + b"x" * 600 + b'"]\n',
+])
+@pytest.mark.parametrize("policy", ["error", "replace", "skip"])
+def test_lines_the_scan_cannot_take_read_as_whole_lines_do(tmp_path, tiny_thresholds, line, policy):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(line + b'{"id": "b", "text": "' + b"z" * 400 + b'"}\n')
+    results = []
+    for long in (False, True):
+        try:
+            results.append([(d.id, str(d.text)) for d in iter_jsonl(path, on_invalid_utf8=policy, long_lines=long)])
+        except CorpusError as exc:
+            results.append(str(exc))
+    assert results[0] == results[1]
+
+
+def test_a_file_changed_under_a_long_text_is_an_error(tmp_path, tiny_thresholds):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'{"id": "a", "text": "' + b"x" * 600 + b'"}\n')
+    (doc,) = iter_jsonl(path, long_lines=True)
+    path.write_bytes(b'{"id": "a", "text": "' + b"x" * 300 + b"\xff" * 300 + b'"}\n')
+    with pytest.raises(CorpusError, match=r"c.jsonl:1: the file changed while it was read"):
+        str(doc.text)
+
+
+def long_corpus(path, seed=3):
+    rng = random.Random(seed)
+    write_corpus(path, rng, 30, extra_fields=False)
+    return path
+
+
+@pytest.mark.parametrize("tokenizer", ["byte-bpe", "bpe", "char", "word"])
+def test_prepare_writes_long_texts_as_files_of_their_own_with_the_same_tokens(tokenizer, tmp_path, monkeypatch):
+    from engine.pipeline import prepare
+
+    corpus = long_corpus(tmp_path / "c.jsonl")
+    options = dict(tokenizer=tokenizer, merges=60, context_length=8, threads=2, quiet=True,
+                   hash_split={"train": 0.8, "validation": 0.1, "test": 0.1})
+    whole = prepare(corpus, None, tmp_path / "whole", **options)
+    monkeypatch.setattr(long_lines, "LONG_LINE_BYTES", 500)
+    monkeypatch.setattr(long_lines, "LONG_STRING_BYTES", 100)
+    monkeypatch.setattr(long_lines, "PART_BYTES", 37)
+    monkeypatch.setattr(streaming, "STREAM_CHARS", 50)
+    long = prepare(corpus, None, tmp_path / "long", **options)
+    assert long.report["partitions"] == whole.report["partitions"]
+    assert long.report["tokenizer"]["hash"] == whole.report["tokenizer"]["hash"]
+    a, b = TokenStore.open(whole.store_path), TokenStore.open(long.store_path)
+    b.verify()
+    singles = 0
+    for part in ("train", "validation", "test"):
+        (va, oa), (vb, ob) = a.arrays(part), b.arrays(part)
+        assert np.array_equal(va, vb) and np.array_equal(oa, ob) and a.ids(part) == b.ids(part)
+        for file in sorted((long.store_path / f"split={part}").glob("*.parquet")):
+            if pq.ParquetFile(file).metadata.created_by == "engine":  # written by long_rows
+                assert pq.read_metadata(file).num_rows == 1
+                singles += 1
+    lines = corpus.read_bytes().split(b"\n")  # (str.splitlines would also cut at a raw U+2028)
+    assert singles == sum(len(line) >= 500 for line in lines) > 3
+    assert [p.name for p in long.store_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_resume_after_ctrl_c_keeps_files_before_a_long_text_and_equals_a_fresh_run(tmp_path, monkeypatch):
+    import engine.pipeline as pipeline
+    from engine.pipeline import prepare
+
+    monkeypatch.setattr(pipeline, "STORE_FILE_ROWS", 2)
+    monkeypatch.setattr(pipeline, "STORE_ROW_GROUP_ROWS", 1)
+    monkeypatch.setattr(pipeline, "ENCODE_CHUNK_DOCUMENTS", 2)
+    monkeypatch.setattr(long_lines, "LONG_LINE_BYTES", 500)
+    monkeypatch.setattr(long_lines, "LONG_STRING_BYTES", 100)
+    corpus = long_corpus(tmp_path / "c.jsonl", seed=8)
+    options = dict(tokenizer="char", context_length=8, threads=2, quiet=True, hash_split={"train": 1.0})
+    fresh = prepare(corpus, None, tmp_path / "fresh", **options)
+    real_long, calls = TokenStoreWriter.write_long_document, [0]
+
+    def write_long_document(self, *args, **kwargs):
+        if calls[0] == 2:
+            raise KeyboardInterrupt
+        calls[0] += 1
+        return real_long(self, *args, **kwargs)
+
+    monkeypatch.setattr(TokenStoreWriter, "write_long_document", write_long_document)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(corpus, None, tmp_path / "out", **options)
+    monkeypatch.setattr(TokenStoreWriter, "write_long_document", real_long)
+    resumed = prepare(corpus, None, tmp_path / "out", resume=True, **options)
+    assert resumed.report["resume"]["kept"]["train"]["files"] >= 1
+    manifest = lambda r: json.loads((r.store_path / "_engine.json").read_text())  # noqa: E731
+    assert manifest(resumed) == manifest(fresh)
+    TokenStore.open(resumed.store_path).verify()
