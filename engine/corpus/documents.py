@@ -30,7 +30,8 @@ PARQUET_BATCH_SIZE = 8192
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """One source text with a stable, non-empty, unique id."""
+    """One source text with a stable, non-empty, unique id. ``text`` is a str, except for the long
+    JSONL lines of a reader asked for ``long_lines``: a ``LongText`` left in its file."""
 
     id: str
     text: str

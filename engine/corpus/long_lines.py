@@ -22,7 +22,6 @@ that of a short line (``read_long_line`` returns None).
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 from pathlib import Path
