@@ -263,7 +263,7 @@ class MiniBatchEpoch:
         self._batch_size = batches.batch_size
         self._window_count = positions.shape[0]
         self._batch_count = -(-self._window_count // self._batch_size)
-        self._checked_out = None  # (out tuple, its shape) last accepted by prepare_rows
+        self._checked_out = None  # (out tuple, its dtype, the kernel, its rows) last accepted (batch())
 
     @classmethod
     def build(cls, documents, partition, *, windows: CausalWindowConfig, batches: MiniBatchConfig
@@ -368,39 +368,38 @@ class MiniBatchEpoch:
         or that of ``out``), int32 or int64 (what ``torch.nn.Embedding`` takes); int32 needs ids
         below 2^31. ``k`` outside ``0..len(epoch)-1`` is a BatchError.
         """
-        if type(k) is int and rank is None and world_size is None and 0 <= k < self._batch_count:
-            lo = k * self._batch_size  # the common case, checked inline: a batch takes microseconds
-            hi = lo + self._batch_size
-            if hi > self._window_count:
-                hi = self._window_count
-        else:
-            lo, hi = self.batch_rows(k, rank=rank, world_size=world_size)
-            k = operator.index(k)
-        rows = hi - lo
-        # A training loop passes the same buffer pair every step and checking it costs more than
-        # gathering a small batch: remember the last pair accepted. The tuple is immutable, so the
-        # same tuple with unchanged shapes and dtypes holds the same, already checked, arrays.
+        # A training loop asks for batch k of the whole epoch into the same buffer pair every step, and
+        # checking the pair costs more than gathering a small batch: the pair accepted last (it holds
+        # every batch's rows) is remembered with the compiled kernel for its dtype. The tuple is
+        # immutable, so the same tuple with unchanged dtypes holds the same checked arrays; the kernel
+        # checks their shapes (2: changed since, so the pair is checked again below).
         memo = self._checked_out
-        if (memo is not None and out is memo[0] and dtype is None and rows <= memo[2]
-                and out[0].shape == memo[1] and out[1].shape == memo[1]
-                and out[0].dtype is memo[3] and out[1].dtype is memo[3]):
+        if (memo is not None and out is memo[0] and type(k) is int and 0 <= k < self._batch_count
+                and rank is None and world_size is None and dtype is None):
             inputs, targets = out
-            if rows != memo[2]:
-                inputs, targets = inputs[:rows], targets[:rows]
-            kernel = memo[4]
-            if kernel is None:  # the pair came back: look up the compiled kernel for its types once
-                kernel = _compiled(window_kernels.gather_batch, self.values, self._positions, lo, hi,
-                                   self._context_length, *out)
-                self._checked_out = memo[:4] + (kernel,)
-            # One kernel call: the rows, and whether an id needs more than 31 bits.
-            high = kernel(self.values, self._positions, lo, hi, self._context_length, inputs, targets)
-        else:
-            inputs, targets = prepare_rows(rows, self._context_length, out, dtype)
-            high = window_kernels.gather_batch(self.values, self._positions, lo, hi, self._context_length,
-                                               inputs, targets)
-            if dtype is None and type(out) is tuple:
-                shape = out[0].shape
-                self._checked_out = (out, shape, shape[0], out[0].dtype, None)
+            kind = memo[1]
+            if inputs.dtype is kind and targets.dtype is kind:
+                lo = k * self._batch_size
+                hi = lo + self._batch_size
+                if hi > self._window_count:
+                    hi = self._window_count
+                # One kernel call: the rows, and whether an id needs more than 31 bits.
+                code = memo[2](self.values, self._positions, lo, hi, self._context_length, inputs, targets)
+                if code != 2:
+                    if code and kind == np.int32:
+                        raise ConfigurationError(INT32_TOO_SMALL)
+                    if hi - lo != memo[3]:
+                        inputs, targets = inputs[:hi - lo], targets[:hi - lo]
+                    return MiniBatch(k, inputs, targets, self.partition, lo, hi, self)
+        lo, hi = self.batch_rows(k, rank=rank, world_size=world_size)
+        k = operator.index(k)
+        inputs, targets = prepare_rows(hi - lo, self._context_length, out, dtype)
+        high = window_kernels.gather_batch(self.values, self._positions, lo, hi, self._context_length, inputs, targets)
+        if (dtype is None and type(out) is tuple and rank is None and world_size is None
+                and out[0].shape[0] >= self._batch_size):
+            kernel = _compiled(window_kernels.gather_batch, self.values, self._positions, lo, hi,
+                               self._context_length, inputs, targets)
+            self._checked_out = (out, out[0].dtype, kernel, out[0].shape[0])
         if high and inputs.dtype == np.int32:
             raise ConfigurationError(INT32_TOO_SMALL)
         return MiniBatch(k, inputs, targets, self.partition, lo, hi, self)

@@ -169,6 +169,28 @@ def test_out_buffers_are_written_and_returned_as_views():
         epoch.batch(0, np.zeros((5, 8), np.uint32))
 
 
+def test_a_remembered_buffer_pair_changed_in_place_is_checked_again():
+    """batch(k, out) remembers the pair it accepted; a pair reshaped or retyped in place since is
+    refused (or taken) as a new pair would be, never written with the old shape or dtype."""
+    epoch = build(long_documents(), seed=1, T=8, S=3, B=5)
+    out = (np.zeros((5, 8), dtype=np.uint32), np.zeros((5, 8), dtype=np.uint32))
+    for k in range(len(epoch)):  # remembered from the first call on, the last batch is smaller
+        batch = epoch.batch(k, out)
+        assert batch.width == epoch.batch(k).width and batch.inputs.shape == (batch.width, 8)
+        assert np.array_equal(batch.inputs, epoch.batch(k).inputs)
+        assert np.array_equal(batch.targets, epoch.batch(k).targets)
+    out[0].shape = (10, 4)
+    with pytest.raises(ConfigurationError, match=r"shape \(10, 4\), expected \(5, 8\)"):
+        epoch.batch(1, out)
+    out[0].shape = (5, 8)
+    assert np.array_equal(epoch.batch(1, out).inputs, epoch.batch(1).inputs)
+    out[1].dtype = np.int32  # the same bytes seen as int32: a pair of two dtypes is refused
+    with pytest.raises(ConfigurationError, match="dtype"):
+        epoch.batch(2, out)
+    out[0].dtype = np.int32
+    assert epoch.batch(2, out).inputs.tolist() == epoch.batch(2).inputs.tolist()
+
+
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4, 7])
 def test_rank_shares_are_disjoint_and_cover_each_batch(world_size):
     epoch = build(long_documents(), seed=99, T=4, S=5, B=6)

@@ -132,12 +132,17 @@ def gather_positions(values, positions, context_length, inputs, targets):
 @njit(cache=True, nogil=True)
 def gather_batch(values, positions, lo, hi, context_length, inputs, targets):
     """Copy windows ``positions[lo:hi]`` into rows ``0..hi-lo`` of ``inputs`` and ``targets``
-    (``[rows, T]``, C order): one batch in one call. Returns True when a copied id is ``2^31`` or
-    larger (it would not fit int32 rows). Never reads past ``positions``: rows beyond its end
+    (``[rows, T]``, C order): one batch in one call. Returns 1 when a copied id is ``2^31`` or
+    larger (it would not fit int32 rows), else 0; 2, copying nothing, when ``inputs`` or ``targets``
+    has fewer rows or another row length. Never reads past ``positions``: rows beyond its end
     are left as they are."""
+    rows = min(hi, positions.shape[0]) - lo
+    if (inputs.shape[0] < rows or targets.shape[0] < rows or inputs.shape[1] != context_length
+            or targets.shape[1] != context_length):
+        return 2
     width = np.uint64(context_length)
     high = np.uint32(0)
-    for r in range(min(hi, positions.shape[0]) - lo):
+    for r in range(rows):
         p = np.uint64(positions[lo + r])
         for t in range(width):
             v = values[p + t]
@@ -146,7 +151,7 @@ def gather_batch(values, positions, lo, hi, context_length, inputs, targets):
         high |= values[p + width]
         for t in range(width):
             targets[r, t] = values[p + t + _ONE]
-    return high >= np.uint32(1 << 31)
+    return 1 if high >= np.uint32(1 << 31) else 0
 
 
 @njit(cache=True, nogil=True)
