@@ -84,9 +84,16 @@ def run_local(options: pipeline.PrepareOptions) -> PrepareResult:
             nonlocal seen
             with Progress(f"pass 1: reading, counting train for {options.tokenizer}", quiet=options.quiet) as bar:
                 for batch in source.batches():
-                    texts = [d.text for d in batch if source.assign(d.id) is Partition.TRAIN]
+                    texts, held = [], 0
+                    for d in batch:
+                        train = source.assign(d.id) is Partition.TRAIN
+                        if train:  # a long text left in its file counts its parts as they are read
+                            texts.append(d.text if isinstance(d.text, str) else d.text.reporting(
+                                lambda n: bar.update(0, n)))
+                        if not train or isinstance(d.text, str):
+                            held += len(d.text)
                     seen += len(batch)
-                    bar.update(len(batch), sum(len(d.text) for d in batch))
+                    bar.update(len(batch), held)
                     stop_point("read")
                     yield texts
 

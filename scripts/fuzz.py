@@ -9,6 +9,10 @@ one ``error:`` line); an engine tokenizer file that loads unedited must be one o
 an imported tokenizer must round-trip a text. Anything else is a crash: the input is written to
 ``--crash-dir`` and its path printed, and the script exits 1.
 
+The jsonl target reads its input twice, as whole lines and with ``long_lines`` (thresholds of a few
+bytes, so most lines are scanned in blocks and their texts decoded part by part), and the two must
+give the same documents or the same error.
+
 Reaching the parsers behind the checks: the tokenizer targets also parse their input as JSON and
 apply one structured edit chosen from the input's own hash (a value replaced by -1, 2^32, a
 string, null, ...); the engine-tokenizer target then recomputes the file's content hash, so the
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import hashlib
 import io
 import json
@@ -204,6 +209,22 @@ def make_epoch(scratch: Path) -> tuple[Path, bytes]:
     return epoch, (epoch / "manifest.json").read_bytes()
 
 
+@contextlib.contextmanager
+def tiny_long_lines():
+    """Thresholds of a few bytes, so that the jsonl target's lines reach the long-line scanner."""
+    import engine.corpus.long_lines as long_lines
+
+    names = ("LONG_LINE_BYTES", "LONG_STRING_BYTES", "PART_BYTES", "_BLOCK_BYTES")
+    saved = [getattr(long_lines, name) for name in names]
+    for name, value in zip(names, (48, 12, 16, 24)):
+        setattr(long_lines, name, value)
+    try:
+        yield
+    finally:
+        for name, value in zip(names, saved):
+            setattr(long_lines, name, value)
+
+
 class Targets:
     """The targets; each writes its input to a scratch file and reads it with engine."""
 
@@ -219,13 +240,23 @@ class Targets:
         path = self.scratch / "input.jsonl"
         path.write_bytes(data)
         policy = ("error", "replace", "skip")[len(data) % 3]
-        try:
-            for doc in iter_jsonl(path, on_invalid_utf8=policy, skip_bad_lines=len(data) % 2 == 0):
-                if not (isinstance(doc.id, str) and doc.id and isinstance(doc.text, str)):
-                    raise Crash(f"iter_jsonl yielded a malformed document {doc!r:.80}")
-                doc.text.encode("utf-8")  # a document must be valid UTF-8 text
-        except CorpusError:
-            pass
+        read = []
+        for long_lines in (False, True):
+            try:
+                with tiny_long_lines():
+                    docs = []
+                    for doc in iter_jsonl(path, on_invalid_utf8=policy, skip_bad_lines=len(data) % 2 == 0,
+                                          long_lines=long_lines):
+                        text = str(doc.text)  # a long line's text is read from the file
+                        if not (isinstance(doc.id, str) and doc.id and (long_lines or isinstance(doc.text, str))):
+                            raise Crash(f"iter_jsonl yielded a malformed document {doc!r:.80}")
+                        text.encode("utf-8")  # a document must be valid UTF-8 text
+                        docs.append((doc.id, text, len(doc.text)))
+                read.append(docs)
+            except CorpusError as exc:
+                read.append(str(exc))
+        if read[0] != read[1]:  # lines past the (tiny) long-line threshold read as whole lines do
+            raise Crash(f"long_lines=True read {read[1]!r:.200}, whole lines {read[0]!r:.200}")
 
     def parquet(self, data: bytes) -> None:
         from engine.corpus import iter_parquet

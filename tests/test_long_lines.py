@@ -214,3 +214,75 @@ def test_resume_after_ctrl_c_keeps_files_before_a_long_text_and_equals_a_fresh_r
     manifest = lambda r: json.loads((r.store_path / "_engine.json").read_text())  # noqa: E731
     assert manifest(resumed) == manifest(fresh)
     TokenStore.open(resumed.store_path).verify()
+
+
+def test_a_long_file_of_a_folder_stays_in_it_and_prepare_writes_the_same_store(tmp_path, monkeypatch):
+    from engine.corpus.readers import iter_folder
+    from engine.pipeline import prepare
+
+    rng = random.Random(9)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for k in range(12):
+        (folder / f"f{k:02d}.txt").write_text(random_text(rng, rng.choice([5, 50, 400])), encoding="utf-8")
+    (folder / "bad.txt").write_bytes(b"x" * 700 + b"\xff")  # long but not UTF-8: read whole (replaced)
+    options = dict(tokenizer="byte-bpe", merges=40, context_length=8, threads=2, quiet=True,
+                   on_invalid_utf8="replace", hash_split={"train": 0.8, "validation": 0.1, "test": 0.1})
+    whole = prepare(folder, None, tmp_path / "whole", **options)
+    monkeypatch.setattr(long_lines, "LONG_LINE_BYTES", 600)
+    monkeypatch.setattr(long_lines, "PART_BYTES", 29)
+    monkeypatch.setattr(streaming, "STREAM_CHARS", 50)
+    docs = {d.id: d.text for d in iter_folder(folder, on_invalid_utf8="replace", long_files=True)}
+    expected = {d.id: d.text for d in iter_folder(folder, on_invalid_utf8="replace")}
+    assert {k: str(v) for k, v in docs.items()} == expected
+    long_ids = {k for k, v in docs.items() if not isinstance(v, str)}
+    assert long_ids == {k for k, v in expected.items() if len(v.encode()) > 600 and k != "bad.txt"} != set()
+    long = prepare(folder, None, tmp_path / "long", **options)
+    assert long.report["partitions"] == whole.report["partitions"]
+    assert long.report["read"] == whole.report["read"]
+    a, b = TokenStore.open(whole.store_path), TokenStore.open(long.store_path)
+    for part in ("train", "validation", "test"):
+        assert np.array_equal(a.arrays(part)[0], b.arrays(part)[0]) and a.ids(part) == b.ids(part)
+
+
+def test_pass_one_reports_a_long_text_part_by_part(tmp_path, monkeypatch):
+    from engine.corpus.long_lines import LongText
+
+    path = tmp_path / "t.txt"
+    path.write_text("ab" * 500, encoding="utf-8")
+    monkeypatch.setattr(long_lines, "PART_BYTES", 64)
+    text = long_lines.read_long_file(path, 1000, str(path))
+    assert isinstance(text, LongText) and len(text) == 1000 and text.utf8_bytes == 1000
+    seen = []
+    assert str(text.reporting(seen.append)) == "ab" * 500
+    assert sum(seen) == 1000 and len(seen) > 10 and text.progress is None
+
+
+# Inputs the jsonl fuzz target (scripts/fuzz.py) found reading differently with long_lines:
+FUZZ_FOUND = [
+    # a long key holding invalid UTF-8: the whole line is invalid (skipped under "skip")
+    b'{"id": "a", "text": "x"}\n{"id": "b", "te' + b"x" * 40 + b"\xc8" + b"x" * 40 + b'": "d4", "text": "a"}\n',
+    # a lone surrogate in the id: the policy, or --skip-bad-lines, as for a short line
+    b'{"id": "\\ud800d0", "text": "the cat sat on the mat."}\n{"id": "d1", "text": "x"}\n',
+    # a first line skipped for its bytes decides nothing about made ids; the next one does
+    b'{"id1e999": "d0", "text": "the cat\x8a\x94\xf76Y\xd8~ sat on the mat."}\n{"id": "d1", "text": "' + b"y" * 80
+    + b'"}\n{"id": "d4", "text": "a\\tb\\q' + b"x" * 60 + b'"}\n',
+]
+
+
+@pytest.mark.parametrize("data", FUZZ_FOUND)
+@pytest.mark.parametrize("policy", ["error", "replace", "skip"])
+@pytest.mark.parametrize("skip_bad_lines", [False, True])
+def test_inputs_the_fuzzer_found_read_as_whole_lines_do(tmp_path, monkeypatch, data, policy, skip_bad_lines):
+    for name, value in (("LONG_LINE_BYTES", 48), ("LONG_STRING_BYTES", 12), ("PART_BYTES", 16), ("_BLOCK_BYTES", 24)):
+        monkeypatch.setattr(long_lines, name, value)
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(data)
+    results = []
+    for long in (False, True):
+        try:
+            results.append([(d.id, str(d.text)) for d in iter_jsonl(path, on_invalid_utf8=policy,
+                                                                      skip_bad_lines=skip_bad_lines, long_lines=long)])
+        except CorpusError as exc:
+            results.append(str(exc))
+    assert results[0] == results[1]

@@ -1,4 +1,5 @@
-"""JSONL lines too long to hold: the text stays in the file and is decoded part by part when used.
+"""JSONL lines (and files of a folder) too long to hold: the text stays in the file and is decoded
+part by part when used.
 
 ``iter_jsonl(..., long_lines=True)`` (what ``prepare`` reads with) hands a line longer than
 ``LONG_LINE_BYTES`` to ``read_long_line``, which scans it in blocks without holding it:
@@ -16,7 +17,8 @@ which decodes it again part by part for whoever reads it (the span-by-span encod
 counter of ``engine.tokenizers.streaming``, ``source_digest``). A line the scan cannot take this way
 (invalid UTF-8, a lone surrogate, malformed JSON, the id among the long strings, a skeleton longer
 than ``LONG_STRING_BYTES`` * 64) is read whole as before, so its error message or policy is exactly
-that of a short line (``read_long_line`` returns None).
+that of a short line (``read_long_line`` returns None). A file of a folder corpus longer than
+``LONG_LINE_BYTES`` is the same without escapes (``read_long_file``; read whole if it is not UTF-8).
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ import json
 import re
 import secrets
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from engine.errors import CorpusError
 
-__all__ = ["LongText", "read_long_line", "LONG_LINE_BYTES", "LONG_STRING_BYTES", "PART_BYTES"]
+__all__ = ["LongText", "read_long_line", "read_long_file", "LONG_LINE_BYTES", "LONG_STRING_BYTES", "PART_BYTES"]
 
-# Lines longer than this are scanned instead of read whole.
+# Lines (and files of a folder) longer than this are scanned instead of read whole.
 LONG_LINE_BYTES = 1 << 25
 # JSON strings longer than this (raw bytes) are left in the file.
 LONG_STRING_BYTES = 1 << 20
@@ -51,11 +53,19 @@ class LongText:
     text in order (strings of about ``PART_BYTES`` bytes), ``str(text)`` all of it at once.
     """
 
-    __slots__ = ("path", "start", "end", "chars", "utf8_bytes", "where")
+    __slots__ = ("path", "start", "end", "chars", "utf8_bytes", "where", "escaped", "progress")
 
-    def __init__(self, path: Path, start: int, end: int, chars: int, utf8_bytes: int, where: str):
+    def __init__(self, path: Path, start: int, end: int, chars: int, utf8_bytes: int, where: str, *,
+                 escaped: bool = True, progress: Callable[[int], None] | None = None):
         self.path, self.start, self.end = path, start, end
         self.chars, self.utf8_bytes, self.where = chars, utf8_bytes, where
+        self.escaped = escaped  # a JSON string's body; False: plain UTF-8 text (a file of a folder)
+        self.progress = progress
+
+    def reporting(self, progress: Callable[[int], None]) -> "LongText":
+        """The same text, calling ``progress(characters)`` after each part read."""
+        return LongText(self.path, self.start, self.end, self.chars, self.utf8_bytes, self.where,
+                        escaped=self.escaped, progress=progress)
 
     def __len__(self) -> int:
         return self.chars
@@ -67,10 +77,12 @@ class LongText:
         return "".join(self.parts())
 
     def parts(self) -> Iterator[str]:
-        for _, part in _decoded_parts(self.path, self.start, self.end):
+        for _, part in _decoded_parts(self.path, self.start, self.end, self.escaped):
             if part is None:
                 raise CorpusError(f"{self.where}: the file changed while it was read (its text no longer decodes)")
             yield part
+            if self.progress is not None:
+                self.progress(len(part))
 
     def utf8_parts(self) -> Iterator[bytes]:
         for part in self.parts():
@@ -98,16 +110,26 @@ def _safe_cut(data: bytes) -> int:
     return 0
 
 
-def _decoded_parts(path: Path, start: int, end: int) -> Iterator[tuple[int, str | None]]:
-    """``(byte offset, decoded part)`` of the raw JSON string body ``[start, end)`` of ``path``; the part is
-    None (and the iteration ends) where it is no valid UTF-8, JSON escape or surrogate pair."""
+def _text_cut(data: bytes) -> int:
+    """A place to cut UTF-8 ``data`` before a character's first byte (0 if none)."""
+    for c in range(len(data) - 1, max(0, len(data) - 4), -1):
+        if data[c] & 0xC0 != 0x80:
+            return c
+    return 0
+
+
+def _decoded_parts(path: Path, start: int, end: int, escaped: bool = True) -> Iterator[tuple[int, str | None]]:
+    """``(byte offset, decoded part)`` of the raw JSON string body ``[start, end)`` of ``path`` (``escaped``)
+    or of its UTF-8 text; the part is None (and the iteration ends) where it is no valid UTF-8, JSON
+    escape or surrogate pair."""
+    cutter = _safe_cut if escaped else _text_cut
     with open(path, "rb") as fh:
         fh.seek(start)
         pos, carry = start, b""
         while pos < end or carry:
             data = carry + fh.read(min(PART_BYTES, end - pos))
             pos = fh.tell()
-            cut = len(data) if pos >= end else _safe_cut(data)
+            cut = len(data) if pos >= end else cutter(data)
             if cut == 0:
                 carry = data  # one escape run longer than a part: read on
                 continue
@@ -115,12 +137,12 @@ def _decoded_parts(path: Path, start: int, end: int) -> Iterator[tuple[int, str 
             offset = pos - len(data)
             try:
                 text = raw.decode("utf-8")
-                if 0x5C in raw:
+                if escaped and 0x5C in raw:
                     text, _ = json.decoder.scanstring(text + '"', 0, False)
             except (UnicodeDecodeError, ValueError):
                 yield offset, None
                 return
-            if 0x5C in raw and _SURROGATE.search(text):
+            if escaped and 0x5C in raw and _SURROGATE.search(text):
                 yield offset, None
                 return
             yield offset, text
@@ -140,6 +162,13 @@ def read_long_line(path: Path, fh, line_start: int, head: bytes, parse, where: s
         skeleton_text = skeleton.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    # Every long string (keys and other fields too) must decode, as the whole line must; checked
+    # before the parse, which decides the reader's state (made ids) as reading the whole line would.
+    measured = {}
+    for marker, (start, end) in longs.items():
+        measured[marker] = _measured(path, start, end, where, escaped=True)
+        if measured[marker] is None:
+            return None
     try:
         doc_id, text = parse(skeleton_text)
     except CorpusError:
@@ -147,16 +176,26 @@ def read_long_line(path: Path, fh, line_start: int, head: bytes, parse, where: s
     if doc_id in longs:
         return None
     if text in longs:
-        start, end = longs[text]
-        chars = utf8_bytes = 0
-        for _, part in _decoded_parts(path, start, end):
-            if part is None:
-                return None
-            chars += len(part)
-            utf8_bytes += len(part) if part.isascii() else len(part.encode("utf-8"))
-        text = LongText(path, start, end, chars, utf8_bytes, where)
+        text = measured[text]
     fh.seek(line_end)
     return doc_id, text, line_end
+
+
+def read_long_file(path: Path, size: int, where: str) -> LongText | None:
+    """The UTF-8 text of the file ``path`` (``size`` bytes) left in it; None if it is not valid UTF-8
+    (read it whole: its error or policy is a short file's)."""
+    return _measured(path, 0, size, where, escaped=False)
+
+
+def _measured(path: Path, start: int, end: int, where: str, *, escaped: bool) -> LongText | None:
+    """``[start, end)`` of ``path`` as a LongText, decoded once to check it and count it; None if it does not decode."""
+    chars = utf8_bytes = 0
+    for _, part in _decoded_parts(path, start, end, escaped):
+        if part is None:
+            return None
+        chars += len(part)
+        utf8_bytes += len(part) if part.isascii() else len(part.encode("utf-8"))
+    return LongText(path, start, end, chars, utf8_bytes, where, escaped=escaped)
 
 
 def _scan(fh, line_start: int, head: bytes) -> tuple[bytes, dict[str, tuple[int, int]], int] | None:

@@ -120,15 +120,13 @@ def _jsonl_records(path: Path, on_invalid_utf8: str, skip_bad_lines: bool, text_
             if long_lines and len(raw) == longest and raw[-1] != 0x0A:
                 found = long_line_reader.read_long_line(path, fh, line_start, raw,
                                                         lambda line: columns.parse(line, where, lineno), where)
-                if found is not None:
+                # A lone surrogate in the id (or in a text that is no long string) follows the policy: read whole.
+                if found is not None and _id_not_utf8(found[0]) is None and (
+                        not isinstance(found[1], str) or _id_not_utf8(found[1]) is None):
                     doc_id, text, offset = found
-                    short = isinstance(text, str)  # the long strings were other fields
-                    fixed = _fix_surrogates(doc_id, text if short else "", where=where, policy=on_invalid_utf8,
-                                            report=report)
-                    if fixed is not None:
-                        report.documents += 1
-                        report.made_ids = columns.made
-                        yield Document(fixed[0], fixed[1] if short else text), f"line {lineno}"
+                    report.documents += 1
+                    report.made_ids = columns.made
+                    yield Document(doc_id, text), f"line {lineno}"
                     continue
                 fh.seek(line_start)  # read whole: its errors and policies are a short line's
                 raw = fh.readline()
@@ -265,7 +263,8 @@ def _fix_surrogates(doc_id: str, text: str, *, where: str, policy: str,
 
 
 def iter_folder(
-    path: str | os.PathLike, *, on_invalid_utf8: str = "error", report: ReadReport | None = None
+    path: str | os.PathLike, *, on_invalid_utf8: str = "error", report: ReadReport | None = None,
+    long_files: bool = False,
 ) -> Iterator[Document]:
     """Every regular, non-hidden file below ``path`` (sorted by relative POSIX path) as a Document.
 
@@ -273,6 +272,7 @@ def iter_folder(
     with "."; symlinked directories are not followed. Bad UTF-8 in a file names the file and byte
     offset; a file name that is not UTF-8 (it would be the id) names the file. Both follow
     ``on_invalid_utf8``: "error", "replace" (U+FFFD, counted) or "skip" (the file is left out, counted).
+    With ``long_files``, the text of a UTF-8 file longer than ``LONG_LINE_BYTES`` stays in it (a ``LongText``).
     """
     _check_policy(on_invalid_utf8)
     root = Path(path)
@@ -287,24 +287,28 @@ def iter_folder(
             full = Path(dirpath) / name
             if not name.startswith(".") and full.is_file():
                 relative.append(full.relative_to(root).as_posix())
-    yield from unique_ids(lambda counts: _folder_records(root, sorted(relative), on_invalid_utf8, counts), report,
-                          str(root))
+    yield from unique_ids(lambda counts: _folder_records(root, sorted(relative), on_invalid_utf8, counts, long_files),
+                          report, str(root))
 
 
 def _folder_records(root: Path, relative: list[str], on_invalid_utf8: str,
-                    report: ReadReport) -> Iterator[tuple[Document, str]]:
+                    report: ReadReport, long_files: bool = False) -> Iterator[tuple[Document, str]]:
     """``iter_folder``'s documents, each with its file, before the duplicate check."""
     for rel in relative:
         file = root / rel
         doc_id = _folder_id(rel, root, on_invalid_utf8, report)
         if doc_id is None:
             continue
+        text = None
         try:
-            raw = file.read_bytes()
+            if long_files and file.stat().st_size > long_line_reader.LONG_LINE_BYTES:
+                text = long_line_reader.read_long_file(file, file.stat().st_size, str(file))
+            raw = file.read_bytes() if text is None else b""
         except OSError as exc:
             raise CorpusError(f"{file}: cannot read corpus file: {exc.strerror}") from None
         before = (report.replaced_invalid_utf8, report.replaced_sequences)
-        text = _decode(raw, where=str(file), base_offset=0, policy=on_invalid_utf8, report=report)
+        if text is None:
+            text = _decode(raw, where=str(file), base_offset=0, policy=on_invalid_utf8, report=report)
         if text is None:
             continue
         if doc_id != rel and report.replaced_invalid_utf8 > before[0]:
@@ -448,7 +452,7 @@ def open_corpus(
     has lines to skip; ``text_column``/``id_column`` apply to JSONL and Parquet/Arrow, and a folder
     of text files refuses them). Parquet is read in record batches of ``batch_documents`` rows, and a
     batch never spans two record batches. Memory: one batch (or one file of a folder).
-    ``long_lines``: a JSONL line's long text stays in the file (``iter_jsonl``).
+    ``long_lines``: a long JSONL line's (or folder file's) text stays in the file (``iter_jsonl``, ``iter_folder``).
     """
     kind = corpus_format(path)
     check_columns_apply(path, text_column, id_column)
@@ -465,5 +469,5 @@ def open_corpus(
         docs = iter_jsonl(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
                           text_column=text_column, id_column=id_column, report=report, long_lines=long_lines)
     else:
-        docs = iter_folder(path, on_invalid_utf8=on_invalid_utf8, report=report)
+        docs = iter_folder(path, on_invalid_utf8=on_invalid_utf8, report=report, long_files=long_lines)
     return _batched(docs, batch_documents, batch_chars)
