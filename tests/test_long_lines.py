@@ -30,12 +30,16 @@ def random_text(rng: random.Random, n: int) -> str:
     return "".join(rng.choice(ATOMS) for _ in range(n))
 
 
+def thresholds(monkeypatch, line: int, string: int = 60, part: int = 23, block: int = 50) -> None:
+    """Long lines from ``line`` bytes, long strings from ``string``, parts and scan blocks of a few bytes."""
+    for name, value in (("LONG_LINE_BYTES", line), ("LONG_STRING_BYTES", string), ("PART_BYTES", part),
+                        ("_BLOCK_BYTES", block)):
+        monkeypatch.setattr(long_lines, name, value)
+
+
 @pytest.fixture
 def tiny_thresholds(monkeypatch):
-    monkeypatch.setattr(long_lines, "LONG_LINE_BYTES", 300)
-    monkeypatch.setattr(long_lines, "LONG_STRING_BYTES", 60)
-    monkeypatch.setattr(long_lines, "PART_BYTES", 23)
-    monkeypatch.setattr(long_lines, "_BLOCK_BYTES", 50)
+    thresholds(monkeypatch, 300)
 
 
 def store_schema():
@@ -163,9 +167,7 @@ def test_prepare_writes_long_texts_as_files_of_their_own_with_the_same_tokens(to
     options = dict(tokenizer=tokenizer, merges=60, context_length=8, threads=2, quiet=True,
                    hash_split={"train": 0.8, "validation": 0.1, "test": 0.1})
     whole = prepare(corpus, None, tmp_path / "whole", **options)
-    monkeypatch.setattr(long_lines, "LONG_LINE_BYTES", 500)
-    monkeypatch.setattr(long_lines, "LONG_STRING_BYTES", 100)
-    monkeypatch.setattr(long_lines, "PART_BYTES", 37)
+    thresholds(monkeypatch, 500, 100, 37)
     monkeypatch.setattr(streaming, "STREAM_CHARS", 50)
     long = prepare(corpus, None, tmp_path / "long", **options)
     assert long.report["partitions"] == whole.report["partitions"]
@@ -192,8 +194,7 @@ def test_resume_after_ctrl_c_keeps_files_before_a_long_text_and_equals_a_fresh_r
     monkeypatch.setattr(pipeline, "STORE_FILE_ROWS", 2)
     monkeypatch.setattr(pipeline, "STORE_ROW_GROUP_ROWS", 1)
     monkeypatch.setattr(pipeline, "ENCODE_CHUNK_DOCUMENTS", 2)
-    monkeypatch.setattr(long_lines, "LONG_LINE_BYTES", 500)
-    monkeypatch.setattr(long_lines, "LONG_STRING_BYTES", 100)
+    thresholds(monkeypatch, 500, 100)
     corpus = long_corpus(tmp_path / "c.jsonl", seed=8)
     options = dict(tokenizer="char", context_length=8, threads=2, quiet=True, hash_split={"train": 1.0})
     fresh = prepare(corpus, None, tmp_path / "fresh", **options)
@@ -229,8 +230,7 @@ def test_a_long_file_of_a_folder_stays_in_it_and_prepare_writes_the_same_store(t
     options = dict(tokenizer="byte-bpe", merges=40, context_length=8, threads=2, quiet=True,
                    on_invalid_utf8="replace", hash_split={"train": 0.8, "validation": 0.1, "test": 0.1})
     whole = prepare(folder, None, tmp_path / "whole", **options)
-    monkeypatch.setattr(long_lines, "LONG_LINE_BYTES", 600)
-    monkeypatch.setattr(long_lines, "PART_BYTES", 29)
+    thresholds(monkeypatch, 600, part=29)
     monkeypatch.setattr(streaming, "STREAM_CHARS", 50)
     docs = {d.id: d.text for d in iter_folder(folder, on_invalid_utf8="replace", long_files=True)}
     expected = {d.id: d.text for d in iter_folder(folder, on_invalid_utf8="replace")}
@@ -274,8 +274,7 @@ FUZZ_FOUND = [
 @pytest.mark.parametrize("policy", ["error", "replace", "skip"])
 @pytest.mark.parametrize("skip_bad_lines", [False, True])
 def test_inputs_the_fuzzer_found_read_as_whole_lines_do(tmp_path, monkeypatch, data, policy, skip_bad_lines):
-    for name, value in (("LONG_LINE_BYTES", 48), ("LONG_STRING_BYTES", 12), ("PART_BYTES", 16), ("_BLOCK_BYTES", 24)):
-        monkeypatch.setattr(long_lines, name, value)
+    thresholds(monkeypatch, 48, 12, 16, 24)  # what the fuzz target uses
     path = tmp_path / "c.jsonl"
     path.write_bytes(data)
     results = []
