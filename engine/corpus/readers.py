@@ -301,8 +301,9 @@ def _folder_records(root: Path, relative: list[str], on_invalid_utf8: str,
             continue
         text = None
         try:
-            if long_files and file.stat().st_size > long_line_reader.LONG_LINE_BYTES:
-                text = long_line_reader.read_long_file(file, file.stat().st_size, str(file))
+            size = file.stat().st_size if long_files else 0
+            if size > long_line_reader.LONG_LINE_BYTES:
+                text = long_line_reader.read_long_file(file, size, str(file))
             raw = file.read_bytes() if text is None else b""
         except OSError as exc:
             raise CorpusError(f"{file}: cannot read corpus file: {exc.strerror}") from None
