@@ -29,6 +29,7 @@ import secrets
 from pathlib import Path
 from typing import Callable, Iterator
 
+from engine.corpus.documents import _SURROGATE
 from engine.errors import CorpusError
 
 __all__ = ["LongText", "read_long_line", "read_long_file", "LONG_LINE_BYTES", "LONG_STRING_BYTES", "PART_BYTES"]
@@ -43,7 +44,6 @@ _BLOCK_BYTES = 1 << 23
 
 _OUTSIDE = re.compile(rb'[^"\n]*')  # outside strings: up to a quote or the line's end
 _BODY = re.compile(rb'[^"\\\n]*(?:\\[^\n][^"\\\n]*)*')  # a string's body: up to its closing quote
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class LongText:
@@ -164,11 +164,9 @@ def read_long_line(path: Path, fh, line_start: int, head: bytes, parse, where: s
         return None
     # Every long string (keys and other fields too) must decode, as the whole line must; checked
     # before the parse, which decides the reader's state (made ids) as reading the whole line would.
-    measured = {}
-    for marker, (start, end) in longs.items():
-        measured[marker] = _measured(path, start, end, where, escaped=True)
-        if measured[marker] is None:
-            return None
+    measured = {marker: _measured(path, start, end, where, escaped=True) for marker, (start, end) in longs.items()}
+    if None in measured.values():
+        return None
     try:
         doc_id, text = parse(skeleton_text)
     except CorpusError:
