@@ -22,12 +22,13 @@ work is a few microseconds per row, less than waking a thread pool.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from engine.kernels import kernel
 
 INT32_MAX = np.iinfo(np.int32).max
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def block_summary(segment_ids, b, blk, block_size, block_min, block_max, block_uniform):
     """Block ``blk`` of row ``b``: its smallest real id (INT32_MAX if none), largest (-1 if none),
     and the one id of a complete block holding one real id only (else -1). ``O(Q)``.
@@ -54,7 +55,7 @@ def block_summary(segment_ids, b, blk, block_size, block_min, block_max, block_u
     block_uniform[b, blk] = first if uniform else -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def block_table_row(segment_ids, b, qb, block_size, block_min, block_max, block_uniform,
                     kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices):
     """Query block ``qb`` of row ``b``: classify key blocks ``0..qb`` (0 = absent, 1 = partial,
@@ -121,7 +122,7 @@ def block_table_row(segment_ids, b, qb, block_size, block_min, block_max, block_
             wf += 1
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def block_summaries(segment_ids, block_size, block_min, block_max, block_uniform):
     """``block_summary`` of every (row, block). Outputs int32 ``[B, nb]``."""
     blocks = block_min.shape[1]
@@ -129,7 +130,7 @@ def block_summaries(segment_ids, block_size, block_min, block_max, block_uniform
         block_summary(segment_ids, task // blocks, task % blocks, block_size, block_min, block_max, block_uniform)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def block_tables(segment_ids, block_size, block_min, block_max, block_uniform,
                  kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices):
     """Fill the four tables: counts int32 ``[B, 1, nq]``, indices int32 ``[B, 1, nq, nk]``."""
@@ -139,7 +140,7 @@ def block_tables(segment_ids, block_size, block_min, block_max, block_uniform,
                         block_uniform, kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def transpose_tables(num_blocks, indices, q_num_blocks, q_indices):
     """The query-side tables ``BlockMask`` also holds: for each (row, key block), the count and the
     query blocks listing it ascending, then every other query block ascending (as torch's

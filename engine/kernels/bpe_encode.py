@@ -21,8 +21,8 @@ Drivers:
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from engine.kernels import kernel
 from engine.kernels.bpe_merge import (EMPTY_KEY, FNV_OFFSET, GOLDEN, LONG_WORD, build_pair_table, hash_span, key_slot,
                                       merge_short, merge_word, record_long, same_span)
 from engine.kernels.pretokenize import ascii_table, scan_pieces
@@ -43,7 +43,7 @@ SHORT_PIECE = 7
 PIECE_BLOCK = 1024
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def map_symbols(cps, char_table):
     """Symbol of each code point via ``char_table`` (int64, -1 = unknown); returns (symbols, first unknown or -1)."""
     out = np.empty(cps.shape[0], dtype=np.int64)
@@ -58,7 +58,7 @@ def map_symbols(cps, char_table):
     return out, first_unknown
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def encode_words(word_syms, word_offsets, pairs, nexts, lefts, rights, made, priorities, long_word=LONG_WORD):
     """Merge every word in merge order (the ``ordered`` rule); returns (pieces int64 flat, piece offsets int64[d+1])."""
     n_words = word_offsets.shape[0] - 1
@@ -84,7 +84,7 @@ def encode_words(word_syms, word_offsets, pairs, nexts, lefts, rights, made, pri
     return out[:used], out_offsets
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def scatter_documents(word_of_piece, doc_piece_bounds, word_ids, word_id_offsets, bos, eos, wrap):
     """Ids of every document: each piece occurrence expands to its word's ids.
 
@@ -117,7 +117,7 @@ def scatter_documents(word_of_piece, doc_piece_bounds, word_ids, word_id_offsets
     return values, offsets
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def find_span(buf, start, end, h, pool, offsets, slots):
     """``(t, slot)``: the entry ``t`` of ``slots`` whose span ``pool[offsets[t]:offsets[t+1]]``
     equals ``buf[start:end]`` (hash ``h``), or ``(-1, the free slot where it would go)``."""
@@ -132,7 +132,7 @@ def find_span(buf, start, end, h, pool, offsets, slots):
     return -1, slot
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _word_at(buf, i, count):
     """``count`` (at most 8) bytes from ``buf[i]`` as a little-endian uint64; eight fixed loads when they
     all lie inside ``buf`` (no branches on the count), else a loop."""
@@ -150,7 +150,7 @@ def _word_at(buf, i, count):
     return word
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def piece_key(buf, start, length):
     """64-bit key of ``buf[start:start + length]`` (``length >= 1``), never 0.
 
@@ -169,12 +169,12 @@ def piece_key(buf, start, length):
     return (h >> np.uint64(8)) | (np.uint64(min(length, 255)) << np.uint64(56))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def key_home(key, mask):
     return np.int64((key * GOLDEN) >> np.uint64(40)) & mask
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def build_piece_table(pool, offsets, wanted, table):
     """Put token ``t`` (bytes ``pool[offsets[t]:offsets[t+1]]``) for every ``wanted[t]`` into ``table``
     (uint64 ``(2^k, 2)``, zero filled): open addressing by ``piece_key`` of the bytes, row ``(key, t)``."""
@@ -190,7 +190,7 @@ def build_piece_table(pool, offsets, wanted, table):
         table[slot, 1] = t
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def find_piece(buf, start, length, key, table, pool, offsets):
     """Token of the piece ``buf[start:start + length]`` (key ``key``) in a ``build_piece_table`` table, or -1."""
     mask = table.shape[0] - 1
@@ -207,7 +207,7 @@ def find_piece(buf, start, length, key, table, pool, offsets):
         slot = (slot + 1) & mask
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def self_merging_tokens(pool, offsets, byte_ids, pairs, nexts, lefts, rights, made, priorities):
     """bool per token: its bytes (two to ``MAX_CACHED_PIECE``) merge, by the byte-level rule, into
     exactly that token.
@@ -245,7 +245,7 @@ CACHE_KEY, CACHE_BYTES, CACHE_IDS, CACHE_COUNT = range(4)
 CACHE_ENTRIES, CACHE_BYTES_USED, CACHE_IDS_USED = range(3)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _encode_miss(buf, pos, length, key, slot, byte_ids, pairs, nexts, made, priorities, parts,
                  part_priority, out, out_pos, cache, cache_bytes, cache_ids, cache_state):
     """Merge a piece of up to ``MAX_CACHED_PIECE`` bytes found in neither table, write its ids at
@@ -285,7 +285,7 @@ def _encode_miss(buf, pos, length, key, slot, byte_ids, pairs, nexts, made, prio
     return out_pos + m
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool, token_offsets, cache, cache_bytes,
                   cache_ids, out, out_pos):
     """Write the ids of pieces ``k, k + 1, ...`` (ending at ``ends[k]``, ..., the first at ``pos``) while
@@ -330,7 +330,7 @@ def _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool, t
     return k, pos, out_pos, np.uint64(0), 0
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _call_scratch(pieces, cache_limit):
     """A call's cache of merged pieces for ``encode_word_documents``, rows ``(key, piece start, start
     of its ids in out, number of ids)`` with key 0 = free, of 64 to ``cache_limit`` slots (power of
@@ -342,7 +342,7 @@ def _call_scratch(pieces, cache_limit):
     return np.zeros((cache_size, 4), dtype=np.uint64), np.empty(LONG_WORD, np.int64), np.empty(LONG_WORD, np.int64)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def begin_document(out, out_offsets, document_offsets, d, out_pos, wrap, bos):
     """Document ``d`` starts at ``out_pos``: record it and write BOS when wrapping; returns the new
     position and the document's span ``[start, stop)`` in the input."""
@@ -353,7 +353,7 @@ def begin_document(out, out_offsets, document_offsets, d, out_pos, wrap, bos):
     return out_pos, document_offsets[d], document_offsets[d + 1]
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def encode_bytes(
     buf, document_offsets, classes, pattern, byte_ids, pairs, nexts, made, priorities,
     token_table, token_pool, token_offsets, cache, cache_bytes, cache_ids, cache_state, bos, eos, wrap, out,
@@ -414,7 +414,7 @@ def encode_bytes(
     return out_pos, long_pieces, long_count
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def encode_word_documents(cps, document_offsets, word_classes, char_table, pairs, nexts, made, priorities,
                           cache_limit, first_id, bos, eos, wrap, out, out_offsets):
     """Character-level BPE of every document of ``cps`` (uint32 code points) in one pass.

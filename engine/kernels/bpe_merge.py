@@ -25,7 +25,8 @@ those in place. A call without long pieces (most calls) never runs, nor compiles
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from engine.kernels import kernel
 
 __all__ = [
     "EMPTY_KEY", "NO_PRIORITY", "LONG_WORD", "GOLDEN", "FNV_OFFSET", "hash_span", "same_span", "pair_slot", "key_slot",
@@ -41,7 +42,7 @@ FNV_PRIME = np.uint64(0x100000001B3)
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def hash_span(buf, start, end):
     """FNV-1a of ``buf[start:end]`` (bytes or symbols), with a final mix of the high bits."""
     h = FNV_OFFSET
@@ -50,7 +51,7 @@ def hash_span(buf, start, end):
     return h ^ (h >> np.uint64(29))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def same_span(a, a_start, b, b_start, length):
     """``a[a_start:a_start + length]`` equals ``b[b_start:b_start + length]``."""
     for j in range(length):
@@ -59,12 +60,12 @@ def same_span(a, a_start, b, b_start, length):
     return True
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def pair_slot(key, mask):
     return np.int64(((key * GOLDEN) >> np.uint64(32)) & np.uint64(mask))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def key_slot(keys, a, b):
     """``(key, slot)`` of pair (a, b) in the open-addressing table ``keys`` (size 2^k): the slot
     holding the key, or the empty slot where it would go."""
@@ -76,7 +77,7 @@ def key_slot(keys, a, b):
     return key, slot
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _pair_row(pairs, a, b):
     """Row of pair (a, b) in ``pairs``: the row holding it, or the free row where it would go."""
     mask = pairs.shape[0] - 1
@@ -87,7 +88,7 @@ def _pair_row(pairs, a, b):
     return slot
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def build_pair_table(lefts, rights):
     """Pair table over entries ``lefts[e], rights[e]`` (int64 symbols below 2^31): ``(pairs, nexts)``.
 
@@ -113,7 +114,7 @@ def build_pair_table(lefts, rights):
     return pairs, nexts
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _entry(a, b, floor, pairs, nexts, priorities):
     """First entry of pair (a, b) with priority >= ``floor``, or -1."""
     e = pairs[_pair_row(pairs, a, b), 1]  # -1 in a free row
@@ -122,13 +123,13 @@ def _entry(a, b, floor, pairs, nexts, priorities):
     return e
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _packed(e, priorities):
     """``(priority << 32) | e`` of entry ``e``, or ``NO_PRIORITY`` for -1."""
     return (priorities[e] << 32) | e if e >= 0 else NO_PRIORITY
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def merge_short(parts, m, ordered, pairs, nexts, made, priorities, part_priority):
     """Merge ``parts[:m]`` in place by scanning (``part_priority``: scratch of ``m`` entries); returns how many remain."""
     # part_priority[i]: (priority << 32) | entry of the pair at i (NO_PRIORITY: none merges)
@@ -154,7 +155,7 @@ def merge_short(parts, m, ordered, pairs, nexts, made, priorities, part_priority
     return m
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _heap_push(heap, size, key):
     """Add ``key`` to the 4-ary min-heap ``heap[:size]`` (int64; children of i: 4i+1..4i+4); returns the new size."""
     i = size
@@ -168,7 +169,7 @@ def _heap_push(heap, size, key):
     return size + 1
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _heap_pop(heap, size):
     """Remove the smallest key (``heap[0]``, read it first) from the 4-ary heap ``heap[:size]``; returns the new size."""
     size -= 1
@@ -190,7 +191,7 @@ def _heap_pop(heap, size):
     return size
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _sort_positions(values, count):
     """Sort ``values[:count]`` (int32, >= 0) ascending in linear time: nothing if already sorted,
     insertion below 64 values, else two 16-bit radix passes."""
@@ -227,7 +228,7 @@ def _sort_positions(values, count):
             values[i] = spare[i]
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _doubled(values):
     """A copy of ``values`` (int64) with twice the room."""
     out = np.empty(2 * values.shape[0], dtype=np.int64)
@@ -236,7 +237,7 @@ def _doubled(values):
     return out
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _bucket_of(bucket_priority, q):
     """Slot of priority ``q`` in the open-addressing ``bucket_priority`` (-1 free): its slot or the free one."""
     mask = bucket_priority.shape[0] - 1
@@ -246,7 +247,7 @@ def _bucket_of(bucket_priority, q):
     return slot
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _queue_pair(q, pos, current, bucket_priority, bucket_head, bucket_tail, node_pos, node_next, nodes, queue, queued,
                 low, low_size):
     """Queue the pair at ``pos`` with priority ``q``: in its bucket when above ``current``, else in the
@@ -268,7 +269,7 @@ def _queue_pair(q, pos, current, bucket_priority, bucket_head, bucket_tail, node
     return nodes + 1, queued, low_size
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _merge_long(parts, m, ordered, pairs, nexts, made, priorities):
     """Same result as the scan, in linear time when merges make pairs of higher priority (the usual case).
 
@@ -371,7 +372,7 @@ def _merge_long(parts, m, ordered, pairs, nexts, made, priorities):
     return kept
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def merge_word(parts, m, long_word, ordered, pairs, nexts, lefts, rights, made, priorities, part_priority):
     """Merge the symbols ``parts[:m]`` in place; returns how many remain.
 
@@ -382,7 +383,7 @@ def merge_word(parts, m, long_word, ordered, pairs, nexts, lefts, rights, made, 
     return merge_short(parts, m, ordered, pairs, nexts, made, priorities, part_priority)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def record_long(long_pieces, count, start, length):
     """Append the row ``(start, length)`` to ``long_pieces[:count]`` (int64 rows, doubled when full);
     returns the array (the same one or a larger copy)."""
@@ -397,7 +398,7 @@ def record_long(long_pieces, count, start, length):
     return long_pieces
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def merge_long_pieces(out, out_offsets, long_pieces, count, first_id, ordered, pairs, nexts, made, priorities):
     """The encoders' second pass: merge the long pieces that the first wrote unmerged.
 

@@ -21,8 +21,8 @@ Tie rules: ``TIE_FIRST`` = earlier first occurrence (word rank, offset of the pa
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from engine.kernels import kernel
 from engine.kernels.bpe_encode import (EMPTY_KEY, SHORT_PIECE, find_span, hash_span, key_home, key_slot, piece_key,
                                        same_span)
 from engine.kernels.heap import heap_grow, heap_pop, heap_push, new_heap
@@ -33,7 +33,7 @@ TIE_FIRST = 0
 TIE_HF = 1
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def count_pieces(buf, ends, first_piece, piece_start, slots, word_keys, word_starts, word_pool,
                  word_counts, word_total, pool_used):
     """Count pieces ``first_piece..`` of ``buf`` (piece i ends at ``ends[i]``) into the word table.
@@ -81,7 +81,7 @@ def count_pieces(buf, ends, first_piece, piece_start, slots, word_keys, word_sta
     return i, start, word_total, pool_used
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def rehash_words(slots, word_keys, word_total):
     """Re-insert every word type into an empty (zero) ``count_pieces`` table ``slots``."""
     mask = slots.shape[0] - 1
@@ -94,7 +94,7 @@ def rehash_words(slots, word_keys, word_total):
         slots[slot, 1] = w
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _grow_rows(a, rows):
     out = np.empty((rows, a.shape[1]), dtype=a.dtype)
     for i in range(a.shape[0]):
@@ -103,7 +103,7 @@ def _grow_rows(a, rows):
     return out
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _grow_1d(a, size):
     out = np.empty(size, dtype=a.dtype)
     for i in range(a.shape[0]):
@@ -117,7 +117,7 @@ PAIR_COLUMNS = 10
 NO_WORD = np.int64(1 << 40)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _pair_index(a, b, table_keys, table_values, pairs, pair_total):
     """Index of pair (a, b), creating it (count 0) if new; returns (index, pair total)."""
     key, slot = key_slot(table_keys, a, b)
@@ -132,7 +132,7 @@ def _pair_index(a, b, table_keys, table_values, pairs, pair_total):
     return pair_total, pair_total + 1
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _apply_delta(a, b, delta, word, offset, step, table_keys, table_values, pairs, pair_total,
                  occurrences, occurrence_total, touched, touched_total):
     """Add ``delta`` to pair (a, b) seen in ``word`` at ``offset``; returns updated totals."""
@@ -158,7 +158,7 @@ def _apply_delta(a, b, delta, word, offset, step, table_keys, table_values, pair
     return pair_total, occurrence_total, touched_total
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _first_occurrence(p, pairs, occurrences, symbols, offsets, word_starts, word_lengths):
     """Exact (word, offset) of the first remaining occurrence of pair ``p``."""
     a, b = pairs[p, LEFT], pairs[p, RIGHT]
@@ -177,14 +177,14 @@ def _first_occurrence(p, pairs, occurrences, symbols, offsets, word_starts, word
     return best_word, best_offset
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _tie_key(p, pairs, tie_rule):
     if tie_rule == TIE_HF:
         return (pairs[p, LEFT] << 32) | pairs[p, RIGHT]
     return (pairs[p, FIRST_WORD] << 32) | pairs[p, FIRST_OFFSET]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _grow_pairs(pairs, table_keys, pair_total, need, touched):
     """Double the pair arrays (and rehash the pair table) until ``need`` more pairs fit."""
     rows = pairs.shape[0]
@@ -201,7 +201,7 @@ def _grow_pairs(pairs, table_keys, pair_total, need, touched):
     return pairs, table_keys, table_values, touched
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _reserve(need, pairs, table_keys, table_values, touched, occurrences, pair_total, occurrence_total):
     """Room for ``need`` more pairs and occurrences (the most one word's merge can add)."""
     if pair_total + need > pairs.shape[0]:
@@ -211,7 +211,7 @@ def _reserve(need, pairs, table_keys, table_values, touched, occurrences, pair_t
     return pairs, table_keys, table_values, touched, occurrences
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def train_merges(word_syms, word_starts, word_counts, alphabet, tie_rule, max_merges, max_new,
                  out_left, out_right, out_made, out_history):
     """Run up to ``max_merges`` merges of the distinct words (or until ``max_new`` new symbols exist).

@@ -9,18 +9,19 @@ frequent pair first, then the smaller tie key); encoding keeps ``(priority, posi
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from engine.kernels import kernel
 
 __all__ = ["new_heap", "heap_grow", "heap_push", "heap_pop"]
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def new_heap(capacity):
     """An empty heap with room for ``capacity`` rows."""
     return np.empty((max(capacity, 16), 3), dtype=np.int64)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def heap_grow(heap):
     """A copy of a full ``heap`` with twice the room (call when ``size == heap.shape[0]``)."""
     grown = np.empty((2 * heap.shape[0], 3), dtype=np.int64)
@@ -30,12 +31,12 @@ def heap_grow(heap):
     return grown
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _less(heap, a, b):
     return heap[a, 0] < heap[b, 0] or (heap[a, 0] == heap[b, 0] and heap[a, 1] < heap[b, 1])
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _swap(heap, a, b):
     for c in range(3):
         t = heap[a, c]
@@ -43,7 +44,7 @@ def _swap(heap, a, b):
         heap[b, c] = t
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def heap_push(heap, size, key0, key1, payload):
     """Add a row (``heap`` must have room: see ``heap_grow``); returns the new size."""
     i = size
@@ -59,7 +60,7 @@ def heap_push(heap, size, key0, key1, payload):
     return size + 1
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def heap_pop(heap, size):
     """Remove the smallest row (read it from ``heap[0]`` first); returns the new size."""
     size -= 1

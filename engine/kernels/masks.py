@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import prange, types
 from numba.extending import intrinsic
 
+from engine.kernels import kernel
 
-@njit(cache=True, nogil=True)
+
+@kernel
 def segment_runs(segment_ids, run_start, row_contiguous):
     """Per position, the start of its run of equal ids; per row, 1 iff no real id repeats a run.
 
@@ -61,7 +63,7 @@ def segment_runs(segment_ids, run_start, row_contiguous):
 _QUERY_CHUNKS = 64
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@kernel(parallel=True)
 def _write_mask(segment_ids, run_start, row_contiguous, out, allowed, blocked):
     """Write every query row of ``out[b, i, :]``: fill it with ``blocked``, then its allowed keys.
 
@@ -128,7 +130,7 @@ def _store_fence(typingctx):
     return types.void(), codegen
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@kernel(parallel=True)
 def streamed_mask(segment_ids, run_start, row_contiguous, out_bytes, itemsize, allowed32, blocked32):
     """The same mask as ``dense_mask``/``additive_mask``, written with 32-byte non-temporal stores.
 
@@ -178,7 +180,7 @@ def streamed_mask(segment_ids, run_start, row_contiguous, out_bytes, itemsize, a
         _store_fence()
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def dense_mask(segment_ids, run_start, row_contiguous, out):
     """Boolean mask ``out[b, i, j]`` (True = may attend); out bool [B, L, L], C-contiguous.
 
@@ -188,13 +190,13 @@ def dense_mask(segment_ids, run_start, row_contiguous, out):
     _write_mask(segment_ids, run_start, row_contiguous, out, True, False)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def additive_mask(segment_ids, run_start, row_contiguous, out):
     """Additive float mask: 0 where allowed, -inf where blocked; out float32 [B, L, L], C-contiguous."""
     _write_mask(segment_ids, run_start, row_contiguous, out, np.float32(0.0), np.float32(-np.inf))
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def position_ids(segment_ids, out):
     """Position inside its run of equal ids (restarts at 0 per run); padding positions get 0."""
     rows, length = segment_ids.shape
@@ -207,7 +209,7 @@ def position_ids(segment_ids, out):
             out[b, i] = 0 if seg[i] < 0 else i - start
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def run_count(segment_ids):
     """Number of maximal runs of equal ids over all rows (a padding run counts as one)."""
     rows, length = segment_ids.shape
@@ -219,7 +221,7 @@ def run_count(segment_ids):
     return runs
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def run_boundaries(segment_ids, cu_seqlens):
     """Flattened run starts (``b * L + i``) then ``B * L``; returns the longest run. cu int32."""
     rows, length = segment_ids.shape

@@ -8,10 +8,10 @@ source ``i`` gave before ``n``). ``advance`` steps the schedule from any known `
 
 from __future__ import annotations
 
-from numba import njit
+from engine.kernels import kernel
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def advance(weights, n, taken, steps, sources):
     """Choose the sources of samples ``n .. n + steps - 1``; ``taken`` (int64 ``[m]``, the counts
     before ``n``) is updated in place. Writes the choices to ``sources`` when it has ``steps`` slots."""

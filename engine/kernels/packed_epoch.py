@@ -20,12 +20,12 @@ measured at memcpy speed for a cached ``[8, 4096]`` batch.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from engine.kernels import kernel
 from engine.kernels.packing import row_index  # noqa: F401  (the CSR of pieces by row, shared)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def bos_crop_plan(offsets, row_length, buffer_size, piece_document, piece_length, piece_row, piece_column,
                   piece_segment):
     """Plan ``bos_crop`` rows (module docstring). Returns ``(pieces, rows, cropped transitions)``.
@@ -84,7 +84,7 @@ def bos_crop_plan(offsets, row_length, buffer_size, piece_document, piece_length
     return pieces, rows, cropped
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def segment_count(selected, row_first):
     total = 0
     for k in range(selected.shape[0]):
@@ -92,7 +92,7 @@ def segment_count(selected, row_first):
     return total
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def selected_segments(selected, row_first, row_pieces, segment_piece, segment_row):
     """The pieces of the selected rows, row by row, and the batch row each sits in."""
     s = 0
@@ -104,7 +104,7 @@ def selected_segments(selected, row_first, row_pieces, segment_piece, segment_ro
             s += 1
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def fill_rows(values, offsets, roles, has_roles, selected, row_first, row_pieces, piece_document,
               piece_source_start, piece_length, piece_column, inputs, targets, segment_ids, position_ids,
               loss_weights):
@@ -149,7 +149,7 @@ def fill_rows(values, offsets, roles, has_roles, selected, row_first, row_pieces
         _pad(inputs, targets, segment_ids, position_ids, loss_weights, k, cursor, inputs.shape[1])
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _pad(inputs, targets, segment_ids, position_ids, loss_weights, k, lo, hi):
     inputs[k, lo:hi] = 0
     targets[k, lo:hi] = 0

@@ -25,10 +25,11 @@ allocation routines (compile time is what a first run of ``pack_documents`` most
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from engine.kernels import kernel
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def cut_pieces(offsets, row_length, piece_document, piece_source_start, piece_length):
     """Fill the piece table in document order: document, first source offset, length (positions)."""
     p = 0
@@ -43,7 +44,7 @@ def cut_pieces(offsets, row_length, piece_document, piece_source_start, piece_le
             p += 1
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _heap_merge(left, right, a, b):
     """Merge two skew heaps (roots a, b; -1 = empty) keyed by node index; returns the new root."""
     if a < 0:
@@ -76,14 +77,14 @@ _DEBRUIJN_INDEX = np.array(
 )
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _lowest_bit(word):
     """Index of the lowest set bit of a non-zero uint64 (de Bruijn multiplication)."""
     isolated = word & (~word + np.uint64(1))
     return _DEBRUIJN_INDEX[(isolated * _DEBRUIJN) >> np.uint64(58)]
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _bits_set(bits, summary, leaf, on):
     """Mark (on) or clear bucket ``leaf`` in a two-level bitset (summary bit = word non-empty)."""
     word = leaf >> 6
@@ -97,7 +98,7 @@ def _bits_set(bits, summary, leaf, on):
             summary[word >> 6] &= ~(np.uint64(1) << np.uint64(word & 63))
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _bits_first_at_least(bits, summary, leaf):
     """Smallest marked bucket ``>= leaf``, or -1. ``O(1 + buckets / 4096)``."""
     word = leaf >> 6
@@ -118,7 +119,7 @@ def _bits_first_at_least(bits, summary, leaf):
     return (word << 6) + _lowest_bit(bits[word])
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def best_fit_decreasing(piece_length, row_length, piece_row, piece_column, piece_segment, first, cursor, order,
                         bits, summary, bucket_root, left, right, row_segments):
     """Place pieces by best-fit decreasing (module docstring); returns the number of rows.
@@ -172,7 +173,7 @@ def best_fit_decreasing(piece_length, row_length, piece_row, piece_column, piece
     return rows
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def next_fit(piece_length, row_length, piece_row, piece_column, piece_segment):
     """Place pieces in order; a piece that does not fit the last row opens a new one. Returns rows."""
     rows = 0
@@ -191,7 +192,7 @@ def next_fit(piece_length, row_length, piece_row, piece_column, piece_segment):
     return rows
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def row_index(piece_row, piece_segment, rows, row_first, row_pieces):
     """CSR of pieces by row: ``row_pieces[row_first[r]:row_first[r + 1]]`` are row ``r``'s pieces
     in segment order (left to right)."""
@@ -205,7 +206,7 @@ def row_index(piece_row, piece_segment, rows, row_first, row_pieces):
         row_pieces[row_first[piece_row[p]] + piece_segment[p]] = p
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def fill_rows(
     values, offsets, roles, has_roles, piece_document, piece_source_start, piece_length,
     piece_row, piece_column, piece_segment, inputs, targets, segment_ids, position_ids, loss_weights,

@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 from numba.extending import overload
+
+from engine.kernels import kernel
 
 # A pattern reaches the kernels as an instance of its own (empty) class, so its Numba type names it:
 # each pattern compiles its own scanner, and a kernel never compiles the scanners of the others.
@@ -61,7 +62,7 @@ OTHER = 0  # run_end's want for a run of characters that are not letters, number
 LETTER_NUMBER_CR_LF_NON_ASCII = 139
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def code_point_at(buf, i):
     """(code point, byte width) of the UTF-8 character starting at ``buf[i]``."""
     b0 = np.int64(buf[i])
@@ -79,7 +80,7 @@ def code_point_at(buf, i):
     ), 4
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def class_at(buf, i, classes):
     """(class flags, byte width) of the character at ``buf[i]``."""
     b0 = buf[i]
@@ -89,7 +90,7 @@ def class_at(buf, i, classes):
     return np.int64(classes[cp]), width
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def in_run(flags, want):
     """A character of class ``flags`` continues a run of ``want`` (``OTHER``: of characters that are
     not letters, numbers or whitespace; else of characters with one of the ``want`` flags)."""
@@ -98,7 +99,7 @@ def in_run(flags, want):
     return (flags & want) != 0
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def run_end(buf, i, end, classes, want):
     """First position >= i in [i, end) whose character does not continue the run (``in_run``)."""
     while i < end:
@@ -109,7 +110,7 @@ def run_end(buf, i, end, classes, want):
     return i
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def whitespace_piece_end(buf, pos, end, classes, cl100k):
     """End of ``\\s*[\\r\\n]`` (cl100k only), else ``\\s+(?!\\S)``, else ``\\s+`` at ``pos``."""
     i = pos
@@ -130,14 +131,14 @@ def whitespace_piece_end(buf, pos, end, classes, cl100k):
     return last_start
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def lower_ascii(b):
     if 65 <= b <= 90:
         return b + 32
     return b
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def gpt2_piece_end(buf, pos, end, classes):
     """End of the GPT-2 piece starting at ``pos`` (``pos < end``)."""
     b0 = buf[pos]
@@ -165,7 +166,7 @@ def gpt2_piece_end(buf, pos, end, classes):
     return whitespace_piece_end(buf, pos, end, classes, False)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def tail_piece_end(buf, pos, flags, width, end, classes, slash):
     """The alternatives cl100k and o200k share after their words, at ``pos`` (class ``flags``, ``width`` bytes):
     ``\\p{N}{1,3}``, then `` ?[^\\s\\p{L}\\p{N}]+`` with its trailing ``[\\r\\n]*`` (``[\\r\\n/]*`` with
@@ -195,7 +196,7 @@ def tail_piece_end(buf, pos, flags, width, end, classes, slash):
     return whitespace_piece_end(buf, pos, end, classes, True)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def cl100k_piece_end(buf, pos, end, classes):
     """End of the cl100k piece starting at ``pos`` (``pos < end``)."""
     contraction = contraction_end(buf, pos, end)  # '(?i:[sdmt]|ll|ve|re)
@@ -212,7 +213,7 @@ def cl100k_piece_end(buf, pos, end, classes):
     return tail_piece_end(buf, pos, flags, width, end, classes, False)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def cased_word(buf, s, end, classes):
     """(end of ``U*L+`` at ``s`` or -1, end of the upper run at ``s``) for the o200k case classes.
 
@@ -233,7 +234,7 @@ def cased_word(buf, s, end, classes):
     return last_lower_end, i
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def contraction_end(buf, i, end):
     """End of ``(?i:'s|'t|'re|'ve|'m|'ll|'d)?`` at ``i``."""
     if i + 1 < end and buf[i] == 39:
@@ -249,7 +250,7 @@ def contraction_end(buf, i, end):
     return i
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def o200k_piece_end(buf, pos, end, classes):
     """End of the o200k piece starting at ``pos`` (``pos < end``)."""
     flags, width = class_at(buf, pos, classes)
@@ -286,7 +287,7 @@ def _piece_end(buf, pos, end, classes, pattern):
     return impl
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def ascii_table(classes):
     """The flags of the 128 ASCII bytes, and ``NON_ASCII`` for the bytes 0x80..0xFF (uint8[256])."""
     table = np.empty(256, dtype=np.uint8)
@@ -297,7 +298,7 @@ def ascii_table(classes):
     return table
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def ascii_run_end(buf, i, end, table, want):
     """End of the run (``in_run``) of ASCII bytes from ``i``; -1 if it stops at a byte >= 0x80."""
     while i < end:
@@ -310,7 +311,7 @@ def ascii_run_end(buf, i, end, table, want):
     return i
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def gpt2_ascii_piece_end(buf, pos, end, table):
     """GPT-2's common ASCII pieces: `` ?`` before a word, number or punctuation run, and whitespace runs."""
     b0 = buf[pos]
@@ -335,7 +336,7 @@ def gpt2_ascii_piece_end(buf, pos, end, table):
     return -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def cl100k_ascii_piece_end(buf, pos, end, table):
     """cl100k's common ASCII pieces: words with their optional leading character."""
     b0 = buf[pos]
@@ -347,7 +348,7 @@ def cl100k_ascii_piece_end(buf, pos, end, table):
     return -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def no_ascii_piece_end(buf, pos, end, table):
     return -1
 
@@ -372,7 +373,7 @@ def _ascii_piece_end(buf, pos, end, table, pattern):
     return impl
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def scan_pieces(buf, pos, end, classes, table, pattern, out_ends, at, limit):
     """Write the ends of the pieces from ``pos`` into ``out_ends[at:]`` until ``end`` or ``limit`` entries;
     returns the new ``at``. The inner loop takes the ASCII pieces without calls."""
@@ -393,7 +394,7 @@ def scan_pieces(buf, pos, end, classes, table, pattern, out_ends, at, limit):
     return at
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def pretokenize_ends(buf, document_offsets, classes, pattern, out_ends):
     """Write the end byte offset of every piece of every document into ``out_ends``.
 

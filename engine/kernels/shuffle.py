@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from engine.kernels import kernel
 
 __all__ = [
     "GOLDEN_GAMMA",
@@ -70,14 +72,14 @@ def _prefetch_for_write(typingctx, array, index):
     return signature, codegen
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _mix(z):
     z = (z ^ (z >> _SHIFT_30)) * _MIX_1
     z = (z ^ (z >> _SHIFT_27)) * _MIX_2
     return z ^ (z >> _SHIFT_31)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _sample_below(state, bound):
     """One bounded draw: returns (state after, value in [0, bound)). ``bound`` is uint64 >= 1."""
     while True:
@@ -91,7 +93,7 @@ def _sample_below(state, bound):
     return state, draw % bound
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def splitmix64_fill(state, out):
     """Fill ``out`` (uint64) with consecutive SplitMix64 outputs; return the state after."""
     for i in range(out.shape[0]):
@@ -100,7 +102,7 @@ def splitmix64_fill(state, out):
     return state
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def sample_below_fill(state, bound, out):
     """Fill ``out`` (int64, or uint64 for bounds past 2^63) with ``sample_below(bound)`` draws."""
     for i in range(out.shape[0]):
@@ -109,7 +111,7 @@ def sample_below_fill(state, bound, out):
     return state
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def fisher_yates_shuffle(descriptors, state):
     """Shuffle ``descriptors`` (1-D int64) in place per SPEC §6; return the generator state after."""
     n = descriptors.shape[0]

@@ -21,7 +21,8 @@ Counting and enumeration are one pass over ``offsets`` plus one write per window
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from engine.kernels import kernel
 
 __all__ = [
     "first_bad_offset",
@@ -37,7 +38,7 @@ __all__ = [
 _ONE = np.uint64(1)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def first_bad_offset(offsets, value_count):
     """Index of the first offset that breaks ``0 = o[0] <= o[1] <= ... <= o[-1] = value_count``, else -1."""
     n = offsets.shape[0]
@@ -51,14 +52,14 @@ def first_bad_offset(offsets, value_count):
     return -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def _count(length, required, stride):
     if length < required:
         return 0
     return (length - required) // stride + 1
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def window_counts(offsets, context_length, stride, counts):
     """``counts[d]`` = windows of document ``d``; ``counts`` is int64 of length ``len(offsets) - 1``."""
     required = context_length + 1
@@ -66,7 +67,7 @@ def window_counts(offsets, context_length, stride, counts):
         counts[d] = _count(offsets[d + 1] - offsets[d], required, stride)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def window_prefix_sums(offsets, context_length, stride, prefix):
     """``prefix[0] = 0``, ``prefix[d+1] = prefix[d] + count(d)``; ``prefix`` has ``len(offsets)`` entries."""
     required = context_length + 1
@@ -77,7 +78,7 @@ def window_prefix_sums(offsets, context_length, stride, prefix):
         prefix[d + 1] = total
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def enumerate_descriptors(offsets, prefix, stride, document_index, start):
     """Write every window as ``(document_index, start)`` in document order, then by start."""
     for d in range(offsets.shape[0] - 1):
@@ -88,7 +89,7 @@ def enumerate_descriptors(offsets, prefix, stride, document_index, start):
             s += stride
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def enumerate_positions(offsets, prefix, stride, positions):
     """Write every window as its packed position ``offsets[d] + start``, in document order."""
     for d in range(offsets.shape[0] - 1):
@@ -98,7 +99,7 @@ def enumerate_positions(offsets, prefix, stride, positions):
             p += stride
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def decode_positions(offsets, positions, document_index, start):
     """Inverse of ``enumerate_positions`` for any list of valid positions (binary search each)."""
     last = offsets.shape[0] - 1
@@ -117,7 +118,7 @@ def decode_positions(offsets, positions, document_index, start):
         start[i] = p - offsets[lo]
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def gather_positions(values, positions, context_length, inputs, targets):
     """Copy window ``positions[r]`` into row ``r`` of ``inputs`` and ``targets`` (``[rows, T]``, C order)."""
     rows = np.uint64(positions.shape[0])
@@ -129,7 +130,7 @@ def gather_positions(values, positions, context_length, inputs, targets):
             targets[r, t] = values[p + t + _ONE]
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def gather_batch(values, positions, lo, hi, context_length, inputs, targets):
     """Copy windows ``positions[lo:hi]`` into rows ``0..hi-lo`` of ``inputs`` and ``targets``
     (``[rows, T]``, C order): one batch in one call. Returns 1 when a copied id is ``2^31`` or
@@ -154,7 +155,7 @@ def gather_batch(values, positions, lo, hi, context_length, inputs, targets):
     return 1 if high >= np.uint32(1 << 31) else 0
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def gather_descriptors(values, offsets, document_index, start, context_length, inputs, targets):
     """Copy window ``(document_index[r], start[r])`` into row ``r`` of ``inputs`` and ``targets``."""
     rows = np.uint64(start.shape[0])

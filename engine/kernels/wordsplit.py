@@ -15,7 +15,8 @@ numbering them by first appearance and copying each once, so every later stage
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from engine.kernels import kernel
 
 __all__ = [
     "OTHER",
@@ -58,7 +59,7 @@ def code_points(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(inline="always")
 def word_end(cps, i, stop, classes):
     """End of the piece of ``\\w+|[^\\w\\s]|\\s`` that starts at ``i`` (before ``stop``): a run of
     word characters (class 1) or one other character."""
@@ -69,7 +70,7 @@ def word_end(cps, i, stop, classes):
     return j
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _split_kernel(cps, doc_bounds, classes, starts, ends):
     """Fill piece boundaries; pieces never cross ``doc_bounds``. Returns the piece count."""
     count = 0
@@ -101,7 +102,7 @@ def split_words(cps: np.ndarray, doc_bounds: np.ndarray | None = None) -> tuple[
     return starts[:n], ends[:n]
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _hash_piece(cps, start, end):
     h = np.uint64(14695981039346656037)
     for i in range(start, end):
@@ -109,7 +110,7 @@ def _hash_piece(cps, start, end):
     return h
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _intern_kernel(cps, starts, ends, word_of_piece, first_piece, counts, word_offsets):
     """Number distinct pieces by first appearance; returns (distinct count, their code points).
 
