@@ -60,7 +60,8 @@ class _Source:
         self.reads.append(ReadReport())
         return pipeline.iter_corpus_batches(self.options.corpus, on_invalid_utf8=self.options.on_invalid_utf8,
                                    skip_bad_lines=self.options.skip_bad_lines, text_column=self.options.text_column,
-                                   id_column=self.options.id_column, report=self.reads[-1], long_lines=True)
+                                   id_column=self.options.id_column, report=self.reads[-1], long_lines=True,
+                                   exclude=(self.options.out_dir,))
 
     def checked(self) -> None:
         """After a full pass: the manifest's rules hold; later passes need no second check."""

@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -50,6 +50,7 @@ from engine.outputs import PrepareResult, StagedOutputs, check_out_dir, finish_r
 from engine.parallel import resolve_threads
 from engine.progress import Progress
 from engine.store import TokenStore
+from engine.store.layout import STORE_NAME
 from engine.tokenizers.base import FitOptions, Tokenizer, Trainer, fittable_kinds, load_tokenizer, trainer_for
 
 __all__ = [
@@ -192,7 +193,7 @@ class PrepareOptions:
 
     @property
     def store_path(self) -> Path:
-        return self.out_dir / "store"
+        return self.out_dir / STORE_NAME
 
     def manifest(self) -> SplitManifest:
         """The split of a multi-document corpus (read from ``splits``, or the hash rule)."""
@@ -308,15 +309,17 @@ def fit_from_table(options: PrepareOptions, trainer: Trainer, table) -> Tokenize
 def iter_corpus_batches(path: str | os.PathLike, *, on_invalid_utf8: str = "error", skip_bad_lines: bool = False,
                         batch_documents: int | None = None, report: ReadReport | None = None,
                         text_column: str = TEXT_COLUMN, id_column: str | None = None, long_lines: bool = False,
-                        ) -> Iterator[list[Document]]:
+                        exclude: Iterable[str | os.PathLike] = ()) -> Iterator[list[Document]]:
     """Documents of a JSONL file, a Parquet file or dataset, or a folder, a batch at a time, in order.
 
     ``open_corpus`` (the dispatch and checks of ``Corpus.from_path``) with the pipeline's batch
     bounds: at most ``batch_documents`` documents and ``READ_BATCH_CHARS`` characters a batch.
+    ``exclude``: paths a folder corpus leaves out (the run's ``--out``).
     """
     yield from open_corpus(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
                            batch_documents=batch_documents or READ_BATCH_DOCUMENTS, batch_chars=READ_BATCH_CHARS,
-                           report=report, text_column=text_column, id_column=id_column, long_lines=long_lines)
+                           report=report, text_column=text_column, id_column=id_column, long_lines=long_lines,
+                           exclude=exclude)
 
 
 def prepare(corpus_path: str | os.PathLike | None = None, splits_path: str | os.PathLike | None = None,

@@ -72,12 +72,9 @@ def split_option(fn):
 
 def _store_path(ctx: click.Context, param: click.Parameter, value):
     """A store path, or the ``--out`` folder of ``engine prepare`` (whose store is ``OUT/store``)."""
-    from pathlib import Path
+    from engine.store.layout import store_location
 
-    path = Path(value)
-    if not (path / "_engine.json").is_file() and (path / "store" / "_engine.json").is_file():
-        return path / "store"
-    return path
+    return store_location(value)
 
 
 def store_argument(fn):

@@ -41,7 +41,7 @@ def command(corpus: Path, hash_split: str, out_path: Path, force: bool, text_col
                                  "(engine prepare --train-fraction), not by id")
     if out_path.exists() and not force:
         raise ConfigurationError(f"{out_path} exists; pass --force to replace it")
-    documents = Corpus.from_path(corpus, text_column=text_column, id_column=id_column)
+    documents = Corpus.from_path(corpus, text_column=text_column, id_column=id_column, exclude=(out_path,))
     manifest = SplitManifest.by_hash(parse_ratios(hash_split)).assign(documents.ids())
     manifest.to_json(out_path)
     counts = {p.value: n for p, n in manifest.counts().items()}

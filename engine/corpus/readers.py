@@ -264,12 +264,16 @@ def _fix_surrogates(doc_id: str, text: str, *, where: str, policy: str,
 
 def iter_folder(
     path: str | os.PathLike, *, on_invalid_utf8: str = "error", report: ReadReport | None = None,
-    long_files: bool = False,
+    long_files: bool = False, exclude: Iterable[str | os.PathLike] = (),
 ) -> Iterator[Document]:
     """Every regular, non-hidden file below ``path`` (sorted by relative POSIX path) as a Document.
 
     id = relative POSIX path, text = the UTF-8 contents. Hidden means any path component starting
-    with "."; symlinked directories are not followed. Bad UTF-8 in a file names the file and byte
+    with "."; symlinked directories are not followed. Engine's own outputs are no documents: the
+    folders (and files) in ``exclude`` (``prepare`` passes its ``--out``), every token store (a
+    folder holding ``_engine.json``) and every ``prepare`` output folder (one holding ``store.lock``
+    or ``store/_engine.json``) are left out, so a corpus folder may hold the outputs of runs over it.
+    Bad UTF-8 in a file names the file and byte
     offset; a file name that is not UTF-8 (it would be the id) names the file. Both follow
     ``on_invalid_utf8``: "error", "replace" (U+FFFD, counted) or "skip" (the file is left out, counted).
     With ``long_files``, the text of a UTF-8 file longer than ``LONG_LINE_BYTES`` stays in it (a ``LongText``).
@@ -280,15 +284,24 @@ def iter_folder(
         raise CorpusError(f"{root}: not a directory (expected a folder of text files)")
     report = report if report is not None else ReadReport()
     report.source = str(root)
+    excluded = {os.path.realpath(p) for p in exclude}
     relative = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and not _engine_output(Path(dirpath) / d, excluded)]
         for name in filenames:
             full = Path(dirpath) / name
-            if not name.startswith(".") and full.is_file():
+            if not name.startswith(".") and full.is_file() and os.path.realpath(full) not in excluded:
                 relative.append(full.relative_to(root).as_posix())
     yield from unique_ids(lambda counts: _folder_records(root, sorted(relative), on_invalid_utf8, counts, long_files),
                           report, str(root))
+
+
+def _engine_output(folder: Path, excluded: set[str]) -> bool:
+    """Whether a folder of a folder corpus is left out: excluded, a token store or a ``prepare`` output."""
+    from engine.store.layout import MANIFEST_NAME, STORE_NAME  # engine.store imports engine.corpus
+
+    return (os.path.realpath(folder) in excluded or (folder / MANIFEST_NAME).is_file()
+            or (folder / f"{STORE_NAME}.lock").is_file() or (folder / STORE_NAME / MANIFEST_NAME).is_file())
 
 
 def _folder_records(root: Path, relative: list[str], on_invalid_utf8: str,
@@ -444,6 +457,7 @@ def open_corpus(
     batch_chars: int | None = None,
     report: ReadReport | None = None,
     long_lines: bool = False,
+    exclude: Iterable[str | os.PathLike] = (),
 ) -> Iterator[list[Document]]:
     """The documents of a corpus at ``path``, in order, as lists of at most ``batch_documents``
     documents (and ``batch_chars`` characters unless one document is larger; None: no limit).
@@ -454,6 +468,7 @@ def open_corpus(
     of text files refuses them). Parquet is read in record batches of ``batch_documents`` rows, and a
     batch never spans two record batches. Memory: one batch (or one file of a folder).
     ``long_lines``: a long JSONL line's (or folder file's) text stays in the file (``iter_jsonl``, ``iter_folder``).
+    ``exclude``: paths a folder corpus leaves out (``iter_folder``).
     """
     kind = corpus_format(path)
     check_columns_apply(path, text_column, id_column)
@@ -470,5 +485,5 @@ def open_corpus(
         docs = iter_jsonl(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
                           text_column=text_column, id_column=id_column, report=report, long_lines=long_lines)
     else:
-        docs = iter_folder(path, on_invalid_utf8=on_invalid_utf8, report=report, long_files=long_lines)
+        docs = iter_folder(path, on_invalid_utf8=on_invalid_utf8, report=report, long_files=long_lines, exclude=exclude)
     return _batched(docs, batch_documents, batch_chars)

@@ -18,6 +18,8 @@ __all__ = [
     "FORMAT", "FORMAT_VERSION", "MANIFEST_NAME", "TOKENIZER_NAME", "ROW_GROUP_SIZE", "CHUNK_DOCUMENTS", "TOKENS_TYPE",
     "EncodedDocument", "store_partition", "split_dir", "sha256_file", "fsync", "RESUME_NAME", "source_digest",
     "utf8_length",
+    "STORE_NAME",
+    "store_location",
 ]
 
 FORMAT = "engine.token_store"
@@ -29,6 +31,8 @@ TOKENIZER_NAME = "_tokenizer.json"
 # Only inside a writer's temporary directory: per finished file, the digest of the source documents
 # it was encoded from, so that a resumed run can prove the file belongs to its corpus.
 RESUME_NAME = "_resume.json"
+# ``engine prepare --out OUT`` writes its store to OUT/store (beside OUT/store.lock while it writes).
+STORE_NAME = "store"
 ROW_GROUP_SIZE = 16384
 CHUNK_DOCUMENTS = 4096
 TOKENS_TYPE = pa.large_list(pa.uint32())
@@ -50,6 +54,15 @@ def sha256_file(path: Path) -> str:
 
 # Long texts are encoded to UTF-8 this many characters at a time (no copy of a whole long document).
 TEXT_SLICE = 1 << 20
+
+
+def store_location(path: str | os.PathLike) -> Path:
+    """``path``, or ``path/store`` when ``path`` is the output folder of ``engine prepare`` (a folder
+    with no manifest of its own whose ``store`` is a store): wherever a store is opened by path."""
+    path = Path(path)
+    if not (path / MANIFEST_NAME).is_file() and (path / STORE_NAME / MANIFEST_NAME).is_file():
+        return path / STORE_NAME
+    return path
 
 
 def utf8_length(text: str) -> int:

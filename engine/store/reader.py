@@ -39,7 +39,7 @@ from engine.checks import read_json
 from engine.errors import StoreError
 from engine.store.layout import (
     CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
-    EncodedDocument, sha256_file, store_partition,
+    EncodedDocument, sha256_file, store_location, store_partition,
 )
 from engine.store.writer import TokenStoreWriter
 
@@ -119,8 +119,9 @@ class TokenStore:
     # -- opening ----------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | os.PathLike, *, tokenizer=None) -> "TokenStore":
-        """Open and check a store: manifest, format version, each file's size, rows and metadata."""
-        path = Path(path)
+        """Open and check a store: manifest, format version, each file's size, rows and metadata.
+        ``path`` may also be the output folder of ``engine prepare`` (its store is ``path/store``)."""
+        path = store_location(path)
         manifest_path = path / MANIFEST_NAME
         if not path.is_dir():
             raise StoreError(f"{path}: no token store here (directory not found)")
