@@ -146,3 +146,70 @@ def test_leftovers_of_killed_runs_are_removed_but_not_those_of_a_live_run(tmp_pa
     assert run_prepare(out).exit_code == 0  # the live run died: everything it left is stale now
     assert sorted(p.name for p in out.iterdir()) == ["report.json", "store", "tokenizer.json"]
     assert dead_files.isdisjoint(p.name for p in out.iterdir())
+
+
+# -- a folder corpus that holds the outputs of runs over it --------------------------------------
+
+
+def folder_corpus(root):
+    (root / "docs").mkdir(parents=True)
+    for i, text in enumerate(["abc cab", "bca abc", "cab bca"]):
+        (root / "docs" / f"{i}.txt").write_text(text)
+    (root / "top.txt").write_text("acb bac")
+    return root
+
+
+def store_ids(out):
+    from engine.store import TokenStore
+
+    store = TokenStore.open(out)  # the prepare output folder opens as its store
+    return {split: store.ids(split) for split in ("train", "validation", "test")}
+
+
+def test_a_folder_corpus_leaves_out_prepare_outputs_inside_it(tmp_path, monkeypatch):
+    corpus = folder_corpus(tmp_path / "corpus")
+    monkeypatch.chdir(corpus)  # --out defaults to out/, inside the corpus
+    args = ["prepare", ".", "--hash-split", "0.5,0.25,0.25", "--tokenizer", "char", "--context", "4", "--threads",
+            "1", "--quiet"]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0, first.output
+    ids = store_ids(corpus / "out")
+    assert sorted(i for part in ids.values() for i in part) == ["docs/0.txt", "docs/1.txt", "docs/2.txt", "top.txt"]
+    # a second run over the same folder (which now holds out/store, out/report.json, out/tokenizer.json) and a
+    # run writing elsewhere both read the same four documents
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0, again.output
+    assert store_ids(corpus / "out") == ids
+    elsewhere = CliRunner().invoke(main, [*args, "--out", "other"])
+    assert elsewhere.exit_code == 0, elsewhere.output
+    assert store_ids(corpus / "other") == ids
+    # a copy of a bare store (no prepare folder around it) is left out too
+    import shutil
+
+    shutil.copytree(corpus / "out" / "store", corpus / "docs" / "kept-store")
+    third = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "outside")])
+    assert third.exit_code == 0, third.output
+    assert store_ids(tmp_path / "outside") == ids
+
+
+def test_engine_splits_leaves_out_its_own_manifest_inside_the_folder(tmp_path):
+    corpus = folder_corpus(tmp_path / "corpus")
+    for _ in range(2):
+        result = CliRunner().invoke(main, ["splits", str(corpus), "--hash-split", "0.5,0.25,0.25", "--out",
+                                           str(corpus / "splits.json"), "--force"])
+        assert result.exit_code == 0, result.output
+        listed = json.loads((corpus / "splits.json").read_text())
+        assert sorted(i for ids in listed.values() for i in ids) == ["docs/0.txt", "docs/1.txt", "docs/2.txt",
+                                                                   "top.txt"]
+
+
+def test_iter_folder_exclude_names_folders_and_files(tmp_path):
+    from engine.corpus.readers import iter_folder
+
+    corpus = folder_corpus(tmp_path / "corpus")
+    kept = [d.id for d in iter_folder(corpus, exclude=[corpus / "docs", corpus / "top.txt"])]
+    assert kept == []
+    kept = [d.id for d in iter_folder(corpus, exclude=[corpus / "docs" / "1.txt"])]
+    assert kept == ["docs/0.txt", "docs/2.txt", "top.txt"]
+    (corpus / "docs" / "store.lock").write_text("123")  # a folder where prepare is writing its store
+    assert [d.id for d in iter_folder(corpus)] == ["top.txt"]
