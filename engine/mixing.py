@@ -34,6 +34,7 @@ from engine.kernels import mixing as kernels
 from engine.kernels import packed_epoch as packed_kernels
 from engine.kernels import windows as window_kernels
 from engine.packed import PackedEpoch, _row_buffers
+from engine.store import TokenStore
 from engine.windows import check_int32_rows, prepare_rows
 
 __all__ = ["Mixture", "MixtureBatch", "MixtureOrder"]
@@ -121,6 +122,12 @@ class Mixture:
                                          f"{_width(epochs[0])}; every source needs the same T (or L)")
             if _samples(source) == 0:
                 raise ConfigurationError(f"sources[{index}] has no samples (an empty epoch); expected at least one")
+            if source.partition != epochs[0].partition:
+                raise ConfigurationError(
+                    f"sources[{index}] is a {source.partition.value} epoch, but sources[0] a "
+                    f"{epochs[0].partition.value} one; a mixture draws from one partition (mix train epochs "
+                    "to train, validation epochs to evaluate)")
+        _check_one_tokenizer(epochs)
         batch_size = check_batch_size(batch_size)
         self.names = tuple(str(n) for n in names) if names is not None else tuple(
             f"source{i}:{s.partition.value}" for i, s in enumerate(epochs))
@@ -353,6 +360,18 @@ class Mixture:
     def __repr__(self) -> str:
         parts = ", ".join(f"{n}={w:.4g}" for n, w in zip(self.names, self.weights))
         return f"Mixture({parts}, B={self.batch_size}, next_batch={self.next_batch})"
+
+
+def _check_one_tokenizer(epochs: list) -> None:
+    """Sources read from token stores must share the tokenizer (ids of two vocabularies do not mix)."""
+    stores = [(i, e.source) for i, e in enumerate(epochs) if isinstance(e.source, TokenStore)]
+    for index, store in stores[1:]:
+        first, other = stores[0]
+        if store.tokenizer_hash != other.tokenizer_hash:
+            raise ConfigurationError(
+                f"sources[{index}] comes from {store.path} (tokenizer {store.tokenizer_hash[:12]}), "
+                f"sources[{first}] from {other.path} (tokenizer {other.tokenizer_hash[:12]}); a mixture's sources "
+                "must be encoded by one tokenizer (encode both corpora with the same tokenizer file: engine prepare --tokenizer FILE)")
 
 
 def _width(source) -> int:

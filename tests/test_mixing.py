@@ -140,3 +140,31 @@ def test_errors_name_the_problem():
         Mixture([(a, 1)], batch_size=0)
     with pytest.raises(BatchError, match="expected an index >= 0"):
         Mixture([(a, 1)], batch_size=2).batch(-1)
+
+
+def test_sources_of_two_tokenizers_or_two_partitions_are_refused(tmp_path):
+    from engine.store import TokenStore
+    from engine.tokenizers.char import CharTokenizer
+    from tests.helpers import small_store
+
+    first = small_store(tmp_path / "a")
+    other_tok = CharTokenizer.fit("abcdefgh xyz")  # another vocabulary
+    other_docs = {"train": [EncodedDocument("u", "train", other_tok.encode_document("xyz abc"))]}
+    second = TokenStore.write(tmp_path / "b", other_docs, other_tok)
+    config = dict(windows=CausalWindowConfig(T, 2), batches=MiniBatchConfig(1, BatchOrder.sequential()))
+    a = MiniBatchEpoch.build(first, "train", **config)
+    b = MiniBatchEpoch.build(second, "train", **config)
+    with pytest.raises(ConfigurationError) as info:
+        Mixture([(a, 1), (b, 1)], batch_size=2)
+    assert str(info.value) == (
+        f"sources[1] comes from {second.path} (tokenizer {second.tokenizer_hash[:12]}), sources[0] from {first.path} "
+        f"(tokenizer {first.tokenizer_hash[:12]}); a mixture's sources must be encoded by one tokenizer (encode both "
+        "corpora with the same tokenizer file: engine prepare --tokenizer FILE)")
+    Mixture([(a, 1), (MiniBatchEpoch.build(first, "train", **config), 2)], batch_size=2)  # one tokenizer: fine
+    validation = MiniBatchEpoch.build(first, "validation", windows=CausalWindowConfig(2, 1),
+                                      batches=MiniBatchConfig(1, BatchOrder.sequential()))
+    train = MiniBatchEpoch.build(first, "train", windows=CausalWindowConfig(2, 1),
+                                 batches=MiniBatchConfig(1, BatchOrder.sequential()))
+    with pytest.raises(ConfigurationError, match=r"^sources\[1\] is a validation epoch, but sources\[0\] a train one; "
+                                                 r"a mixture draws from one partition"):
+        Mixture([(train, 1), (validation, 1)], batch_size=2)
