@@ -331,3 +331,21 @@ def test_engine_file_duplicate_special_ids_are_refused(tmp_path):
     path = resave_with_specials(tmp_path, {"<e>": 256, "<f>": 256})
     with pytest.raises(TokenizerError, match="special tokens '<e>' and '<f>' share id 256"):
         load_tokenizer(path)
+
+
+def test_a_saved_tokenizer_file_gets_the_mode_of_any_new_file(tmp_path):
+    import os
+    import stat
+
+    from engine.tokenizers.char import CharTokenizer
+
+    old = os.umask(0o022)
+    try:
+        path = CharTokenizer.fit("abc").save(tmp_path / "t.json")
+        os.umask(0o077)
+        private = CharTokenizer.fit("abc").save(tmp_path / "p.json")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json", "t.json"]  # no temporary file left

@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 import re
-import tempfile
+import secrets
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Iterator, Sequence
@@ -154,11 +154,18 @@ class Tokenizer(ABC):
         }
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the tokenizer file atomically (temporary file, then rename)."""
+        """Write the tokenizer file atomically (temporary file, then rename), with the mode any new
+        file gets (0o666 less the umask, as the store's files)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps(self.to_json(), ensure_ascii=False, indent=None, separators=(",", ":"))
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        while True:
+            tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                break
+            except FileExistsError:
+                continue
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(data)
