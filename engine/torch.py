@@ -73,7 +73,7 @@ from torch.utils.data._utils.collate import default_convert as _default_convert
 from engine.batches import FIELD_DTYPES
 from engine.block_masks import DEFAULT_BLOCK_SIZE, block_mask_tensors, check_block_size
 from engine.checks import as_int
-from engine.errors import ConfigurationError, DeviceError
+from engine.errors import BatchError, ConfigurationError, DeviceError
 from engine.kernels import block_masks as block_kernels
 
 __all__ = ["TokenDataset", "TokenLoader", "block_mask", "document_causal_mask_mod"]
@@ -157,6 +157,10 @@ class TokenDataset(IterableDataset):
 
     def _check_width(self, source) -> None:
         count = source.batch_count
+        if count == 0:
+            raise BatchError(f"{source!r} has no batches (no document of its partition gives a complete window or "
+                             "row), so a loop over it would end at once; expected a shorter context or a partition "
+                             "with longer documents")
         last = source.batch_width(count - 1) if count else source.batch_size
         if self.world_size > min(source.batch_size, last):
             which = (f"a batch of {source.batch_size} rows" if self.world_size > source.batch_size

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader  # noqa: E402
 
 from engine.batches import BatchOrder, MiniBatchConfig, MiniBatchEpoch  # noqa: E402
 from engine.corpus import Partition  # noqa: E402
-from engine.errors import ConfigurationError  # noqa: E402
+from engine.errors import BatchError, ConfigurationError  # noqa: E402
 from engine.store import EncodedDocument, TokenStore  # noqa: E402
 from engine.torch import TokenDataset, TokenLoader  # noqa: E402
 from engine.windows import CausalWindowConfig  # noqa: E402
@@ -178,6 +178,18 @@ def test_world_size_wider_than_a_batch_is_an_error():
         TokenDataset(epoch, dtype=torch.float32)
     with pytest.raises(ConfigurationError, match="without 'batch'"):
         TokenDataset([1, 2, 3])
+
+
+def test_an_epoch_without_batches_is_refused():
+    documents = random_documents(3, 3, low=5, high=6)  # 5 tokens each: no window of T = 8
+    epoch = MiniBatchEpoch.build(documents, "train", windows=CausalWindowConfig(T, 1),
+                                 batches=MiniBatchConfig(2, BatchOrder.sequential()))
+    assert epoch.batch_count == 0
+    with pytest.raises(BatchError) as info:
+        TokenDataset(epoch)
+    assert str(info.value) == (
+        f"{epoch!r} has no batches (no document of its partition gives a complete window or row), so a loop "
+        "over it would end at once; expected a shorter context or a partition with longer documents")
 
 
 def test_in_memory_source_pickles_with_its_arrays():
