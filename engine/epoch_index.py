@@ -43,6 +43,8 @@ def store_manifest_digest(store_path: str | os.PathLike) -> str:
     digests mean the same store content."""
     store_path = Path(store_path)
     path = store_path / STORE_MANIFEST_NAME
+    if not store_path.is_dir():  # the words of TokenStore.open
+        raise StoreError(f"{store_path}: no token store here (directory not found)")
     try:
         return _file_sha256(path)
     except FileNotFoundError:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PrepareResult", "check_out_dir", "remove_dead_staged", "stage_outputs", "commit_outputs", "drop_staged",
-    "StagedOutputs", "finish_report", "window_warnings", "REPORT_FORMAT", "REPORT_KEYS", "STAGED_PREFIXES",
+    "StagedOutputs", "finish_report", "window_warning", "window_warnings", "REPORT_FORMAT", "REPORT_KEYS", "STAGED_PREFIXES",
 ]
 
 # report.json's first key; reports written before it existed are recognised by REPORT_KEYS.
@@ -46,18 +46,23 @@ class PrepareResult:
 
 
 
+def window_warning(split: str, documents: int, windows: int, short: int, context_length: int) -> str | None:
+    """The warning line of a partition whose documents give no complete window, or hold documents
+    shorter than T + 1 (``short``); None when neither (``prepare`` and ``engine batches`` print it)."""
+    if documents and not windows:
+        return (f"{split}: no complete window: all {documents:,} document(s) are shorter than "
+                f"T + 1 = {context_length + 1:,} tokens (use a smaller --context)")
+    if short:
+        return (f"{split}: {short:,} of {documents:,} document(s) are shorter than T + 1 = {context_length + 1:,} "
+                "tokens and give no complete window")
+    return None
+
+
 def window_warnings(tallies: dict[Partition, PartitionTally], context_length: int) -> list[str]:
     """One line per partition whose documents give no complete window, or hold short documents."""
-    warnings = []
-    for part in PARTITIONS:
-        tally = tallies[part]
-        if tally.documents and not tally.windows:
-            warnings.append(f"{part.value}: no complete window: all {tally.documents:,} document(s) are shorter than "
-                            f"T + 1 = {context_length + 1:,} tokens (use a smaller --context)")
-        elif tally.short_documents:
-            warnings.append(f"{part.value}: {tally.short_documents:,} of {tally.documents:,} document(s) are shorter "
-                            f"than T + 1 = {context_length + 1:,} tokens and give no complete window")
-    return warnings
+    lines = (window_warning(part.value, tallies[part].documents, tallies[part].windows, tallies[part].short_documents,
+                            context_length) for part in PARTITIONS)
+    return [line for line in lines if line is not None]
 
 
 def _is_engine_report(obj: Any) -> bool:

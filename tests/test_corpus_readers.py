@@ -439,10 +439,12 @@ def test_jsonl_named_id_column_must_exist_and_lines_agree(tmp_path):
     path = write_lines(tmp_path / "c.jsonl", ['{"id": "a", "text": "x"}'])
     with pytest.raises(CorpusError) as err:
         Corpus.from_path(path, id_column="url")
-    assert str(err.value) == f'{path}:1: missing "url" (expected {{"url": str, "text": str}})'
+    assert str(err.value) == (f'{path}:1: missing "url" (expected {{"url": str, "text": str}}); the line has '
+                              '"id", "text": name the id field with --id-column NAME (id_column= in Python)')
     with pytest.raises(CorpusError) as err:
         Corpus.from_path(path, text_column="body")
-    assert str(err.value) == f'{path}:1: missing "body" (expected {{"id": str, "body": str}})'
+    assert str(err.value) == (f'{path}:1: missing "body" (expected {{"id": str, "body": str}}); the line has '
+                              '"id", "text": name the text field with --text-column NAME (text_column= in Python)')
 
     mixed = write_lines(tmp_path / "m.jsonl", ['{"text": "x"}', '{"id": "b", "text": "y"}', '{"text": "z"}'])
     with pytest.raises(CorpusError) as err:

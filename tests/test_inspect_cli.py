@@ -58,6 +58,7 @@ def test_inspect_json_and_verify(tmp_path):
             "test": {"documents": 0, "tokens": 0},
         },
         "total": {"documents": 1201, "tokens": 721807},
+        "verified": {"files": 3, "ok": True},
     }
 
 

@@ -24,13 +24,32 @@ from engine.commands._options import json_option, split_option, store_argument
 from engine.errors import BatchError, ConfigurationError, StoreError
 
 
+_IMPLIED_BUILD = "engine.batches.implied_build"  # ctx.meta key: the user typed no "build"
+
+
 class _StoreOrSubcommand(click.Group):
     """Runs ``build`` when the first argument is not a subcommand name."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
             args = ["build", *args]
+            ctx.meta[_IMPLIED_BUILD] = True
         return super().parse_args(ctx, args)
+
+
+class _BuildContext(click.Context):
+    """``build``'s context: when ``build`` was implied (``engine batches STORE ...``), its usage line,
+    ``--help`` and "Try ... --help" name ``engine batches``, the command as the user typed it."""
+
+    @property
+    def command_path(self) -> str:
+        if self.parent is not None and self.meta.get(_IMPLIED_BUILD):
+            return self.parent.command_path
+        return super().command_path
+
+
+class _BuildCommand(click.Command):
+    context_class = _BuildContext
 
 
 @click.group("batches", cls=_StoreOrSubcommand)
@@ -47,7 +66,7 @@ def command() -> None:
     """
 
 
-@command.command("build")
+@command.command("build", cls=_BuildCommand)
 @store_argument
 @split_option
 @click.option("--context", "context_length", type=int, required=True, help="Context length T (tokens per row).")
@@ -68,6 +87,8 @@ def build_command(store_path, split, context_length, stride, batch_size, seed, s
       engine batches out/store --split train --context 64 --stride 1 --batch-size 32 --seed 7
       engine batches build out/store --context 8 --batch-size 4 --sequential --audit --json
     """
+    import numpy as np
+
     from engine.audit import audit_epoch
     from engine.batches import BatchOrder, MiniBatchConfig, MiniBatchEpoch
     from engine.epoch_index import epoch_description, save_epoch_index, store_manifest_digest
@@ -82,8 +103,9 @@ def build_command(store_path, split, context_length, stride, batch_size, seed, s
     store_digest = store_manifest_digest(Path(store_path))
     store = TokenStore.open(store_path)
     epoch = MiniBatchEpoch.build(store, split, windows=windows, batches=batches)
-    values, _ = store.arrays(split)
+    values, offsets = store.arrays(split)
     count = epoch.batch_count
+    short = int((np.diff(offsets) < windows.context_length + 1).sum())  # documents that give no window
     description = epoch_description(epoch, store, store_digest)
     report = {
         **{key: description[key] for key in ("store", "tokenizer_hash", "store_manifest_sha256", "split")},
@@ -94,6 +116,8 @@ def build_command(store_path, split, context_length, stride, batch_size, seed, s
         "first_batch_shape": [epoch.batch_width(0), windows.context_length] if count else None,
         "last_batch_shape": [epoch.batch_width(count - 1), windows.context_length] if count else None,
         "shuffle_state_after": epoch.shuffle_state_after,
+        "short_documents": short,
+        "warnings": _warnings(split, description["document_count"], epoch.window_count, short, windows.context_length),
         "audit": None,
         "out": None,
     }
@@ -104,12 +128,24 @@ def build_command(store_path, split, context_length, stride, batch_size, seed, s
         if store_manifest_digest(Path(store_path)) != store_digest:
             raise StoreError(f"{store_path}: the store was rewritten while the epoch was built; build it again")
         report["out"] = save_epoch_index(epoch, out_dir, store=store, store_manifest_sha256=store_digest)
-    if as_json:
+    if as_json:  # the warnings are in the JSON ("warnings"), as with prepare --json
         click.echo(json.dumps(report, indent=2))
     else:
+        for warning in report["warnings"]:
+            click.echo(f"warning: {warning}", err=True)
         click.echo(format_build(report, audit_report))
     if audit_report is not None and not audit_report.ok:
         raise BatchError(f"epoch audit failed: {audit_report.summary()}")
+
+
+def _warnings(split: str, documents: int, windows: int, short: int, context_length: int) -> list[str]:
+    """``prepare``'s window warning for the split, or one for a split without documents."""
+    from engine.outputs import window_warning
+
+    if not documents:
+        return [f"{split}: no complete window: the split holds no documents"]
+    line = window_warning(split, documents, windows, short, context_length)
+    return [] if line is None else [line]
 
 
 def format_build(report: dict, audit_report) -> str:

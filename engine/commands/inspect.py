@@ -45,6 +45,8 @@ def format_summary(summary: dict) -> str:
     rows = list(summary["splits"].items()) + [("total", summary["total"])]
     for name, counts in rows:
         lines.append(f"{name:<12}{counts['documents']:>12,}{counts['tokens']:>16,}")
+    if "verified" in summary:
+        lines += ["", f"verified: {summary['verified']['files']:,} files, sha256 match the manifest"]
     return "\n".join(lines)
 
 
@@ -63,7 +65,8 @@ def command(store_path: str, as_json: bool, verify: bool) -> None:
       engine inspect out/store --json --verify
     """
     store = TokenStore.open(store_path)
-    if verify:
-        store.verify()
+    files = store.verify() if verify else None  # raises on the first mismatch
     summary = store_summary(store)
+    if verify:
+        summary["verified"] = {"files": files, "ok": True}
     click.echo(json.dumps(summary, indent=2) if as_json else format_summary(summary))

@@ -55,6 +55,8 @@ __all__ = [
     "made_id",
     "is_continuous_text",
     "CORPUS_FORMATS",
+    "CORPUS_FORMS",
+    "json_error_text",
     "ARROW_SUFFIXES",
     "INVALID_UTF8_POLICIES",
     "PARQUET_BATCH_SIZE",
@@ -184,6 +186,17 @@ class _JsonColumns:
     def expected(self) -> str:
         return f'{{"{self.id}": str, "{self.text}": str}}'
 
+    def _hint(self, key: str, obj: dict) -> str:
+        """What to do about a missing field: the fields the line has, and the option naming another."""
+        shown = ", ".join(json.dumps(k, ensure_ascii=False) for k in list(obj)[:6]) + (", ..." if len(obj) > 6 else "")
+        has = f"the line has {shown}" if obj else "the line has no fields"
+        if key == self.id and self.optional_id:
+            # The first line decided: it had an id, so ids are read, not made.
+            return (f'{has}; line {self.made_at} has an "{self.id}", so every line needs one '
+                    f'(ids are made from file and line only when no line has an "{self.id}")')
+        option = "--text-column NAME (text_column=" if key == self.text else "--id-column NAME (id_column="
+        return f"{has}: name the {'text' if key == self.text else 'id'} field with {option} in Python)"
+
     def parse(self, line: str, where: str, lineno: int) -> tuple[str, str]:
         obj = _parse_jsonl_object(line, where, f'{{"{self.id}": ..., "{self.text}": ...}}')
         if self.made is None:
@@ -197,7 +210,7 @@ class _JsonColumns:
         keys = (self.text,) if self.made else (self.id, self.text)
         for key in keys:
             if key not in obj:
-                raise CorpusError(f'{where}: missing "{key}" (expected {self.expected()})')
+                raise CorpusError(f'{where}: missing "{key}" (expected {self.expected()}); {self._hint(key, obj)}')
             if not isinstance(obj[key], str):
                 raise CorpusError(f'{where}: "{key}" must be a string, got {type(obj[key]).__name__}')
         if self.made:
@@ -213,7 +226,7 @@ def _parse_jsonl_object(line: str, where: str, expected: str) -> dict:
         obj = json.loads(line, strict=False, object_pairs_hook=_no_repeated_keys)
     except json.JSONDecodeError as exc:
         exc = _error_without_newline(line) or exc  # columns as on the line itself, not past its end
-        raise CorpusError(f"{where}: malformed JSON ({exc.msg} at column {exc.colno}); expected one object per line") from None
+        raise CorpusError(f"{where}: malformed JSON ({json_error_text(exc)}); expected one object per line") from None
     except _RepeatedKey as exc:
         raise CorpusError(f'{where}: key "{exc.args[0]}" appears twice in one object; expected each key once') from None
     except RecursionError:
@@ -223,6 +236,12 @@ def _parse_jsonl_object(line: str, where: str, expected: str) -> dict:
     if not isinstance(obj, dict):
         raise CorpusError(f"{where}: expected a JSON object {expected}, got {type(obj).__name__}")
     return obj
+
+
+def json_error_text(exc: json.JSONDecodeError) -> str:
+    """``"<what> at column N"`` for a JSON error; Python's message may already end in "at"
+    ("Unterminated string starting at"), which is not doubled."""
+    return f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
 
 
 def _error_without_newline(line: str) -> json.JSONDecodeError | None:
@@ -381,6 +400,10 @@ def read_text_file(path: str | os.PathLike, *, on_invalid_utf8: str = "error", r
 # -- one dispatch by format -----------------------------------------------------------------------
 
 CORPUS_FORMATS = ("jsonl", "parquet", "folder")
+# Every form a corpus argument may take (corpus_format's readers, and is_continuous_text's .txt),
+# in the one phrase that error messages use.
+CORPUS_FORMS = (f"a .jsonl/.json, .parquet or {'/'.join(ARROW_SUFFIXES)} file, a folder, "
+                "or a .txt file holding one continuous text")
 
 
 def is_continuous_text(path: str | os.PathLike) -> bool:
@@ -402,15 +425,17 @@ def corpus_format(path: str | os.PathLike) -> str:
         files = [p for p in path.rglob("*") if p.is_file() and not _is_hidden(p.relative_to(path))]
         return "parquet" if files and all(p.suffix == ".parquet" for p in files) else "folder"
     if not path.exists():
-        raise CorpusError(f"{path}: no such corpus file or directory")
+        raise CorpusError(f"{path}: no such corpus file or directory (expected {CORPUS_FORMS})")
     if path.suffix in (".jsonl", ".json"):
         return "jsonl"
     if path.suffix == ".parquet" or path.suffix in ARROW_SUFFIXES:
         return "parquet"
-    raise CorpusError(
-        f"{path}: unknown corpus format {path.suffix or '(no suffix)'!r} "
-        "(expected .jsonl, .json, .parquet, .arrow/.feather or a directory)"
-    )
+    if is_continuous_text(path):
+        raise CorpusError(
+            f"{path}: unknown corpus format '.txt' for a corpus of documents: a .txt file is one continuous "
+            "text (read it with read_text_file and split it with CorpusPartitions.from_text)"
+        )
+    raise CorpusError(f"{path}: unknown corpus format {path.suffix or '(no suffix)'!r} (expected {CORPUS_FORMS})")
 
 
 def _batched(documents: Iterable[Document], size: int, chars: int | None) -> Iterator[list[Document]]:

@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from engine.corpus.collection import Corpus
-from engine.corpus.readers import Document
+from engine.corpus.readers import Document, json_error_text
 from engine.checks import check_fraction, check_partition
 from engine.errors import ConfigurationError, CorpusError
 
 __all__ = [
     "Partition",
     "PARTITIONS",
+    "parse_ratios",
     "as_partition",
     "hash_unit",
     "hash_partition",
@@ -48,6 +49,21 @@ class Partition(str, enum.Enum):
 
 
 PARTITIONS = (Partition.TRAIN, Partition.VALIDATION, Partition.TEST)
+
+
+def parse_ratios(text: str | None) -> dict[str, float] | None:
+    """``"0.8,0.1,0.1"`` -> ``{"train": 0.8, "validation": 0.1, "test": 0.1}`` (``--hash-split``'s
+    form; ``SplitManifest.by_hash`` checks the ratios)."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 3:
+        raise ConfigurationError(f"--hash-split {text!r}: expected three ratios train,validation,test like 0.8,0.1,0.1")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        raise ConfigurationError(f"--hash-split {text!r}: ratios must be numbers like 0.8,0.1,0.1") from None
+    return dict(zip((p.value for p in PARTITIONS), values))
 
 
 def as_partition(value: Partition | str) -> Partition:
@@ -200,7 +216,7 @@ class SplitManifest:
         try:
             obj = json.loads(raw, object_pairs_hook=no_repeated_keys)
         except json.JSONDecodeError as exc:
-            raise CorpusError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+            raise CorpusError(f"{path}:{exc.lineno}: malformed JSON ({json_error_text(exc)})") from None
         if not isinstance(obj, dict):
             raise CorpusError(f'{path}: expected a JSON object {{"train": [...], "validation": [...], "test": [...]}}')
         if repeated:

@@ -183,10 +183,11 @@ class TokenStore:
         if found != self.tokenizer_hash:
             raise StoreError(f"{file}: records tokenizer hash {found!r}, the manifest expects {self.tokenizer_hash}")
 
-    def verify(self) -> None:
+    def verify(self) -> int:
         """Check everything the manifest claims (reads every byte): each file's sha256, each split's
         document and token counts against its files, the content hash of the saved tokenizer, and
-        that the split folders hold no file the manifest does not list."""
+        that the split folders hold no file the manifest does not list. Returns the number of data
+        files checked; StoreError names the first thing that does not hold."""
         import pyarrow.compute as pc
 
         from engine.tokenizers.base import canonical_json
@@ -232,6 +233,7 @@ class TokenStore:
                 if relative not in listed:
                     raise StoreError(f"{entry}: not listed in the manifest; a split folder holds only the "
                                      "store's own files (readers of the folder would see it)")
+        return len(listed)
 
     def check_tokenizer(self, tokenizer) -> None:
         """StoreError unless ``tokenizer`` is the one this store was encoded with (same hash)."""

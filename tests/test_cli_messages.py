@@ -1,0 +1,176 @@
+"""The exact words of CLI messages a user meets first: malformed JSON, missing fields, corpus forms,
+a missing store, ``engine batches`` usage lines, epochs without windows and ``inspect --verify``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from engine.cli import main
+from engine.corpus import Corpus, SplitManifest
+from engine.corpus.readers import CORPUS_FORMS
+from engine.errors import CorpusError
+from tests.helpers import run, small_store
+
+FORMS = "a .jsonl/.json, .parquet or .arrow/.feather/.ipc file, a folder, or a .txt file holding one continuous text"
+
+
+@pytest.fixture
+def store(tmp_path):
+    small_store(tmp_path / "store")  # train: 20 documents of 11, 20, 29, ... tokens; validation: 1 of 5
+    return tmp_path / "store"
+
+
+def run_as_typed(*args):
+    """``run``, with the program named ``engine`` as in a shell (usage lines name it)."""
+    return CliRunner().invoke(main, [str(a) for a in args], prog_name="engine")
+
+
+def prepare(corpus, tmp_path):
+    return run("prepare", corpus, "--hash-split", "0.8,0.1,0.1", "--out", tmp_path / "out", "--quiet")
+
+
+# -- corpus lines -------------------------------------------------------------------------------
+
+
+def test_truncated_jsonl_line_says_at_column_once(tmp_path):
+    corpus = tmp_path / "badjson.jsonl"
+    corpus.write_text('{"id": "a", "text": "x"}\n{"id": "b", "text": "abc\n', encoding="utf-8")
+    result = prepare(corpus, tmp_path)
+    assert result.exit_code == 2
+    assert result.output == (f"error: {corpus}:2: malformed JSON (Unterminated string starting at column 21); "
+                             "expected one object per line\n")
+
+
+def test_truncated_split_manifest_says_at_column_once(tmp_path):
+    path = tmp_path / "splits.json"
+    path.write_text('{"train": ["a\n', encoding="utf-8")
+    with pytest.raises(CorpusError) as err:
+        SplitManifest.from_json(path)
+    assert str(err.value) == f"{path}:1: malformed JSON (Invalid control character at column 14)"
+
+
+def test_missing_text_names_the_fields_and_text_column(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "a", "body": "x"}\n', encoding="utf-8")
+    result = prepare(corpus, tmp_path)
+    assert result.exit_code == 2
+    assert result.output == (f'error: {corpus}:1: missing "text" (expected {{"id": str, "text": str}}); '
+                             'the line has "id", "body": name the text field with --text-column NAME '
+                             "(text_column= in Python)\n")
+
+
+def test_missing_id_after_lines_with_ids_says_when_ids_are_made(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "a", "text": "x"}\n{"text": "y"}\n', encoding="utf-8")
+    result = prepare(corpus, tmp_path)
+    assert result.exit_code == 2
+    assert result.output == (f'error: {corpus}:2: missing "id" (expected {{"id": str, "text": str}}); '
+                             'the line has "text"; line 1 has an "id", so every line needs one '
+                             '(ids are made from file and line only when no line has an "id")\n')
+
+
+def test_a_named_id_column_that_is_missing_points_at_id_column(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "a", "text": "x"}\n', encoding="utf-8")
+    result = run("splits", corpus, "--hash-split", "0.8,0.1,0.1", "--id-column", "url", "--out", tmp_path / "s.json")
+    assert result.exit_code == 2
+    assert result.output == (f'error: {corpus}:1: missing "url" (expected {{"url": str, "text": str}}); '
+                             'the line has "id", "text": name the id field with --id-column NAME '
+                             "(id_column= in Python)\n")
+
+
+# -- accepted corpus forms ----------------------------------------------------------------------
+
+
+def test_one_phrase_lists_every_corpus_form(tmp_path):
+    assert CORPUS_FORMS == FORMS
+    corpus = tmp_path / "c.csv"
+    corpus.write_text("id,text\n", encoding="utf-8")
+    result = prepare(corpus, tmp_path)
+    assert result.exit_code == 2
+    assert result.output == f"error: {corpus}: unknown corpus format '.csv' (expected {FORMS})\n"
+    with pytest.raises(CorpusError) as err:
+        Corpus.from_path(tmp_path / "nope.jsonl")
+    assert str(err.value) == f"{tmp_path / 'nope.jsonl'}: no such corpus file or directory (expected {FORMS})"
+
+
+def test_missing_corpus_lists_every_corpus_form(tmp_path):
+    result = prepare(tmp_path / "nope.jsonl", tmp_path)
+    assert result.exit_code == 2
+    assert result.output == f"error: {tmp_path / 'nope.jsonl'}: corpus not found (expected {FORMS})\n"
+
+
+# -- stores -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [
+    ["inspect"],
+    ["pack", "--split", "train", "--row-length", "8"],
+    ["batches", "--context", "4", "--batch-size", "2"],
+])
+def test_a_missing_store_is_one_line_in_every_command(tmp_path, command):
+    missing = tmp_path / "nope"
+    result = run(command[0], missing, *command[1:])
+    assert result.exit_code == 2
+    assert result.output == f"error: {missing}: no token store here (directory not found)\n"
+
+
+def test_batches_usage_names_the_command_as_typed(store):
+    result = run_as_typed("batches", store, "--split", "valid", "--context", 4, "--batch-size", 2)
+    assert result.exit_code == 2
+    lines = result.output.splitlines()
+    assert lines[:2] == ["Usage: engine batches [OPTIONS] STORE", "Try 'engine batches --help' for help."]
+    assert lines[-1] == "Error: Invalid value for '--split': 'valid' is not one of 'train', 'validation', 'test'."
+    helped = run_as_typed("batches", store, "--help")
+    assert helped.exit_code == 0 and helped.output.splitlines()[0] == "Usage: engine batches [OPTIONS] STORE"
+    explicit = run_as_typed("batches", "build", store, "--split", "valid", "--context", 4, "--batch-size", 2)
+    assert explicit.output.splitlines()[:2] == ["Usage: engine batches build [OPTIONS] STORE",
+                                                "Try 'engine batches build --help' for help."]
+
+
+def test_batches_show_still_works(store, tmp_path):
+    out = tmp_path / "epoch"
+    assert run("batches", store, "--context", 4, "--batch-size", 2, "--out", out).exit_code == 0
+    result = run("batches", "show", out, "--batch", 0)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("batch 0 of ")
+    missing = run_as_typed("batches", "show", out, "--batch", "x")
+    assert missing.output.splitlines()[0] == "Usage: engine batches show [OPTIONS] DIRECTORY"
+
+
+def test_batches_warns_when_the_epoch_has_no_window(store):
+    result = run("batches", store, "--split", "validation", "--context", 100_000, "--batch-size", 4)
+    assert result.exit_code == 0
+    assert result.stderr == ("warning: validation: no complete window: all 1 document(s) are shorter than "
+                             "T + 1 = 100,001 tokens (use a smaller --context)\n")
+    assert "windows      0 (T=100000, S=1)" in result.stdout
+
+
+def test_batches_warns_about_short_documents_and_counts_them_in_json(store):
+    warning = ("warning: train: 2 of 20 document(s) are shorter than T + 1 = 21 tokens and give no complete window\n")
+    result = run("batches", store, "--context", 20, "--batch-size", 4)
+    assert result.exit_code == 0 and result.stderr == warning
+    as_json = run("batches", store, "--context", 20, "--batch-size", 4, "--json")
+    assert as_json.exit_code == 0 and as_json.stderr == ""  # with --json the warnings are in the JSON, as prepare's
+    report = json.loads(as_json.stdout)
+    assert report["short_documents"] == 2 and report["warnings"] == [warning[len("warning: "):-1]]
+    fine = run("batches", store, "--context", 4, "--batch-size", 4, "--json")
+    assert fine.stderr == "" and json.loads(fine.stdout)["short_documents"] == 0
+
+
+def test_batches_warns_about_an_empty_split(store):
+    result = run("batches", store, "--split", "test", "--context", 4, "--batch-size", 4)
+    assert result.exit_code == 0
+    assert result.stderr == "warning: test: no complete window: the split holds no documents\n"
+
+
+def test_inspect_verify_says_what_it_verified(store):
+    result = run("inspect", store, "--verify")
+    assert result.exit_code == 0
+    assert result.output.splitlines()[-2:] == ["", "verified: 3 files, sha256 match the manifest"]
+    assert "verified" not in run("inspect", store).output
+    assert json.loads(run("inspect", store, "--verify", "--json").output)["verified"] == {"files": 3, "ok": True}
+    assert "verified" not in json.loads(run("inspect", store, "--json").output)
