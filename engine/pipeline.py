@@ -33,10 +33,14 @@ Output is byte-identical for every thread count: chunk boundaries depend on the 
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import inspect
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -44,7 +48,8 @@ from engine.corpus import (
     PARTITIONS, CorpusPartitions, Document, Partition, ReadReport, SplitManifest, check_columns_apply,
     is_continuous_text, open_corpus,
 )
-from engine.corpus.readers import INVALID_UTF8_POLICIES, TEXT_COLUMN
+from engine.corpus.readers import CORPUS_FORMS, INVALID_UTF8_POLICIES, TEXT_COLUMN
+from engine.corpus.splits import parse_ratios
 from engine.errors import ConfigurationError, CorpusError
 from engine.outputs import PrepareResult, StagedOutputs, check_out_dir, finish_report  # re-exported, see __all__
 from engine.parallel import resolve_threads
@@ -56,7 +61,7 @@ from engine.tokenizers.base import FitOptions, Tokenizer, Trainer, fittable_kind
 __all__ = [
     "prepare", "run", "PrepareOptions", "PrepareResult", "EXECUTORS", "default_corpus_paths", "iter_corpus_batches",
     "window_counts", "chunk_tally", "Chunker", "finish_report", "PartitionTally", "open_store_writer", "StagedOutputs",
-    "run_local",
+    "run_local", "hash_split_ratios", "check_option_names",
 ]
 
 ENCODE_CHUNK_DOCUMENTS = 2048
@@ -83,10 +88,74 @@ def default_corpus_paths() -> tuple[Path, Path]:
 
 # -- options -----------------------------------------------------------------------------------
 
+HASH_SPLIT_FORMS = ('hash_split takes a mapping {"train": r, "validation": r, "test": r}, a sequence of three numbers '
+                    '(train, validation, test) or a string "R,R,R" like "0.8,0.1,0.1" (--hash-split R,R,R)')
+# Names people reach for that ``prepare()`` spells otherwise (its parameters, the CLI's flags).
+OPTION_ALIASES = {"splits": "splits_path", "out": "out_dir", "corpus": "corpus_path", "context": "context_length"}
+
+
+def hash_split_ratios(value: Any) -> dict:
+    """``hash_split`` in any accepted form -> the ratio mapping ``SplitManifest.by_hash`` takes.
+
+    A mapping (kept as given: missing partitions are 0), a sequence of three numbers (train,
+    validation, test) or the CLI's ``"R,R,R"`` string (parsed by the ``--hash-split`` parser).
+    The ratios themselves are checked by ``SplitManifest.by_hash`` only; every error is a
+    ``ConfigurationError`` that names the accepted forms.
+    """
+    if isinstance(value, np.ndarray):
+        value = value.tolist()  # numbers as Python floats; a 0-d array becomes a number (refused below)
+    if isinstance(value, str):
+        try:
+            ratios = parse_ratios(value)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"hash_split={value!r}: not three comma-separated numbers; "
+                                     f"{HASH_SPLIT_FORMS}") from exc
+    elif isinstance(value, Mapping):
+        ratios = dict(value)
+    elif isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
+        if len(value) != 3:
+            raise ConfigurationError(f"hash_split={value!r}: {len(value)} value(s), expected 3; {HASH_SPLIT_FORMS}")
+        ratios = dict(zip((p.value for p in PARTITIONS), value))
+    else:
+        raise ConfigurationError(f"hash_split={value!r} ({type(value).__name__}): not one of the accepted forms; "
+                                 f"{HASH_SPLIT_FORMS}")
+    try:
+        SplitManifest.by_hash(ratios)  # the ratio checks: non-negative, finite, summing to 1
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"hash_split / --hash-split: {exc}; {HASH_SPLIT_FORMS}") from None
+    return ratios
+
+
+def check_option_names(options: Mapping[str, Any]) -> None:
+    """ConfigurationError for a keyword ``prepare()`` does not take, with the names it may have meant.
+
+    The names are ``prepare``'s own parameters plus the ``PrepareOptions`` fields after the ones
+    those parameters fill (``corpus_path`` -> ``corpus``, ...); ``OPTION_ALIASES`` adds explicit hints.
+    """
+    parameters = [name for name, p in inspect.signature(prepare).parameters.items() if p.kind != p.VAR_KEYWORD]
+    fields = [f.name for f in dataclasses.fields(PrepareOptions) if f.init]
+    keywords = fields[len(parameters):]  # the fields prepare() passes on as **options
+    valid = parameters + keywords
+    problems = []
+    for name in options:
+        if name in keywords:
+            continue
+        alias = OPTION_ALIASES.get(name)
+        close = [alias] if alias in valid else difflib.get_close_matches(name, valid, n=3)
+        if close:
+            quoted = [repr(c) for c in close]
+            hint = f"did you mean {quoted[0] if len(quoted) == 1 else ', '.join(quoted[:-1]) + ' or ' + quoted[-1]}?"
+        else:
+            hint = f"expected one of: {', '.join(valid)}"
+        problems.append(f"unknown option {name!r} ({hint})")
+    if problems:
+        raise ConfigurationError("; ".join(problems))
+
 
 @dataclass(frozen=True)
 class PrepareOptions:
-    """One ``prepare`` run, checked on construction (messages use the CLI's spellings).
+    """One ``prepare`` run, checked on construction (messages use the CLI's spellings; those about
+    the split name ``prepare()``'s keywords too).
 
     ``corpus`` None: the bundled ``data/corpus.jsonl`` with ``data/splits.json``. ``tokenizer``: a
     kind ``prepare`` fits (``fittable_kinds()``: char, word, bpe, byte-bpe) or a tokenizer file.
@@ -96,6 +165,8 @@ class PrepareOptions:
     id column, ids are made from file and row; ``report["read"]`` says so). ``threads``
     None: ``$ENGINE_THREADS`` or all cores (Ray: the cluster's CPUs). ``executor``: ``local`` or
     ``ray`` (``ray_address`` to join a cluster). ``resume`` keeps an interrupted local run's files.
+    ``hash_split``: a mapping, three numbers (train, validation, test) or ``"R,R,R"``; stored as the
+    mapping (``hash_split_ratios``).
     Derived: ``continuous`` (one ``.txt`` file, split by position) and ``fit`` (None for a file).
     """
 
@@ -110,7 +181,7 @@ class PrepareOptions:
     context_length: int = 64
     stride: int = 1
     train_fraction: float = 0.9
-    hash_split: Mapping[str, float] | None = None
+    hash_split: Mapping[str, float] | Sequence[float] | str | None = None
     on_invalid_utf8: str = "error"
     skip_bad_lines: bool = False
     text_column: str = TEXT_COLUMN
@@ -166,26 +237,27 @@ class PrepareOptions:
         self._set("splits", Path(splits) if splits is not None else None)
         self._set("out_dir", Path(self.out_dir))
         if not corpus.exists():
-            raise CorpusError(f"{corpus}: corpus not found (expected a .jsonl, .parquet, .txt file or a folder)")
+            raise CorpusError(f"{corpus}: corpus not found (expected {CORPUS_FORMS})")
         check_columns_apply(corpus, self.text_column, self.id_column)
         continuous = is_continuous_text(corpus)
         self._set("continuous", continuous)
         if continuous:
             if splits is not None or self.hash_split is not None:
                 raise ConfigurationError(
-                    f"{corpus}: a continuous text is split by position (--train-fraction); "
-                    "--splits and --hash-split apply to multi-document corpora only")
+                    f"{corpus}: a continuous text is split by position (--train-fraction / train_fraction); "
+                    "--splits / splits_path and --hash-split / hash_split apply to multi-document corpora only")
             CorpusPartitions.from_text("", self.train_fraction)  # checks the fraction
             return
         if splits is not None and self.hash_split is not None:
-            raise ConfigurationError("pass either --splits FILE or --hash-split RATIOS, not both")
+            raise ConfigurationError("pass either --splits FILE / splits_path=FILE or --hash-split R,R,R / "
+                                     "hash_split=RATIOS, not both")
         if splits is None and self.hash_split is None:
             raise ConfigurationError(
-                f"{corpus}: a multi-document corpus needs a split: pass --splits FILE (a manifest "
-                '{"train": [...], "validation": [...], "test": [...]}) or --hash-split 0.8,0.1,0.1')
+                f"{corpus}: a multi-document corpus needs a split: pass --splits FILE / splits_path=FILE (a manifest "
+                '{"train": [...], "validation": [...], "test": [...]}) or --hash-split 0.8,0.1,0.1 / '
+                "hash_split=(0.8, 0.1, 0.1)")
         if self.hash_split is not None:
-            self._set("hash_split", dict(self.hash_split))
-            SplitManifest.by_hash(self.hash_split)  # checks the ratios
+            self._set("hash_split", hash_split_ratios(self.hash_split))  # checks the form and the ratios
         if self.executor == "ray" and (self.on_invalid_utf8 != "error" or self.skip_bad_lines):
             raise ConfigurationError("--on-invalid-utf8 and --skip-bad-lines apply to --executor local only")
         if self.executor == "ray" and (self.text_column != TEXT_COLUMN or self.id_column is not None):
@@ -329,11 +401,15 @@ def prepare(corpus_path: str | os.PathLike | None = None, splits_path: str | os.
     The keywords are ``PrepareOptions``'s fields (``tokenizer``, ``merges``, ``vocab_size``,
     ``pattern``, ``tie_break``, ``context_length``, ``stride``, ``train_fraction``, ``hash_split``,
     ``on_invalid_utf8``, ``skip_bad_lines``, ``threads``, ``resume``, ``quiet``, ``executor``,
-    ``ray_address``). BPE kinds train 200 merges when given neither ``merges`` nor ``vocab_size``.
+    ``ray_address``); any other name is a ConfigurationError naming the option it may mean
+    (``check_option_names``). ``hash_split`` is ``{"train": 0.8, "validation": 0.1, "test": 0.1}``,
+    ``(0.8, 0.1, 0.1)`` or ``"0.8,0.1,0.1"``. BPE kinds train 200 merges when given neither
+    ``merges`` nor ``vocab_size``.
     ``resume=True`` continues an interrupted run over the same ``out_dir``: the tokenizer is
     fitted again (deterministic, so the same), the finished files of the interrupted store are
     kept, and only the documents after them are encoded; the store equals a fresh run's, byte for byte.
     """
+    check_option_names(options)
     return run(PrepareOptions(corpus_path, splits_path, out_dir, **options))
 
 

@@ -4,24 +4,10 @@ from __future__ import annotations
 
 import click
 
-from engine.corpus.splits import PARTITIONS
+from engine.corpus.splits import PARTITIONS, parse_ratios
 from engine.errors import ConfigurationError
 
 SPLIT_NAMES = tuple(p.value for p in PARTITIONS)
-
-
-def parse_ratios(text: str | None) -> dict[str, float] | None:
-    """``"0.8,0.1,0.1"`` -> ``{"train": 0.8, "validation": 0.1, "test": 0.1}``."""
-    if text is None:
-        return None
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) != 3:
-        raise ConfigurationError(f"--hash-split {text!r}: expected three ratios train,validation,test like 0.8,0.1,0.1")
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        raise ConfigurationError(f"--hash-split {text!r}: ratios must be numbers like 0.8,0.1,0.1") from None
-    return dict(zip(SPLIT_NAMES, values))
 
 
 def split_options(fn):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from engine.commands._options import column_options, json_option, parse_ratios
+from engine.commands._options import column_options, json_option
+from engine.corpus.splits import parse_ratios
 from engine.errors import ConfigurationError
 
 
