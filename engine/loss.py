@@ -94,8 +94,9 @@ class TokenMeanAccumulator:
         if self.gradient_width:
             raise BatchError(f"this accumulator sums gradients of width {self.gradient_width}; add_loss "
                              f"adds none (use TokenMeanAccumulator() for evaluation, or add_batch)")
+        detach = getattr(loss_sum, "detach", None)  # a tensor that requires grad: its value, without torch's warning
         try:
-            loss = float(loss_sum)
+            loss = float(detach() if callable(detach) else loss_sum)
         except (TypeError, ValueError, RuntimeError):
             raise BatchError(f"loss sum must be a number, got {loss_sum!r} (nothing was added)") from None
         count = as_int(token_count, "token count", expected="an integer >= 0")

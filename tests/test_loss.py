@@ -177,3 +177,17 @@ def test_evaluation_path_takes_torch_sums():
     acc = TokenMeanAccumulator()
     acc.add_loss(losses.sum(), losses.numel())
     assert acc.mean_loss == 2.0
+
+
+def test_a_loss_that_requires_grad_adds_its_value_without_a_warning():
+    import warnings
+
+    torch = pytest.importorskip("torch", reason="needs the torch extra (pip install -e '.[torch]')")
+
+    weights = torch.tensor([0.5, 1.5, 2.0], requires_grad=True)
+    acc = TokenMeanAccumulator()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns when float() meets a tensor that requires grad
+        acc.add_loss((weights * 2).sum(), 3)
+    assert acc.mean_loss == 8.0 / 3
+    assert weights.grad is None  # nothing flowed back
