@@ -45,7 +45,7 @@ PACKED_STRATEGIES = ("bfd", "bos_crop")
 ROW_DTYPES = (np.dtype(np.uint32), np.dtype(np.int32), np.dtype(np.int64))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PackedEpochBatch(PackedBatch):
     """Batch ``index`` of a packed epoch: the ``PackedBatch`` fields (``segment_row`` is the row
     inside this batch) plus where the rows sit in the epoch and the partition."""
@@ -61,6 +61,9 @@ class PackedEpochBatch(PackedBatch):
 
     def segment(self, k: int) -> dict:
         return {**super().segment(k), "partition": self.partition.value}
+
+    def _repr_fields(self) -> str:
+        return f"index={self.index}, partition={self.partition.value!r}, "
 
 
 @dataclass(frozen=True)

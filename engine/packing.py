@@ -185,6 +185,14 @@ class PackedBatch:
     document_ids: tuple[str, ...]
     skipped_documents: np.ndarray  # int64: indices of documents with fewer than 2 tokens
 
+    def __repr__(self) -> str:  # a summary: the arrays are the batch's bulk
+        return (f"{type(self).__name__}({self._repr_fields()}rows={self.rows}, L={self.row_length}, "
+                f"strategy={self.strategy!r}, segments={self.segments}, fill={self.fill_efficiency:.2%}, "
+                f"scored_targets={self.scored_targets}, dtype={self.inputs.dtype})")
+
+    def _repr_fields(self) -> str:
+        return ""
+
     @property
     def rows(self) -> int:
         return int(self.inputs.shape[0])

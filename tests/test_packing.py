@@ -302,3 +302,10 @@ def test_threaded_fill_matches_naive(monkeypatch, threads):
         expected, _, _ = naive_pack(token_lists, 8, strategy, roles=[r.tolist() for r in roles])
         for name, rows in expected.items():
             assert getattr(packed, name).tolist() == rows, name
+
+
+def test_a_packed_batch_repr_is_a_summary_not_its_arrays():
+    values = np.arange(30, dtype=np.uint32)
+    batch = pack_documents((values, np.array([0, 10, 30], dtype=np.int64), ["a", "b"]), 16)
+    assert repr(batch) == ("PackedBatch(rows=2, L=16, strategy='bfd', segments=3, fill=87.50%, scored_targets=28, "
+                           "dtype=uint32)")
