@@ -9,7 +9,7 @@ import traceback
 import click
 
 from engine import __version__
-from engine.errors import EngineError
+from engine.errors import EngineError, is_interrupt
 
 
 # Library messages name keyword arguments (``on_invalid_utf8='replace'``); the CLI says the flag instead.
@@ -56,11 +56,7 @@ class EngineGroup(click.Group):
             click.echo(f"error: {one_line(cli_spelling(str(exc)))}", err=True)
             ctx.exit(2)
         except KeyboardInterrupt:  # SIGINT: a writer keeps its finished files for --resume and unlocks
-            if ctx.obj and ctx.obj.get("debug"):
-                traceback.print_exc()
-            hint = ": rerun with --resume to continue" if ctx.invoked_subcommand == "prepare" else ""
-            click.echo(f"interrupted{hint}", err=True)
-            ctx.exit(130)
+            self._interrupted(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort, BrokenPipeError):
             raise  # click exits quietly on a closed stdout pipe (`engine batches show ... | head`)
         except OSError as exc:  # the file system said no (permissions, disk full, a directory where a file goes)
@@ -69,6 +65,8 @@ class EngineGroup(click.Group):
             click.echo(f"error: {one_line(_describe_os_error(exc))}", err=True)
             ctx.exit(2)
         except Exception as exc:  # internal error: say so, point at --debug
+            if is_interrupt(exc):  # SIGINT during a kernel on the main thread (Numba's SystemError)
+                self._interrupted(ctx)
             if ctx.obj and ctx.obj.get("debug"):
                 traceback.print_exc()
             else:
@@ -77,6 +75,14 @@ class EngineGroup(click.Group):
                     err=True,
                 )
             ctx.exit(1)
+
+    @staticmethod
+    def _interrupted(ctx: click.Context):
+        if ctx.obj and ctx.obj.get("debug"):
+            traceback.print_exc()
+        hint = ": rerun with --resume to continue" if ctx.invoked_subcommand == "prepare" else ""
+        click.echo(f"interrupted{hint}", err=True)
+        ctx.exit(130)
 
 
 @click.group(cls=EngineGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -15,6 +15,7 @@ __all__ = [
     "BatchError",
     "PackingError",
     "DeviceError",
+    "is_interrupt",
 ]
 
 
@@ -48,3 +49,12 @@ class PackingError(EngineError):
 
 class DeviceError(EngineError):
     """A device was requested that this machine does not have (e.g. ``device="cuda"`` without a GPU)."""
+
+
+def is_interrupt(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is an interrupt (SIGINT, Ctrl-C): a ``KeyboardInterrupt``, or the
+    ``SystemError`` ("returned a result with an exception set") Numba raises instead when the signal
+    arrives while a kernel runs on the main thread; its cause is the ``KeyboardInterrupt``."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    return isinstance(exc, SystemError) and isinstance(exc.__cause__, KeyboardInterrupt)

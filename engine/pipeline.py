@@ -50,7 +50,7 @@ from engine.corpus import (
 )
 from engine.corpus.readers import CORPUS_FORMS, INVALID_UTF8_POLICIES, TEXT_COLUMN
 from engine.corpus.splits import parse_ratios
-from engine.errors import ConfigurationError, CorpusError
+from engine.errors import ConfigurationError, CorpusError, is_interrupt
 from engine.outputs import PrepareResult, StagedOutputs, check_out_dir, finish_report  # re-exported, see __all__
 from engine.parallel import resolve_threads
 from engine.progress import Progress
@@ -415,13 +415,19 @@ def prepare(corpus_path: str | os.PathLike | None = None, splits_path: str | os.
 
 def run(options: PrepareOptions) -> PrepareResult:
     """Run ``options`` on its executor (a continuous text is one document per partition: local).
-    ``--out`` is checked first (``check_out_dir``): only engine's own files there are replaced."""
+    ``--out`` is checked first (``check_out_dir``): only engine's own files there are replaced.
+    An interrupt is a ``KeyboardInterrupt``, also one that arrives during a kernel (``is_interrupt``)."""
     check_out_dir(options)
-    if options.executor == "ray" and not options.continuous:
-        from engine.distributed import run_on_ray
+    try:
+        if options.executor == "ray" and not options.continuous:
+            from engine.distributed import run_on_ray
 
-        return run_on_ray(options)
-    return run_local(options)
+            return run_on_ray(options)
+        return run_local(options)
+    except SystemError as exc:
+        if is_interrupt(exc):
+            raise KeyboardInterrupt from exc
+        raise
 
 
 def run_local(options: PrepareOptions) -> PrepareResult:

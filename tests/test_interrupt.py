@@ -81,3 +81,51 @@ def test_interrupt_inside_a_command_is_exit_130(monkeypatch, tmp_path):
     result = CliRunner().invoke(main, ["inspect", str(tmp_path)])
     assert result.exit_code == 130
     assert result.output == "interrupted\n"
+
+
+def test_sigint_during_a_kernel_on_the_main_thread_is_an_interrupt():
+    """Numba raises SystemError (cause: the KeyboardInterrupt) when SIGINT arrives while a kernel runs
+    on the main thread and returns objects; is_interrupt, and with it the CLI and the store writer,
+    take it for the interrupt it is."""
+    import os
+    import threading
+
+    import numpy as np
+    from numba import njit
+
+    from engine.errors import is_interrupt
+
+    @njit(nogil=True)
+    def spin(n):
+        s = 0
+        for i in range(n):
+            s = (s * 31 + i) % 1000003
+        return s, np.empty(4, np.int64)
+
+    spin(10)
+    timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        spin(1_500_000_000)  # about a second: longer than the timer; the signal is seen when it returns
+    except BaseException as exc:  # noqa: B036 (the interrupt is what is tested)
+        caught = exc
+    else:
+        caught = None
+    finally:
+        timer.cancel()
+    assert caught is not None and is_interrupt(caught)
+    assert not is_interrupt(SystemError("returned a result with an exception set"))
+    assert not is_interrupt(ValueError())
+
+
+def test_an_interrupt_during_a_kernel_is_exit_130_on_the_cli(monkeypatch, tmp_path):
+    from engine.cli import main
+    from engine.commands import inspect as inspect_command
+
+    def interrupted(*args, **kwargs):
+        raise SystemError("CPUDispatcher(<function f>) returned a result with an exception set") from KeyboardInterrupt()
+
+    monkeypatch.setattr(inspect_command.TokenStore, "open", interrupted)
+    result = CliRunner().invoke(main, ["inspect", str(tmp_path)])
+    assert result.exit_code == 130
+    assert result.output == "interrupted\n"

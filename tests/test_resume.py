@@ -99,14 +99,24 @@ def test_resume_flag_on_the_cli(tmp_path):
     assert bad.exit_code == 2 and "--resume applies to --executor local only" in bad.output
 
 
-def interrupt_with_ctrl_c_after(monkeypatch, chunks: int):
-    """Raise KeyboardInterrupt (what SIGINT raises) in the writer after ``chunks`` chunks; nothing else patched."""
+def numba_interrupt() -> SystemError:
+    """What SIGINT raises when it arrives while a Numba kernel runs on the main thread."""
+    try:
+        raise SystemError("CPUDispatcher(<function encode_bytes>) returned a result with an exception set") \
+            from KeyboardInterrupt()
+    except SystemError as exc:
+        return exc
+
+
+def interrupt_with_ctrl_c_after(monkeypatch, chunks: int, raised=KeyboardInterrupt):
+    """Raise ``raised`` (KeyboardInterrupt, what SIGINT raises) in the writer after ``chunks`` chunks;
+    nothing else patched."""
     real_write = TokenStoreWriter.write_chunk
     calls = [0]
 
     def write_chunk(self, *args, **kwargs):
         if calls[0] == chunks:
-            raise KeyboardInterrupt
+            raise raised() if callable(raised) and not isinstance(raised, BaseException) else raised
         calls[0] += 1
         return real_write(self, *args, **kwargs)
 
@@ -124,12 +134,13 @@ def reversed_corpus(path):
     return path
 
 
-def test_ctrl_c_keeps_finished_files_and_resume_says_what_it_kept(tmp_path, monkeypatch, small_files, capsys):
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, numba_interrupt], ids=["python", "during-a-kernel"])
+def test_ctrl_c_keeps_finished_files_and_resume_says_what_it_kept(tmp_path, monkeypatch, small_files, capsys, raised):
     corpus, splits = default_corpus_paths()
     fresh = prepare(corpus, splits, tmp_path / "fresh", tokenizer="char", context_length=8, threads=2, quiet=True)
     out = tmp_path / "out"
-    restore = interrupt_with_ctrl_c_after(monkeypatch, 11)
-    with pytest.raises(KeyboardInterrupt):
+    restore = interrupt_with_ctrl_c_after(monkeypatch, 11, raised if raised is KeyboardInterrupt else raised())
+    with pytest.raises(KeyboardInterrupt):  # also one that arrived during a kernel
         prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, quiet=True)
     restore()
     assert not (out / "store").exists() and not (out / "store.lock").exists()

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from engine.corpus import PARTITIONS, Partition
 from engine.corpus.unique import SeenIds, find_duplicate
-from engine.errors import StoreError
+from engine.errors import StoreError, is_interrupt
 from engine.store.layout import (
     CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, RESUME_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
     EncodedDocument, fsync, sha256_file, split_dir, store_partition,
@@ -125,7 +125,7 @@ class TokenStoreWriter(ResumableWriter):
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is None:
             self.close()
-        elif issubclass(exc_type, KeyboardInterrupt) and self.max_rows_per_file is not None and self._active:
+        elif is_interrupt(exc) and self.max_rows_per_file is not None and self._active:
             self.suspend()
         else:
             self.abort()
