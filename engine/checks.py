@@ -122,3 +122,18 @@ def read_json(path: Path, error: type[Exception], *, missing: str, what: str = "
         raise error(f"{path}: cannot read {what or 'it'}: {exc.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise error(f"{path}: {what + ' is ' if what else ''}not valid JSON ({exc})") from None
+
+
+def check_output_folder(out_dir: Path, own: tuple[str, ...], what: str) -> None:
+    """``--out`` of a command that writes only the files ``own``: a new folder, or an earlier output
+    of ``what`` holding nothing else. Anything else (a token store, an unrelated folder) is a
+    ConfigurationError, so writing the files there never replaces or mixes with what is not ours."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigurationError(f"--out {out_dir}: exists and is not a directory")
+    if out_dir.is_dir():
+        foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in own)
+        if foreign:
+            raise ConfigurationError(
+                f"--out {out_dir}: holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, not only "
+                f"{' and '.join(own)}; expected a new directory or an earlier `{what}` output"
+            )

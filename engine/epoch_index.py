@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.checks import read_json
+from engine.checks import check_output_folder, read_json
 from engine.errors import BatchError, StoreError
 from engine.store import MANIFEST_NAME as STORE_MANIFEST_NAME
 
@@ -91,6 +91,7 @@ def save_epoch_index(epoch, directory: str | os.PathLike, *, store, store_manife
     import pyarrow.parquet as pq
 
     directory = Path(directory)
+    check_output_folder(directory, (INDEX_NAME, MANIFEST_NAME), "engine batches --out")
     description = epoch_description(epoch, store, store_manifest_sha256)
     directory.mkdir(parents=True, exist_ok=True)
     document_index, start = epoch.descriptors()

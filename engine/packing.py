@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from engine.buffers import as_token_buffers
-from engine.checks import check_count
+from engine.checks import check_count, check_output_folder
 from engine.errors import ConfigurationError, PackingError
 from engine.kernels import packing as kernels
 from engine.parallel import resolve_threads
@@ -386,16 +386,7 @@ def write_packed(packed: PackedBatch, out_dir: str | os.PathLike) -> None:
     import pyarrow.parquet as pq
 
     out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigurationError(f"--out {out_dir}: exists and is not a directory")
-    if out_dir.is_dir():
-        foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in PACKED_FILES)
-        if foreign:
-            # Replacing the directory would delete these (a token store, for one): never do that.
-            raise ConfigurationError(
-                f"--out {out_dir}: holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, not only "
-                f"{' and '.join(PACKED_FILES)}; expected a new directory or an earlier `engine pack` output"
-            )
+    check_output_folder(out_dir, PACKED_FILES, "engine pack")  # replacing it must never delete a store
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:

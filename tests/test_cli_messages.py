@@ -174,3 +174,19 @@ def test_inspect_verify_says_what_it_verified(store):
     assert "verified" not in run("inspect", store).output
     assert json.loads(run("inspect", store, "--verify", "--json").output)["verified"] == {"files": 3, "ok": True}
     assert "verified" not in json.loads(run("inspect", store, "--json").output)
+
+
+def test_batches_out_refuses_a_store_or_a_foreign_folder(store, tmp_path):
+    args = ("batches", store, "--context", 4, "--batch-size", 4, "--seed", 1, "--out")
+    before = sorted(p.name for p in store.iterdir())
+    result = run(*args, store)
+    assert result.exit_code == 2
+    assert result.output == (f"error: --out {store}: holds _engine.json, _tokenizer.json, split=test ..., not only "
+                             "index.parquet and manifest.json; expected a new directory or an earlier `engine "
+                             "batches --out` output\n")
+    assert sorted(p.name for p in store.iterdir()) == before
+    assert run(*args, store / "split=train").exit_code == 2
+    fresh = tmp_path / "epoch"
+    assert run(*args, fresh).exit_code == 0
+    assert run(*args, fresh).exit_code == 0  # an earlier output is replaced
+    assert sorted(p.name for p in fresh.iterdir()) == ["index.parquet", "manifest.json"]
