@@ -14,17 +14,26 @@ from engine.errors import EngineError, is_interrupt
 
 # Library messages name keyword arguments (``on_invalid_utf8='replace'``); the CLI says the flag instead.
 _KEYWORD_HINT = re.compile(r"\b(on_invalid_utf8|skip_bad_lines)=(?:'(\w+)'(?: or '(\w+)')?|True)")
+# ``row_length=0`` / ``context=-1`` in a checked option's message: the flag and the value.
+_NUMBER_OPTION = re.compile(r"\b(context|context_length|row_length|batch_size|stride)=(-?\d+)\b")
+
+
+_FLAG_OF = {"context_length": "context"}  # a keyword whose flag is spelled otherwise
 
 
 def cli_spelling(message: str) -> str:
-    """``on_invalid_utf8='replace' or 'skip'`` -> ``--on-invalid-utf8 replace or skip``."""
+    """Python spellings in a message -> the CLI's: ``on_invalid_utf8='replace' or 'skip'`` ->
+    ``--on-invalid-utf8 replace or skip``, ``row_length=0`` -> ``--row-length 0``."""
 
     def flag(match: re.Match) -> str:
         name = "--" + match.group(1).replace("_", "-")
         values = [v for v in match.group(2, 3) if v]
         return f"{name} {' or '.join(values)}" if values else name
 
-    return _KEYWORD_HINT.sub(flag, message)
+    message = _KEYWORD_HINT.sub(flag, message)
+    message = _NUMBER_OPTION.sub(lambda m: f"--{_FLAG_OF.get(m.group(1), m.group(1)).replace('_', '-')} {m.group(2)}",
+                                 message)
+    return message.replace("text_column and id_column are both", "--text-column and --id-column are both")
 
 
 def _describe_os_error(exc: OSError) -> str:

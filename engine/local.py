@@ -25,6 +25,7 @@ import numpy as np
 
 from engine import pipeline
 from engine.corpus import PARTITIONS, CorpusPartitions, Document, ManifestCheck, Partition, ReadReport, read_text_file
+from engine.corpus.documents import plural
 from engine.errors import CorpusError
 from engine.outputs import PrepareResult, StagedOutputs
 from engine.parallel import OrderedPool, count_types, encode_lock, resolve_threads
@@ -271,11 +272,11 @@ def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, 
                 resume = {"kept": {p.value: {"files": len(writer.resumed_sources(p)), "documents": writer.resumed[p]}
                                    for p in PARTITIONS}}
                 message = "resume: kept " + ", ".join(
-                    f"{len(writer.resumed_sources(p)):,} files ({writer.resumed[p]:,} documents) of {p.value}"
-                    for p in PARTITIONS)
+                    f"{plural(len(writer.resumed_sources(p)), 'file')} ({plural(writer.resumed[p], 'document')}) "
+                    f"of {p.value}" for p in PARTITIONS)
             if (why is not None or any(writer.resumed.values())) and not options.quiet:
                 print(message, file=sys.stderr, flush=True)
-        with Progress(f"pass 2: encoding on {threads} threads", total=total, quiet=options.quiet) as bar:
+        with Progress(f"pass 2: encoding on {plural(threads, 'thread')}", total=total, quiet=options.quiet) as bar:
             bars.append(bar)
             for part in PARTITIONS:
                 lengths = writer.resumed_lengths(part)

@@ -12,6 +12,7 @@ the same way, whatever its Python. Run it after upgrading ``regex``:
     # wrote engine/tokenizers/unicode_ranges.py: 694 letter, 148 number, 1331 upper, 1310 lower ranges (regex 2026.11.19)
 """
 
+import argparse
 from pathlib import Path
 
 import regex
@@ -30,6 +31,8 @@ def ranges(pattern: str, text: str) -> list[tuple[int, int]]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0] + " Takes no arguments.",
+                            epilog="example: python scripts/make_unicode_ranges.py").parse_args()
     text = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF)
     letters, numbers = ranges(r"\p{L}+", text), ranges(r"\p{N}+", text)
     upper = ranges(r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+", text)

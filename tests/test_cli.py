@@ -94,7 +94,7 @@ def test_cli_user_errors_exit_2_with_one_line(tmp_path):
     assert result.stderr == f"error: {tmp_path / 'nowhere'}: no token store here (directory not found)\n"
     small_store(tmp_path / "store")
     result = runner.invoke(main, ["pack", str(tmp_path / "store"), "--row-length", "0"])
-    assert result.exit_code == 2 and result.stderr == "error: row_length=0: expected an integer >= 1\n"
+    assert result.exit_code == 2 and result.stderr == "error: --row-length 0: expected an integer >= 1\n"
     assert "Traceback" not in result.output
 
 

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from engine.cli import main
 from engine.corpus import Corpus, SplitManifest
 from engine.corpus.readers import CORPUS_FORMS
-from engine.errors import CorpusError
+from engine.errors import ConfigurationError, CorpusError
+from tests.conftest import ROOT
 from tests.helpers import run, small_store
 
 FORMS = "a .jsonl/.json, .parquet or .arrow/.feather/.ipc file, a folder, or a .txt file holding one continuous text"
@@ -190,3 +191,29 @@ def test_batches_out_refuses_a_store_or_a_foreign_folder(store, tmp_path):
     assert run(*args, fresh).exit_code == 0
     assert run(*args, fresh).exit_code == 0  # an earlier output is replaced
     assert sorted(p.name for p in fresh.iterdir()) == ["index.parquet", "manifest.json"]
+
+
+def test_pattern_is_refused_for_a_tokenizer_file_that_fixes_its_own(tmp_path):
+    from engine.tokenizers.base import load_tokenizer
+    from engine.tokenizers.byte_bpe import ByteBpeTrainer
+    from engine.tokenizers.char import CharTokenizer
+
+    byte_file = ByteBpeTrainer(vocab_size=300).train(["abc abd abe"] * 3).save(tmp_path / "b.json")
+    char_file = CharTokenizer.fit("abc").save(tmp_path / "c.json")
+    assert load_tokenizer(byte_file, pattern="gpt2").pattern == "gpt2"  # its own pattern: fine
+    with pytest.raises(ConfigurationError) as info:
+        load_tokenizer(byte_file, pattern="cl100k")
+    assert str(info.value) == (f"{byte_file}: pattern= / --pattern cl100k applies to a tiktoken rank file, which "
+                               "names no pre-tokenizer; this file fixes its own (gpt2)")
+    result = run("prepare", "--tokenizer", char_file, "--pattern", "o200k", "--out", tmp_path / "out", "--quiet")
+    assert result.exit_code == 2
+    assert result.output == (f"error: {char_file}: pattern= / --pattern o200k applies to a tiktoken rank file, which names "
+                             "no pre-tokenizer; this file fixes its own (none: it is no byte-level BPE)\n")
+
+
+def test_numbers_name_their_flag_and_a_zero_batch_size_is_refused(store):
+    result = run("pack", store, "--row-length", 8, "--batch-size", 0)
+    assert result.exit_code == 2
+    assert result.output == "error: batch size must be a positive integer, got 0\n"
+    compare = run("tokenizers", "compare", str(ROOT / "data" / "tinyshakespeare.txt"), "--context", 0)
+    assert compare.exit_code == 2 and compare.output == "error: --context 0: expected an integer >= 1\n"

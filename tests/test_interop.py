@@ -215,7 +215,7 @@ def test_o200k_base_sized_rank_file_defaults_to_o200k(tmp_path):
                     encoding="ascii")
     tok = load_tokenizer(path)
     assert tok.pattern == "o200k"
-    assert tok.notes[0] == "tiktoken rank file: pre-tokenizer pattern o200k (pass pattern= to choose another)"
+    assert tok.notes[0] == "tiktoken rank file: pre-tokenizer pattern o200k (pattern= / --pattern chooses another)"
     enc = tiktoken.Encoding("o200k_sized", pat_str=PATTERNS["o200k"],
                             mergeable_ranks={t: i for i, t in enumerate(tokens)}, special_tokens={})
     text = "".join(O200K_TEXTS) + "".join(ADVERSARIAL[:12])
@@ -281,7 +281,7 @@ def test_tiktoken_file_works_directly_in_prepare(tmp_path, hf_file):
     ids, output = prepared_ids(tmp_path, ranks_file)
     for doc_id, text in texts.items():
         assert ids[doc_id] == [size] + enc.encode_ordinary(text) + [size], doc_id
-    assert "note: tiktoken rank file: pre-tokenizer pattern gpt2 (pass pattern= to choose another)" in output
+    assert "note: tiktoken rank file: pre-tokenizer pattern gpt2 (pattern= / --pattern chooses another)" in output
     assert f"note: the file names no special tokens: <|endoftext|> added as id {size}, wrapping every document" in output
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert len(report["tokenizer"]["notes"]) == 2

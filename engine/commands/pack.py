@@ -60,7 +60,7 @@ def command(store_path: Path, split: str, row_length: int, strategy: str, seed: 
             raise ConfigurationError("--batch-size applies to --strategy bfd or bos_crop, not sequential")
         order = BatchOrder.sequential() if seed is None else BatchOrder.shuffled(seed)
         epoch = PackedEpoch.build(store, split, row_length=row_length, strategy=strategy, buffer_size=buffer_size,
-                                  batches=MiniBatchConfig(batch_size or 1, order))
+                                  batches=MiniBatchConfig(1 if batch_size is None else batch_size, order))
         packed = epoch.materialise()
         cropped_share = epoch.cropped_share
         batches = epoch.batch_count if batch_size is not None else None

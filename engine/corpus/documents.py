@@ -82,21 +82,21 @@ class ReadReport:
 
     def summary(self) -> str:
         """``read: N documents; skipped ...; replaced ...`` with every count that is not zero."""
-        parts = [f"read: {_plural(self.documents, 'document')}"]
+        parts = [f"read: {plural(self.documents, 'document')}"]
         skipped = []
         if self.skipped_bad_lines:
-            skipped.append(f"{_plural(self.skipped_bad_lines, 'bad line')} (--skip-bad-lines)")
+            skipped.append(f"{plural(self.skipped_bad_lines, 'bad line')} (--skip-bad-lines)")
         if self.skipped_invalid_utf8:
-            skipped.append(f"{_plural(self.skipped_invalid_utf8, 'document')} with invalid UTF-8")
+            skipped.append(f"{plural(self.skipped_invalid_utf8, 'document')} with invalid UTF-8")
         if skipped:
             parts.append("skipped " + ", ".join(skipped))
         if self.replaced_sequences:
-            parts.append(f"replaced {_plural(self.replaced_sequences, 'invalid UTF-8 sequence')} by U+FFFD "
-                         f"in {_plural(self.replaced_invalid_utf8, 'document')}")
+            parts.append(f"replaced {plural(self.replaced_sequences, 'invalid UTF-8 sequence')} by U+FFFD "
+                         f"in {plural(self.replaced_invalid_utf8, 'document')}")
         if self.dropped_sequences:
-            parts.append(f"dropped {_plural(self.dropped_sequences, 'invalid UTF-8 sequence')}")
+            parts.append(f"dropped {plural(self.dropped_sequences, 'invalid UTF-8 sequence')}")
         if self.blank_lines:
-            parts.append(f"{_plural(self.blank_lines, 'blank line')} passed over")
+            parts.append(f"{plural(self.blank_lines, 'blank line')} passed over")
         return "; ".join(parts)
 
     def to_dict(self) -> dict:
@@ -118,7 +118,8 @@ class ReadReport:
         }
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
+    """``1 file``, ``2 files``: a count and its noun (thousands separated)."""
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 

@@ -296,7 +296,7 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
         chosen = pattern or {100_256: "cl100k", 199_998: "o200k"}.get(ranks, "gpt2")
         tok = load_tiktoken(path, pattern=chosen)
         tok.notes = (f"tiktoken rank file: pre-tokenizer pattern {chosen}"
-                     + ("" if pattern else " (pass pattern= to choose another)"), *tok.notes)
+                     + ("" if pattern else " (pattern= / --pattern chooses another)"), *tok.notes)
         return tok
     try:
         obj = json.loads(raw.decode("utf-8"))
@@ -308,8 +308,14 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
     if isinstance(obj, dict) and "model" in obj and "format" not in obj:
         from engine.tokenizers.interop import load_hf_tokenizer_json
 
-        return load_hf_tokenizer_json(path)
-    return tokenizer_from_json(obj, str(path))
+        tok = load_hf_tokenizer_json(path)
+    else:
+        tok = tokenizer_from_json(obj, str(path))
+    own = getattr(tok, "pattern", None)
+    if pattern is not None and pattern != own:
+        raise ConfigurationError(f"{path}: pattern= / --pattern {pattern} applies to a tiktoken rank file, which names "
+                                 f"no pre-tokenizer; this file fixes its own ({own or 'none: it is no byte-level BPE'})")
+    return tok
 
 
 _TIKTOKEN_LINE = re.compile(rb"[A-Za-z0-9+/]+=*[ \t]+[0-9]+")
