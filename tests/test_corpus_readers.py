@@ -761,3 +761,35 @@ def test_arrow_corpus_missing_column(tmp_path):
     feather.write_feather(pa.table({"id": ["a"]}), path)
     with pytest.raises(CorpusError, match=r"c\.arrow: missing column 'text'"):
         Corpus.from_path(path)
+
+
+def test_skip_bad_lines_leaves_out_parquet_rows_with_nulls_and_counts_them(tmp_path):
+    from click.testing import CliRunner
+
+    from engine.cli import main
+    from engine.corpus import ReadReport
+    from engine.corpus.readers import open_corpus
+
+    table = pa.table({"url": ["u0", None, "u2", "", "u4"], "body": ["zero", "one", None, "three", "four"]})
+    pq.write_table(table, tmp_path / "nulls.parquet")
+    with pytest.raises(CorpusError) as info:
+        list(open_corpus(tmp_path / "nulls.parquet", text_column="body", id_column="url"))
+    assert str(info.value) == (f"{tmp_path / 'nulls.parquet'}: row 1: null id (expected a string); --skip-bad-lines "
+                               "(skip_bad_lines=True) leaves such rows out")
+    report = ReadReport()
+    docs = [d for batch in open_corpus(tmp_path / "nulls.parquet", text_column="body", id_column="url",
+                                       skip_bad_lines=True, report=report) for d in batch]
+    assert [(d.id, d.text) for d in docs] == [("u0", "zero"), ("u4", "four")]
+    assert report.skipped_bad_lines == 3 and report.documents == 2
+    assert report.first_problems == [f"{tmp_path / 'nulls.parquet'}: row 1: null id (expected a string)",
+                                     f"{tmp_path / 'nulls.parquet'}: row 2: null text (expected a string)",
+                                     f"{tmp_path / 'nulls.parquet'}: row 3: empty \"id\" (expected a non-empty string)"]
+    # made ids keep the rows' numbers
+    pq.write_table(pa.table({"text": ["a", None, "c"]}), tmp_path / "made.parquet")
+    made = [d.id for batch in open_corpus(tmp_path / "made.parquet", skip_bad_lines=True) for d in batch]
+    assert made == ["made.parquet:000000", "made.parquet:000002"]
+    result = CliRunner().invoke(main, ["prepare", str(tmp_path / "nulls.parquet"), "--text-column", "body",
+                                       "--id-column", "url", "--hash-split", "1,0,0", "--tokenizer", "char",
+                                       "--context", "2", "--skip-bad-lines", "--out", str(tmp_path / "out"),
+                                       "--quiet"])
+    assert result.exit_code == 0, result.output

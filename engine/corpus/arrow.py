@@ -58,7 +58,7 @@ class _ArrowIpcFile:
 
 def iter_parquet_batches(
     path: str | os.PathLike, *, batch_size: int = PARQUET_BATCH_SIZE, text_column: str = TEXT_COLUMN,
-    id_column: str | None = None, report: ReadReport | None = None,
+    id_column: str | None = None, report: ReadReport | None = None, skip_bad_rows: bool = False,
 ) -> Iterator[list[Document]]:
     """Stream a Parquet or Arrow IPC (.arrow/.feather) file, or every ``.parquet`` below a directory
     (sorted), as lists of Documents.
@@ -67,19 +67,21 @@ def iter_parquet_batches(
     column is ``id``, or, when the first file has no ``id`` column, ids are made from the file name
     (relative to a directory) and the 0-based row inside that file (``a.parquet:000000``); then
     every file must lack it. Nulls, empty ids and duplicate ids raise ``CorpusError`` naming the file
-    and the 0-based row inside that file.
+    and the 0-based row inside that file; with ``skip_bad_rows`` (``--skip-bad-lines``) a row with a
+    null text, a null id or an empty id is left out instead, counted as a bad line in ``report``
+    (made ids keep the rows' numbers).
     """
     _check_columns(text_column, id_column)
     path = Path(path)
     report = report if report is not None else ReadReport()
     report.source = str(path)
     report.text_column, report.id_column = text_column, id_column or ID_COLUMN
-    yield from unique_ids(lambda counts: _arrow_records(path, batch_size, text_column, id_column, counts), report,
-                          str(path), batched=True)
+    yield from unique_ids(lambda counts: _arrow_records(path, batch_size, text_column, id_column, counts,
+                                                        skip_bad_rows), report, str(path), batched=True)
 
 
 def _arrow_records(path: Path, batch_size: int, text_column: str, id_column: str | None,
-                   report: ReadReport) -> Iterator[list[tuple[Document, str]]]:
+                   report: ReadReport, skip_bad_rows: bool = False) -> Iterator[list[tuple[Document, str]]]:
     """``iter_parquet_batches``'s batches, each document with its file and row, before the duplicate check."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -118,12 +120,16 @@ def _arrow_records(path: Path, batch_size: int, text_column: str, id_column: str
             doc_ids = [made_id(name, row + i) for i in range(len(texts))] if made else _strings(batch, 0, file, row)
             docs = []
             for doc_id, text in zip(doc_ids, texts):
-                where = f"{file}: row {row}"
-                if doc_id is None or text is None:
-                    raise CorpusError(f"{where}: null {'id' if doc_id is None else 'text'} (expected a string)")
-                if not doc_id:
-                    raise CorpusError(f'{where}: empty "id" (expected a non-empty string)')
-                docs.append((Document(doc_id, text), f"{file.name} row {row}"))
+                problem = (f"null {'id' if doc_id is None else 'text'} (expected a string)" if doc_id is None
+                           or text is None else None if doc_id else 'empty "id" (expected a non-empty string)')
+                if problem is None:
+                    docs.append((Document(doc_id, text), f"{file.name} row {row}"))
+                elif skip_bad_rows:
+                    report.skipped_bad_lines += 1
+                    report.note(f"{file}: row {row}: {problem}")
+                else:
+                    raise CorpusError(f"{file}: row {row}: {problem}; --skip-bad-lines (skip_bad_lines=True) "
+                                      "leaves such rows out")
                 row += 1
             report.documents += len(docs)
             report.made_ids = made

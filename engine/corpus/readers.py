@@ -488,8 +488,8 @@ def open_corpus(
     documents (and ``batch_chars`` characters unless one document is larger; None: no limit).
 
     The format is chosen by ``corpus_format`` (checked now, before the first batch is asked for);
-    each reader takes the options that apply to it (Parquet strings are UTF-8 already; only JSONL
-    has lines to skip; ``text_column``/``id_column`` apply to JSONL and Parquet/Arrow, and a folder
+    each reader takes the options that apply to it (Parquet strings are UTF-8 already; JSONL
+    has lines to skip, Parquet rows with nulls; ``text_column``/``id_column`` apply to JSONL and Parquet/Arrow, and a folder
     of text files refuses them). Parquet is read in record batches of ``batch_documents`` rows, and a
     batch never spans two record batches. Memory: one batch (or one file of a folder).
     ``long_lines``: a long JSONL line's (or folder file's) text stays in the file (``iter_jsonl``, ``iter_folder``).
@@ -503,7 +503,7 @@ def open_corpus(
         return (
             batch
             for rows in iter_parquet_batches(path, batch_size=batch_documents, text_column=text_column,
-                                             id_column=id_column, report=report)
+                                             id_column=id_column, report=report, skip_bad_rows=skip_bad_lines)
             for batch in _batched(rows, batch_documents, batch_chars)
         )
     if kind == "jsonl":
