@@ -100,7 +100,10 @@ def load_tiktoken(path: str | os.PathLike, *, pattern: str = "gpt2", special_tok
             raise TokenizerError(f"{path}: special token {name!r} id {i} is already the rank of {ranks[i]!r}")
     bos, eos = _choose_wrappers(specials, bos, eos, str(path))
     tokens = [ranks.get(i) for i in range(size)]
-    tokenizer = ByteBpeTokenizer(tokens, merges=None, specials=specials, pattern=pattern, bos=bos, eos=eos)
+    try:
+        tokenizer = ByteBpeTokenizer(tokens, merges=None, specials=specials, pattern=pattern, bos=bos, eos=eos)
+    except TokenizerError as exc:  # the vocabulary itself (a missing single byte, ...): name the file
+        raise TokenizerError(f"{path}: {exc}") from None
     tokenizer.notes = () if special_tokens else (_added_endoftext(size),)
     return tokenizer
 
