@@ -53,24 +53,20 @@ def test_truncated_split_manifest_says_at_column_once(tmp_path):
     assert str(err.value) == f"{path}:1: malformed JSON (Invalid control character at column 14)"
 
 
-def test_missing_text_names_the_fields_and_text_column(tmp_path):
+@pytest.mark.parametrize("lines, message", [
+    ('{"id": "a", "body": "x"}\n',
+     '1: missing "text" (expected {"id": str, "text": str}); the line has "id", "body": name the text field with '
+     "--text-column NAME (text_column= in Python)"),
+    ('{"id": "a", "text": "x"}\n{"text": "y"}\n',
+     '2: missing "id" (expected {"id": str, "text": str}); the line has "text"; line 1 has an "id", so every line '
+     'needs one (ids are made from file and line only when no line has an "id")'),
+], ids=["text", "id-after-ids"])
+def test_a_missing_field_names_the_line_s_fields_and_the_way_out(tmp_path, lines, message):
     corpus = tmp_path / "c.jsonl"
-    corpus.write_text('{"id": "a", "body": "x"}\n', encoding="utf-8")
+    corpus.write_text(lines, encoding="utf-8")
     result = prepare(corpus, tmp_path)
     assert result.exit_code == 2
-    assert result.output == (f'error: {corpus}:1: missing "text" (expected {{"id": str, "text": str}}); '
-                             'the line has "id", "body": name the text field with --text-column NAME '
-                             "(text_column= in Python)\n")
-
-
-def test_missing_id_after_lines_with_ids_says_when_ids_are_made(tmp_path):
-    corpus = tmp_path / "c.jsonl"
-    corpus.write_text('{"id": "a", "text": "x"}\n{"text": "y"}\n', encoding="utf-8")
-    result = prepare(corpus, tmp_path)
-    assert result.exit_code == 2
-    assert result.output == (f'error: {corpus}:2: missing "id" (expected {{"id": str, "text": str}}); '
-                             'the line has "text"; line 1 has an "id", so every line needs one '
-                             '(ids are made from file and line only when no line has an "id")\n')
+    assert result.output == f"error: {corpus}:{message}\n"
 
 
 def test_a_named_id_column_that_is_missing_points_at_id_column(tmp_path):
