@@ -371,7 +371,8 @@ def _check_one_tokenizer(epochs: list) -> None:
             raise ConfigurationError(
                 f"sources[{index}] comes from {store.path} (tokenizer {store.tokenizer_hash[:12]}), "
                 f"sources[{first}] from {other.path} (tokenizer {other.tokenizer_hash[:12]}); a mixture's sources "
-                "must be encoded by one tokenizer (encode both corpora with the same tokenizer file: engine prepare --tokenizer FILE)")
+                "must be encoded by one tokenizer (encode both corpora with the same tokenizer file: "
+                "engine prepare --tokenizer FILE)")
 
 
 def _width(source) -> int:

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PrepareResult", "check_out_dir", "remove_dead_staged", "stage_outputs", "commit_outputs", "drop_staged",
-    "StagedOutputs", "finish_report", "window_warning", "window_warnings", "REPORT_FORMAT", "REPORT_KEYS", "STAGED_PREFIXES",
+    "StagedOutputs", "finish_report", "window_warning",
+    "window_warnings", "REPORT_FORMAT", "REPORT_KEYS", "STAGED_PREFIXES",
 ]
 
 # report.json's first key; reports written before it existed are recognised by REPORT_KEYS.

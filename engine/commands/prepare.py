@@ -45,7 +45,9 @@ def _fittable() -> str:
 @click.option("--context", "context_length", default=64, show_default=True, type=int, help="Context length T for window counts.")
 @click.option("--stride", default=1, show_default=True, type=int, help="Stride S between window starts.")
 @click.option("--on-invalid-utf8", type=click.Choice(list(INVALID_UTF8_POLICIES)), default="error", show_default=True, help="What to do with bytes that are not UTF-8: replace each invalid sequence by U+FFFD, or skip the document (a continuous .txt loses only the invalid sequences); counted in the summary and report.json.")
-@click.option("--skip-bad-lines", is_flag=True, help="Skip malformed JSONL lines (and Parquet/Arrow rows with a null text or id) instead of failing; counted in the summary and report.json.")
+@click.option("--skip-bad-lines", is_flag=True,
+              help="Skip malformed JSONL lines (and Parquet/Arrow rows with a null text or id) instead of failing; "
+                   "counted in the summary and report.json.")
 @click.option("--threads", type=int, default=None, help="Threads for counting and encoding (default: $ENGINE_THREADS, else all cores).")
 @click.option("--executor", type=click.Choice(list(EXECUTORS)), default="local", show_default=True, help="local: threads on this machine; ray: Ray Data on a cluster (pip install 'engine[distributed]').")
 @click.option("--ray-address", "ray_address", default=None, metavar="ADDR", help="Ray cluster to join with --executor ray (e.g. auto, ray://host:10001); default: start a local one.")

@@ -138,7 +138,8 @@ def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: i
             merges = 200
         tokenizer = BpeTrainer(merges, level=level, vocab_size=vocab_size, pattern=pattern, tie_break=tie_break).train(texts)
     tokenizer.save(out_path)
-    click.echo(f"{tokenizer.kind} tokenizer: {tokenizer.vocab_size:,} ids, hash {tokenizer.hash[:12]}, written to {out_path}")
+    click.echo(f"{tokenizer.kind} tokenizer: {tokenizer.vocab_size:,} ids, hash {tokenizer.hash[:12]}, "
+               f"written to {out_path}")
 
 
 from engine.commands._tokenizers_import import import_command  # noqa: E402  (defined beside this group)

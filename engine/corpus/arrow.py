@@ -120,8 +120,11 @@ def _arrow_records(path: Path, batch_size: int, text_column: str, id_column: str
             doc_ids = [made_id(name, row + i) for i in range(len(texts))] if made else _strings(batch, 0, file, row)
             docs = []
             for doc_id, text in zip(doc_ids, texts):
-                problem = (f"null {'id' if doc_id is None else 'text'} (expected a string)" if doc_id is None
-                           or text is None else None if doc_id else 'empty "id" (expected a non-empty string)')
+                problem = None
+                if doc_id is None or text is None:
+                    problem = f"null {'id' if doc_id is None else 'text'} (expected a string)"
+                elif not doc_id:
+                    problem = 'empty "id" (expected a non-empty string)'
                 if problem is None:
                     docs.append((Document(doc_id, text), f"{file.name} row {row}"))
                 elif skip_bad_rows:

@@ -489,8 +489,8 @@ def open_corpus(
 
     The format is chosen by ``corpus_format`` (checked now, before the first batch is asked for);
     each reader takes the options that apply to it (Parquet strings are UTF-8 already; JSONL
-    has lines to skip, Parquet rows with nulls; ``text_column``/``id_column`` apply to JSONL and Parquet/Arrow, and a folder
-    of text files refuses them). Parquet is read in record batches of ``batch_documents`` rows, and a
+    has lines to skip, Parquet rows with nulls; ``text_column``/``id_column`` apply to JSONL and
+    Parquet/Arrow, and a folder of text files refuses them). Parquet is read in record batches of ``batch_documents`` rows, and a
     batch never spans two record batches. Memory: one batch (or one file of a folder).
     ``long_lines``: a long JSONL line's (or folder file's) text stays in the file (``iter_jsonl``, ``iter_folder``).
     ``exclude``: paths a folder corpus leaves out (``iter_folder``).

@@ -313,8 +313,9 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
         tok = tokenizer_from_json(obj, str(path))
     own = getattr(tok, "pattern", None)
     if pattern is not None and pattern != own:
-        raise ConfigurationError(f"{path}: pattern= / --pattern {pattern} applies to a tiktoken rank file, which names "
-                                 f"no pre-tokenizer; this file fixes its own ({own or 'none: it is no byte-level BPE'})")
+        raise ConfigurationError(f"{path}: pattern= / --pattern {pattern} applies to a tiktoken rank file, which "
+                                 "names no pre-tokenizer; this file fixes its own "
+                                 f"({own or 'none: it is no byte-level BPE'})")
     return tok
 
 
