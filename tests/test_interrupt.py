@@ -103,6 +103,9 @@ def test_sigint_during_a_kernel_on_the_main_thread_is_an_interrupt():
         return s, np.empty(4, np.int64)
 
     spin(10)
+    # Python's own SIGINT handler, whatever this process inherited (a job started in the background
+    # by a non-interactive shell starts with SIGINT ignored).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     try:
@@ -113,6 +116,7 @@ def test_sigint_during_a_kernel_on_the_main_thread_is_an_interrupt():
         caught = None
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert caught is not None and is_interrupt(caught)
     assert not is_interrupt(SystemError("returned a result with an exception set"))
     assert not is_interrupt(ValueError())
