@@ -25,6 +25,7 @@ import numpy as np
 from engine.checks import check_output_folder, read_json
 from engine.errors import BatchError, StoreError
 from engine.store import MANIFEST_NAME as STORE_MANIFEST_NAME
+from engine.store.layout import check_store_dir
 
 MANIFEST_FORMAT = "engine.batches"
 MANIFEST_VERSION = 2  # 2: records store_manifest_sha256
@@ -43,8 +44,7 @@ def store_manifest_digest(store_path: str | os.PathLike) -> str:
     digests mean the same store content."""
     store_path = Path(store_path)
     path = store_path / STORE_MANIFEST_NAME
-    if not store_path.is_dir():  # the words of TokenStore.open
-        raise StoreError(f"{store_path}: no token store here (directory not found)")
+    check_store_dir(store_path)  # the words of TokenStore.open
     try:
         return _file_sha256(path)
     except FileNotFoundError:

@@ -103,7 +103,7 @@ def build_command(store_path, split, context_length, stride, batch_size, seed, s
     store_digest = store_manifest_digest(Path(store_path))
     store = TokenStore.open(store_path)
     epoch = MiniBatchEpoch.build(store, split, windows=windows, batches=batches)
-    values, offsets = store.arrays(split)
+    values, offsets = epoch.values, epoch.offsets
     count = epoch.batch_count
     short = int((np.diff(offsets) < windows.context_length + 1).sum())  # documents that give no window
     description = epoch_description(epoch, store, store_digest)

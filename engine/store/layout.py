@@ -20,6 +20,7 @@ __all__ = [
     "utf8_length",
     "STORE_NAME",
     "store_location",
+    "check_store_dir",
 ]
 
 FORMAT = "engine.token_store"
@@ -63,6 +64,12 @@ def store_location(path: str | os.PathLike) -> Path:
     if not (path / MANIFEST_NAME).is_file() and (path / STORE_NAME / MANIFEST_NAME).is_file():
         return path / STORE_NAME
     return path
+
+
+def check_store_dir(path: Path) -> None:
+    """StoreError unless ``path`` is a directory: the one message for a store that is not there."""
+    if not path.is_dir():
+        raise StoreError(f"{path}: no token store here (directory not found)")
 
 
 def utf8_length(text: str) -> int:

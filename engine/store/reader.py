@@ -39,7 +39,7 @@ from engine.checks import read_json
 from engine.errors import StoreError
 from engine.store.layout import (
     CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
-    EncodedDocument, sha256_file, store_location, store_partition,
+    EncodedDocument, check_store_dir, sha256_file, store_location, store_partition,
 )
 from engine.store.writer import TokenStoreWriter
 
@@ -123,8 +123,7 @@ class TokenStore:
         ``path`` may also be the output folder of ``engine prepare`` (its store is ``path/store``)."""
         path = store_location(path)
         manifest_path = path / MANIFEST_NAME
-        if not path.is_dir():
-            raise StoreError(f"{path}: no token store here (directory not found)")
+        check_store_dir(path)
         manifest = read_json(manifest_path, StoreError, missing=f"not found; {path} is not a complete token store",
                              what="manifest")
         store = cls(path, manifest)
