@@ -439,13 +439,12 @@ class MiniBatchEpoch:
 def _compiled(kernel, *args):
     """``kernel``'s compiled entry point for exactly the types of ``args`` (a Numba dispatcher that
     already ran with them), or ``kernel`` itself: calling it skips the per-call type dispatch."""
-    overloads = getattr(kernel, "overloads", None)
-    if overloads is None:
-        return kernel
     from numba import typeof
 
-    compiled = overloads.get(tuple(typeof(a) for a in args))
-    return kernel if compiled is None else compiled.entry_point
+    from engine.numba_internals import compiled_entry_point
+
+    entry = compiled_entry_point(kernel, tuple(typeof(a) for a in args))
+    return kernel if entry is None else entry
 
 
 def _rebuild_epoch(source, partition, windows, batches) -> MiniBatchEpoch:

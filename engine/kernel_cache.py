@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from numba.core import caching
+from engine import numba_internals as internals
 
 KERNEL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels")
 
@@ -57,15 +57,15 @@ class _KernelSourcesStamp:
         return super().from_function(py_func, py_file)
 
 
-class UserProvidedKernelLocator(_KernelSourcesStamp, caching.UserProvidedCacheLocator):
+class UserProvidedKernelLocator(_KernelSourcesStamp, internals.UserProvidedCacheLocator):
     """``NUMBA_CACHE_DIR``, when set."""
 
 
-class InTreeKernelLocator(_KernelSourcesStamp, caching.InTreeCacheLocator):
+class InTreeKernelLocator(_KernelSourcesStamp, internals.InTreeCacheLocator):
     """``__pycache__`` beside the sources, when writable."""
 
 
-class UserWideKernelLocator(_KernelSourcesStamp, caching.UserWideCacheLocator):
+class UserWideKernelLocator(_KernelSourcesStamp, internals.UserWideCacheLocator):
     """The user-wide Numba cache directory."""
 
 
@@ -74,7 +74,7 @@ KERNEL_LOCATORS = (UserProvidedKernelLocator, InTreeKernelLocator, UserWideKerne
 
 def register() -> None:
     """Put the kernel locators first in Numba's list (idempotent); before any kernel is decorated."""
-    classes = caching.CacheImpl._locator_classes
+    classes = internals.CacheImpl._locator_classes
     for locator in reversed(KERNEL_LOCATORS):
         if locator not in classes:
             classes.insert(0, locator)

@@ -16,10 +16,10 @@ import sys
 import time
 from typing import TextIO
 
-from numba.core import event as numba_event
+from engine import numba_internals as internals
 
 
-class _CompileWatch(numba_event.Listener):
+class _CompileWatch(internals.CompileListener):
     """Seconds spent compiling Numba kernels in this process (top-level compiles only; a compile
     triggers nested ones), and the open progress steps to tell when one starts."""
 
@@ -47,7 +47,7 @@ class _CompileWatch(numba_event.Listener):
 
 
 _watch = _CompileWatch()
-numba_event.register("numba:compile", _watch)
+internals.register_listener(internals.COMPILE_EVENT, _watch)
 
 
 class Progress:

@@ -23,10 +23,10 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 from engine.kernels import kernel
+from engine.numba_internals import get_item_pointer, get_or_insert_function
 
 __all__ = [
     "GOLDEN_GAMMA",
@@ -56,13 +56,13 @@ def _prefetch_for_write(typingctx, array, index):
     def codegen(context, builder, sig, args):
         array_type, _ = sig.args
         array_struct = context.make_array(array_type)(context, builder, args[0])
-        pointer = cgutils.get_item_pointer(
+        pointer = get_item_pointer(
             context, builder, array_type, array_struct, [args[1]], wraparound=False, boundscheck=False
         )
         byte_pointer = ir.IntType(8).as_pointer()
         int32 = ir.IntType(32)
         function_type = ir.FunctionType(ir.VoidType(), [byte_pointer, int32, int32, int32])
-        function = cgutils.get_or_insert_function(builder.module, function_type, "llvm.prefetch.p0")
+        function = get_or_insert_function(builder.module, function_type, "llvm.prefetch.p0")
         builder.call(
             function,
             [builder.bitcast(pointer, byte_pointer), int32(1), int32(3), int32(1)],
