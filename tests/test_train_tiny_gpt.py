@@ -7,7 +7,11 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT, shakespeare_path
+
+pytest.importorskip("torch", reason="needs the torch extra (pip install -e '.[torch]')")
 
 TINY = ["--context", "16", "--dim", "32", "--heads", "2", "--batch-size", "8", "--eval-every", "10",
         "--eval-batches", "2", "--lr", "0.01"]
