@@ -61,9 +61,17 @@ __version__ = "0.1.0"
 __all__ = ["__version__", *sorted(_EXPORTS, key=str.lower)]
 
 
+_SUBPACKAGES = ("corpus", "tokenizers", "store", "kernels", "commands", "cuda")
+"""Subpackages reachable as attributes of ``engine`` on first use (``engine.torch`` stays an explicit import)."""
+
+
 def __getattr__(name: str):
     module = _EXPORTS.get(name)
     if module is None:
+        if name in _SUBPACKAGES:  # engine.tokenizers.load_tiktoken(...) after a bare `import engine`
+            value = importlib.import_module(f"engine.{name}")
+            globals()[name] = value
+            return value
         raise AttributeError(f"module 'engine' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value

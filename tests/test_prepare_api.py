@@ -155,3 +155,21 @@ def test_option_names_come_from_the_dataclass():
     assert fields[:3] == ["corpus", "splits", "out_dir"]  # what corpus_path, splits_path, out_dir fill
     check_option_names(dict.fromkeys(fields[3:]))  # every other field is a keyword
     assert ", ".join(["corpus_path", "splits_path", "out_dir", *fields[3:]]) == VALID
+
+
+def test_subpackages_are_attributes_of_engine_on_first_use():
+    """README's ``import engine; engine.tokenizers.load_tiktoken(...)`` works after a bare import,
+    which imports neither the subpackage up front nor torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys, engine; assert 'engine.tokenizers' not in sys.modules; "
+            "print(engine.tokenizers.load_tiktoken.__name__, engine.corpus.__name__, engine.store.__name__); "
+            "assert 'torch' not in sys.modules")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "load_tiktoken engine.corpus engine.store\n"
+    import engine
+
+    with pytest.raises(AttributeError, match="no attribute 'nonsense'"):
+        engine.nonsense
