@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple, Protocol
 
 import numpy as np
+from numba import typeof
 
 from engine.buffers import as_token_buffers
 from engine.checks import as_int, check_batch_size, check_partition, check_rank, check_seed
@@ -35,6 +36,7 @@ from engine.corpus import Partition
 from engine.errors import BatchError, ConfigurationError
 from engine.kernels import shuffle as shuffle_kernels
 from engine.kernels import windows as window_kernels
+from engine.numba_internals import compiled_entry_point
 from engine.store import TokenStore
 from engine.windows import INT32_TOO_SMALL, CausalWindowConfig, prepare_rows
 
@@ -439,10 +441,6 @@ class MiniBatchEpoch:
 def _compiled(kernel, *args):
     """``kernel``'s compiled entry point for exactly the types of ``args`` (a Numba dispatcher that
     already ran with them), or ``kernel`` itself: calling it skips the per-call type dispatch."""
-    from numba import typeof
-
-    from engine.numba_internals import compiled_entry_point
-
     entry = compiled_entry_point(kernel, tuple(typeof(a) for a in args))
     return kernel if entry is None else entry
 

@@ -30,49 +30,45 @@ import numba
 from numba.core import base, caching, cgutils, compiler, event
 from numba.core import dispatcher as _dispatcher
 
-TESTED_NUMBA = ((0, 68),)
-"""(major, minor) releases of numba these internals were tested on; pyproject bounds numba to them."""
+TESTED_NUMBA = (0, 68)
+"""The (major, minor) release of numba these internals were tested on; pyproject bounds numba to it."""
 
 COMPILE_EVENT = "numba:compile"
 
+_LOCATORS = ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")
 
-def _missing(module, names: tuple[str, ...]) -> list[str]:
-    return [f"{module.__name__}.{name}" for name in names if not hasattr(module, name)]
+
+def _missing(owner, names, prefix: str) -> list[str]:
+    return [f"{prefix}.{name}" for name in names if not hasattr(owner, name)]
 
 
 def check(caching=caching, event=event, cgutils=cgutils, compiler=compiler,
           dispatcher=_dispatcher, base=base) -> None:
     """Raise ``ImportError`` naming every internal above that this Numba lacks (the modules are
     parameters so a test can hand in stand-ins)."""
-    missing = _missing(caching, ("UserProvidedCacheLocator", "InTreeCacheLocator",
-                                 "UserWideCacheLocator", "CacheImpl"))
+    prefix = caching.__name__
+    missing = _missing(caching, (*_LOCATORS, "CacheImpl"), prefix)
     if hasattr(caching, "CacheImpl") and not isinstance(getattr(caching.CacheImpl, "_locator_classes", None), list):
-        missing.append(f"{caching.__name__}.CacheImpl._locator_classes")
-    for name in ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator"):
-        locator = getattr(caching, name, None)
-        if locator is not None:
-            missing += [f"{caching.__name__}.{name}.{method}" for method in ("from_function", "get_source_stamp")
-                        if not hasattr(locator, method)]
-    missing += _missing(event, ("Listener", "register"))
-    missing += _missing(cgutils, ("get_item_pointer", "get_or_insert_function"))
-    context = getattr(base, "BaseContext", None)
-    missing += [f"{base.__name__}.BaseContext.{name}" for name in ("make_array", "get_dummy_value")
-                if not hasattr(context, name)]
-    fields = getattr(getattr(compiler, "CompileResult", None), "_fields", ())
-    if "entry_point" not in fields:
+        missing.append(f"{prefix}.CacheImpl._locator_classes")
+    for name in _LOCATORS:
+        if hasattr(caching, name):
+            missing += _missing(getattr(caching, name), ("from_function", "get_source_stamp"), f"{prefix}.{name}")
+    missing += _missing(event, ("Listener", "register"), event.__name__)
+    missing += _missing(cgutils, ("get_item_pointer", "get_or_insert_function"), cgutils.__name__)
+    missing += _missing(getattr(base, "BaseContext", None), ("make_array", "get_dummy_value"),
+                        f"{base.__name__}.BaseContext")
+    if "entry_point" not in getattr(getattr(compiler, "CompileResult", None), "_fields", ()):
         missing.append(f"{compiler.__name__}.CompileResult.entry_point")
-    base = getattr(dispatcher, "_DispatcherBase", None)
-    code = getattr(getattr(base, "__init__", None), "__code__", None)
-    if code is None or "overloads" not in code.co_names:
-        missing.append(f"{dispatcher.__name__}._DispatcherBase.overloads")
     if "no_cfunc_wrapper" not in getattr(getattr(compiler, "Flags", None), "options", ()):
         missing.append(f"{compiler.__name__}.Flags.no_cfunc_wrapper")
+    init = getattr(getattr(dispatcher, "_DispatcherBase", None), "__init__", None)
+    if "overloads" not in getattr(getattr(init, "__code__", None), "co_names", ()):
+        missing.append(f"{dispatcher.__name__}._DispatcherBase.overloads")
     if missing:
-        tested = ", ".join(f"{major}.{minor}" for major, minor in TESTED_NUMBA)
+        major, minor = TESTED_NUMBA
         raise ImportError(
             f"engine needs Numba internals that numba {numba.__version__} lacks: {', '.join(missing)}; "
-            f"engine is tested with numba {tested} (pip install 'numba>={tested},<{TESTED_NUMBA[-1][0]}."
-            f"{TESTED_NUMBA[-1][1] + 1}')")
+            f"engine is tested with numba {major}.{minor} (pip install 'numba>={major}.{minor},<{major}.{minor + 1}')")
 
 
 check()
