@@ -376,7 +376,8 @@ def test_gradient_accumulation_keeps_its_batches(store):
         if len(window) == 4:  # four micro-batches per step, read only at the step
             steps.append(torch.cat([b["input_ids"] for b in window]).tolist())
             window = []
-    expected = [sum((epoch.batch(k).inputs.tolist() for k in range(s, s + 4)), []) for s in range(0, 4 * len(steps), 4)]
+    expected = [[row for k in range(s, s + 4) for row in epoch.batch(k).inputs.tolist()]
+                for s in range(0, 4 * len(steps), 4)]
     assert steps == expected and len(steps) == epoch.batch_count // 4
 
 

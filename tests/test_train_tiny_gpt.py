@@ -7,7 +7,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT, shakespeare_path
+
+# The script runs in a subprocess, but it needs torch all the same.
+pytest.importorskip("torch", reason="needs the torch extra (pip install -e '.[torch]')")
 
 TINY = ["--context", "16", "--dim", "32", "--heads", "2", "--batch-size", "8", "--eval-every", "10",
         "--eval-batches", "2", "--lr", "0.01"]
