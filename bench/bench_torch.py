@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from peers_torch import _direct_pass, _interleaved, _loader_pass, cases, pairs
+pytest.importorskip("torch", reason="needs the torch extra (pip install -e '.[torch]')")
+
+from peers_torch import _direct_pass, _interleaved, _loader_pass, cases, pairs  # noqa: E402
 
 ROUNDS = 3
 QUICK_CASES = {label: (source, batches) for label, source, batches in cases(quick=True)}

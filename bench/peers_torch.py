@@ -5,20 +5,22 @@ Workloads (int64 ids, what ``nn.Embedding`` takes), each run over several epochs
   with stride S = T, at B=32, T=64 (a small batch: per-batch overheads dominate), B=16, T=1024 and
   B=32, T=2048 (training sizes);
 - packed: a shuffled bfd ``PackedEpoch`` of 20,000 log-normal documents, B=8, L=4096 (five
-  tensors per batch: ids, labels, segment ids, position ids, loss weights).
+  tensors per batch: ids, targets, segment ids, position ids, loss weights).
 Paths:
 - engine: ``TokenDataset(source).loader(num_workers=W)`` for W = 0 and 2 (fork). Timed in steady
   state, from the first batch on: worker start-up (a few hundred ms) is reported in the row's
   note, not in the throughput;
 - direct: ``source.batch(k, out=<reused int64 arrays>)`` + ``torch.from_numpy`` per field, one
-  process: the fastest a loop can go, writing into one cache-resident set of buffers;
+  process: the fastest a loop can go, writing into one cache-resident set of buffers (the
+  loader hands out every batch in tensors of its own, as DataLoader does: it allocates them);
 - plain DataLoader: ``DataLoader(ds, batch_size=None, num_workers=W)`` (one batch per item, fresh
   tensors moved to shared memory per item);
 - nanoGPT: ``torch.stack([data[i:i+T] for i in ix])`` for inputs and targets, ``ix`` the same
   starts (``data`` an int64 tensor, as ``get_batch`` builds it per step);
-- HF: a ``datasets.Dataset`` of the same windows (``input_ids``, ``labels`` columns, torch format)
+- HF: a ``datasets.Dataset`` of the same windows (``input_ids``, ``targets`` columns, torch format)
   read by ``DataLoader(batch_size=B, sampler=<the epoch's order>)`` with its default collate.
-Every peer's batches are checked equal to the loader's before anything is timed. Engine and
+Every peer's batches are checked equal to the loader's before anything is timed. Without torch
+(the ``torch`` extra) the module imports and ``rows`` is empty. Engine and
 peer are timed in turns (best of N each), so both see the same moments of a shared machine.
 
 Ratio = peer time / engine time, so ``>= 0.8x`` against the direct call means the loader keeps at
@@ -30,14 +32,19 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import torch
-from torch.utils.data import DataLoader
 
 from engine.batches import FIELD_DTYPES, BatchOrder, MiniBatchConfig, MiniBatchEpoch
 from engine.corpus import Partition
 from engine.store import EncodedDocument
-from engine.torch import TokenDataset
 from engine.windows import CausalWindowConfig
+
+try:  # the torch extra is optional: without it rows() is empty
+    import torch
+    from torch.utils.data import DataLoader
+
+    from engine.torch import TokenDataset
+except ImportError:  # pragma: no cover - the torch extra installs it
+    torch = DataLoader = TokenDataset = None
 from peers_packed_epoch import packed_epoch
 from peers_windows import shakespeare_ids
 from timing import row
@@ -113,7 +120,7 @@ def pairs(batch_size: int, context_length: int, batches: int):
     hf = _hf_pipeline(ids, sequence, batch_size, context_length)
 
     # equal output before timing: batch 0 and the last batch by every path
-    loaded = [(b["input_ids"].clone(), b["labels"].clone()) for _, b in zip(range(batches), TokenDataset(epoch, epochs=None))]
+    loaded = [(b["input_ids"], b["targets"]) for _, b in zip(range(batches), TokenDataset(epoch, epochs=None))]
     for k in (0, batches - 1):
         source, index = sequence[k]
         b = source.batch(index, dtype=np.int64)
@@ -123,13 +130,13 @@ def pairs(batch_size: int, context_length: int, batches: int):
         assert torch.equal(stacked, loaded[k][0])
     if hf is not None:
         first = next(iter(hf.loader()))
-        assert torch.equal(first["input_ids"], loaded[0][0]) and torch.equal(first["labels"], loaded[0][1])
+        assert torch.equal(first["input_ids"], loaded[0][0]) and torch.equal(first["targets"], loaded[0][1])
     direct()
     return epoch, batches, direct, nanogpt, hf
 
 
 def _hf_pipeline(ids, sequence, batch_size: int, context_length: int):
-    """HF ``datasets`` rows of (input_ids, labels) + ``DataLoader(collate)`` in the epoch's order."""
+    """HF ``datasets`` rows of (input_ids, targets) + ``DataLoader(collate)`` in the epoch's order."""
     try:
         import datasets
     except ImportError:  # pragma: no cover - the bench extra installs it
@@ -138,7 +145,7 @@ def _hf_pipeline(ids, sequence, batch_size: int, context_length: int):
     starts = np.arange(0, ids.shape[0] - context_length, context_length)  # the epoch's windows (S = T)
     column = np.arange(context_length)
     table = datasets.Dataset.from_dict({"input_ids": ids[starts[:, None] + column].astype(np.int64),
-                                        "labels": ids[starts[:, None] + column + 1].astype(np.int64)})
+                                        "targets": ids[starts[:, None] + column + 1].astype(np.int64)})
     table.set_format("torch")
     order = np.concatenate([source.positions[k * batch_size:(k + 1) * batch_size] // context_length
                             for source, k in sequence]).tolist()
@@ -183,6 +190,8 @@ def cases(quick: bool) -> list:
 
 
 def rows(quick: bool) -> list[dict]:
+    if torch is None:
+        return []
     rounds = 2 if quick else 5
     out = []
     for label, source, batches in cases(quick):

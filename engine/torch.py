@@ -4,15 +4,46 @@
 batch_size=None, ...)``) yields, in the run's order, one dict per global batch (or per rank's
 share of it)::
 
-    {"input_ids": LongTensor [rows, T], "labels": LongTensor [rows, T],  # labels already shifted
+    {"input_ids": LongTensor [rows, T], "targets": LongTensor [rows, T],  # targets already shifted
      "segment_ids", "position_ids": IntTensor, "loss_weights": ByteTensor,  # packed sources
      "epoch": e, "batch_index": k}                                       # where the batch comes from
 
-``labels[i, t]`` is the token after ``input_ids[i, t]``: pass them to the loss as they are.
+``targets[i, t]`` is the token after ``input_ids[i, t]`` (nanoGPT's meaning): pass them to
+``F.cross_entropy(logits.flatten(0, 1), targets.flatten())`` as they are, weighted by
+``loss_weights`` for packed rows (0 where position ``t`` holds no target: padding).
+
+Labels for a model that shifts itself: ``TokenDataset(source, labels="ignore_index")`` yields
+``labels`` instead of ``targets``, in Hugging Face's convention (a ``*ForCausalLM`` model scores
+``logits[:, t]`` against ``labels[:, t + 1]`` and skips ``-100``)::
+
+    labels[:, 0] = -100                                       # no position predicts the first
+    labels[:, t + 1] = targets[:, t] if loss_weights[:, t] else -100   # for t < T - 1
+
+so the model scores exactly the transitions ``targets`` scores, each once, with no second shift.
+For windows every target is scored and ``labels`` equals ``input_ids`` except ``labels[:, 0]``;
+in packed rows the first position of a segment carries the previous segment's last target (a
+transition inside that document, not across the boundary) and padding is ``-100``. A row holds
+``T`` inputs, so the last target of each row (``targets[:, T - 1]``) has no place: a model trained
+on these labels scores ``T - 1`` of every row's ``T`` transitions (use ``targets`` to score all).
+``loss_weights`` stays aligned with the inputs' positions, as for ``targets``.
 
 Sources: anything of the batch source protocol (``engine.batches.BatchSource``, documented there):
 a ``MiniBatchEpoch`` (windows), a ``PackedEpoch`` (packed rows: the three extra fields) or a
 ``Mixture`` of either (endless: ``epochs`` does not apply, its sources move through their own).
+
+Batches you can keep: every batch is its own tensors, as ``DataLoader`` gives them, whatever the
+path: in the main process (``num_workers=0``) each batch is written into freshly allocated tensors
+(page-locked with ``pin_memory=True``, from torch's caching host allocator, which does not hand a
+block out again while a ``non_blocking`` copy may still read it); under ``ds.loader(num_workers=N)``
+workers write groups of batches into shared-memory buffers that they reuse, and the loader copies
+each group out (one copy per tensor per group) before handing its batches out as views of that
+private copy. So ``list(loader)``, a gradient-accumulation loop that keeps batches, and
+``batch["input_ids"].to("cuda", non_blocking=True)`` all see the batches they were given.
+``reuse_buffers=True`` skips those allocations and copies: the loader then hands out views of
+reused buffers, under one rule: **a batch is valid until the next one is requested** (copy it to
+the device, or ``clone()`` it, before asking for the next). It cannot be combined with the
+dataset's ``pin_memory=True`` (a reused pinned buffer could be overwritten while a
+``non_blocking`` copy still reads it: a ConfigurationError).
 
 Workers: with ``N`` workers, worker ``i`` builds the batches ``j ≡ i (mod N)`` of the remaining
 sequence (``j`` counts batches from the resume point, across epochs); DataLoader collects from the
@@ -20,12 +51,12 @@ workers in round-robin order, so the loader yields exactly the global order, for
 ``ds.loader(num_workers=N)`` the unit is a group of consecutive batches (about ``CHUNK_IDS`` ids per
 tensor) written into one of a few shared-memory buffers that each worker allocates once and reuses:
 only the buffer's number and the batches' ``(epoch, k, rows)`` cross the process boundary per item
-(the buffers themselves once), and the loader hands out views of them. DataLoader never lets a
-worker run more than ``prefetch_factor * N`` items ahead of the loop, so a worker keeps that many
-buffers plus two, and never overwrites one the loop can still see. A plain ``DataLoader`` gets one
-batch per item in fresh tensors (the slow path: per-item hand-over costs more than a small batch);
-so does ``ds.loader`` with ``pin_memory=True`` (DataLoader pins a copy of every item) or a
-``collate_fn`` of your own.
+(the buffers themselves once). DataLoader never lets a worker run more than ``prefetch_factor * N``
+items ahead of the loop, so a worker keeps that many buffers plus two, and never overwrites one
+the loop can still see (with ``reuse_buffers=True`` the loader's batches are views of them). A
+plain ``DataLoader`` gets one batch per item in fresh tensors (the slow path: per-item hand-over
+costs more than a small batch); so does ``ds.loader`` with ``pin_memory=True`` (DataLoader pins a
+copy of every item) or a ``collate_fn`` of your own.
 With ``num_workers=0`` the loader iterates the dataset directly.
 
 Ranks: ``rank``/``world_size`` default to ``torch.distributed`` when it is initialised (else 0 of
@@ -45,13 +76,9 @@ tags of every batch it yields) keeps it for any ``num_workers``; a plain ``DataL
 size and the source's progress against this source. Saving mid-epoch and resuming equals never
 stopping, batch for batch.
 
-Buffers: the tensors a loader yields are views of reused buffers (in the main process, pinned with
-``pin_memory=True``; under ``ds.loader(num_workers=N)``, shared memory), overwritten after the next
-batch is requested: copy them to the device (or ``clone()``) before asking for the next one.
-
 Cost: one batch is ``2 * rows * T`` id copies straight from the store's buffers into the tensors
-(plus the fields of packed rows) and about a microsecond of Python; ``import engine`` does not
-import torch.
+(plus the fields of packed rows), the tensors' allocation (or, with workers, one copy out of the
+shared buffer) and a few microseconds of Python; ``import engine`` does not import torch.
 
 Block masks: ``block_mask(segment_ids, block_size=128)`` is a FlexAttention ``BlockMask`` for
 packed rows, built from segment ids by ``engine.block_mask_tensors`` (a CPU kernel; the numba-cuda
@@ -76,17 +103,34 @@ from engine.checks import as_int
 from engine.errors import BatchError, ConfigurationError, DeviceError
 from engine.kernels import block_masks as block_kernels
 
-__all__ = ["TokenDataset", "TokenLoader", "block_mask", "document_causal_mask_mod"]
+__all__ = ["IGNORE_INDEX", "TokenDataset", "TokenLoader", "block_mask", "document_causal_mask_mod", "hf_labels"]
 
 _DTYPES = {torch.int64: np.int64, torch.int32: np.int32}
 _TORCH_FIELDS = {"segment_ids": torch.int32, "position_ids": torch.int32, "loss_weights": torch.uint8}
 # Worker chunks under TokenLoader hold about this many ids per tensor (2 MiB of int64).
 CHUNK_IDS = 1 << 18
-# Batches of at most this many ids per tensor are built into a reused stage and copied (see _fill).
+# Batches of at most this many ids per tensor are built into a reused stage and copied (see _fresh).
 STAGE_IDS = 1 << 12
 STATE_KEYS = ("seed", "epoch", "next_batch", "global_batch_size")
 PROTOCOL = ("batch", "batch_count", "batch_size", "batch_width", "context_length", "fields", "order", "progress",
             "with_epoch")
+# The label a Hugging Face model (and F.cross_entropy's default ignore_index) does not score.
+IGNORE_INDEX = -100
+LABEL_MODES = (None, "ignore_index")
+
+
+def hf_labels(targets: np.ndarray, loss_weights: np.ndarray | None, out: np.ndarray) -> np.ndarray:
+    """Hugging Face ``labels`` ``[rows, T]`` from already-shifted ``targets`` into ``out``.
+
+    ``out[:, 0] = -100`` and ``out[:, t + 1] = targets[:, t]`` where ``loss_weights[:, t]`` is
+    nonzero (every ``t`` when ``loss_weights`` is None), else ``-100``: a model that scores
+    ``logits[:, t]`` against ``labels[:, t + 1]`` scores exactly the weighted targets of
+    positions ``0 .. T-2`` (the last target of a row has no place; see the module docstring)."""
+    out[:, 0] = IGNORE_INDEX
+    out[:, 1:] = targets[:, :-1]
+    if loss_weights is not None:
+        out[:, 1:][loss_weights[:, :-1] == 0] = IGNORE_INDEX
+    return out
 
 
 def _distributed_defaults(rank, world_size) -> tuple[int, int]:
@@ -120,11 +164,15 @@ class TokenDataset(IterableDataset):
     ``dtype``: ``torch.int64`` (default, what ``nn.Embedding`` takes) or ``torch.int32``.
     ``epochs``: how many epochs of the run to yield (``None``: forever); epoch ``e`` is
     ``source.with_epoch(e)``. An endless source (a ``Mixture``) yields forever whatever ``epochs``
-    says. ``pin_memory``: fill page-locked buffers (main process only).
+    says. ``pin_memory``: page-locked tensors (main process only). ``labels``: ``None`` (the
+    batch's ``targets``, already shifted) or ``"ignore_index"`` (Hugging Face ``labels`` instead,
+    see ``hf_labels``). ``reuse_buffers``: hand out views of reused buffers instead of fresh
+    tensors; a batch is then valid until the next one is requested (not with ``pin_memory``).
     """
 
     def __init__(self, source, *, dtype=torch.int64, pin_memory: bool = False, rank: int | None = None,
-                 world_size: int | None = None, epochs: int | None = 1) -> None:
+                 world_size: int | None = None, epochs: int | None = 1, labels: str | None = None,
+                 reuse_buffers: bool = False) -> None:
         super().__init__()
         for name in PROTOCOL:
             if not hasattr(source, name):
@@ -140,6 +188,14 @@ class TokenDataset(IterableDataset):
             epochs = as_int(epochs, "epochs", expected="an integer >= 1 or None (forever)")
             if epochs < 1:
                 raise ConfigurationError(f"epochs must be >= 1 or None (forever), got {epochs}")
+        if not (labels is None or (isinstance(labels, str) and labels in LABEL_MODES)):
+            raise ConfigurationError(f"labels must be None (batches hold targets: the next tokens, already shifted) "
+                                     f"or 'ignore_index' (Hugging Face labels, -100 where nothing is scored), "
+                                     f"got {labels!r}")
+        if reuse_buffers and pin_memory:
+            raise ConfigurationError("reuse_buffers=True with pin_memory=True could overwrite a pinned buffer while a "
+                                     "non_blocking copy to the device still reads it; expected reuse_buffers=False "
+                                     "(each batch its own pinned tensors) or pin_memory=False")
         if pin_memory and not torch.cuda.is_available():
             raise DeviceError("pin_memory=True needs a CUDA device, and torch sees none; expected pin_memory=False")
         self.rank, self.world_size = _distributed_defaults(rank, world_size)
@@ -148,10 +204,17 @@ class TokenDataset(IterableDataset):
         self.dtype = dtype
         self.pin_memory = bool(pin_memory)
         self.epochs = epochs
-        self.names = ("input_ids", "labels", *source.fields)
+        self.labels = labels
+        self.reuse_buffers = bool(reuse_buffers)
+        self.names = ("input_ids", "targets" if labels is None else "labels", *source.fields)
+        # Where the loss weights sit among (inputs, targets, *fields): HF labels leave unweighted targets out.
+        self._weights = 2 + source.fields.index("loss_weights") if "loss_weights" in source.fields else None
         self._consumed = (0, 0)  # (epoch, next batch) after the last batch handed out
         self._sources = {}  # epoch -> source of that epoch (only the latest is kept)
-        self._buffers = None
+        self._buffers = None  # reuse_buffers=True: the main process's reused tensors
+        self._stage_arrays = self._scratch_array = None  # see _stage and _scratch
+        # Small batches (and no HF labels) are built into a reused stage and copied (see _fresh).
+        self._staged = labels is None and self._rows() * source.context_length <= STAGE_IDS
         self._chunk = 0  # batches per worker item; set by TokenLoader while its workers start
         self._slots = 0  # reused shared buffers per worker; set with _chunk
 
@@ -243,6 +306,9 @@ class TokenDataset(IterableDataset):
     def _dtypes(self) -> list:
         return [self.dtype, self.dtype] + [_TORCH_FIELDS[name] for name in self.source.fields]
 
+    def _numpy_dtypes(self) -> list:
+        return [np.dtype(_DTYPES[self.dtype])] * 2 + [FIELD_DTYPES[name] for name in self.source.fields]
+
     def _rows(self) -> int:
         """Rows of this rank's largest share of a batch."""
         return -(-self.source.batch_size // self.world_size)
@@ -250,30 +316,92 @@ class TokenDataset(IterableDataset):
     def _main_buffers(self):
         if self._buffers is None:
             shape = (self._rows(), self.source.context_length)
-            tensors = [torch.empty(shape, dtype=dtype, pin_memory=self.pin_memory) for dtype in self._dtypes()]
+            tensors = [torch.empty(shape, dtype=dtype) for dtype in self._dtypes()]
             self._buffers = (dict(zip(self.names, tensors)), tuple(t.numpy() for t in tensors))
         return self._buffers
+
+    def _scratch(self) -> np.ndarray:
+        """Targets ``[rows, T]`` for ``labels="ignore_index"``, reused in this process, never handed out."""
+        if self._scratch_array is None:
+            self._scratch_array = np.empty((self._rows(), self.source.context_length), _DTYPES[self.dtype])
+        return self._scratch_array
+
+    def _stage(self) -> tuple:
+        """One batch's arrays, one per name, reused in this process and never handed out."""
+        if self._stage_arrays is None:
+            shape = (self._rows(), self.source.context_length)
+            self._stage_arrays = tuple(np.empty(shape, dtype) for dtype in self._numpy_dtypes())
+        return self._stage_arrays
 
     def _share(self, source, k: int) -> int:
         """Rows of this rank's share of batch ``k``."""
         width = source.batch_width(k)
         return (self.rank + 1) * width // self.world_size - self.rank * width // self.world_size
 
+    def _write(self, source, k: int, dest, same_buffers: bool = False) -> int:
+        """Build this rank's share of batch ``k`` into ``dest`` (one array per name, at least that
+        many rows; HF labels are built from targets in the scratch array); its row count.
+
+        ``same_buffers``: ``dest`` is the one tuple of buffers used every time. A source remembers
+        the last ``out`` it checked when no rank is given, which pays off for one reused tuple and
+        costs tens of microseconds per call for fresh arrays: so fresh arrays pass the rank (0 of
+        1 without ranks) and reused buffers do not."""
+        if same_buffers and self.world_size == 1:
+            rank = world = None
+        else:
+            rank, world = self.rank, self.world_size
+        if self.labels is None:
+            return source.batch(k, dest, rank=rank, world_size=world).inputs.shape[0]
+        scratch = self._scratch()
+        out = (dest[0], scratch[:dest[0].shape[0]], *dest[2:])
+        rows = source.batch(k, out, rank=rank, world_size=world).inputs.shape[0]
+        weights = None if self._weights is None else out[self._weights][:rows]
+        hf_labels(scratch[:rows], weights, dest[1][:rows])
+        return rows
+
+    def _fresh(self, source, k: int, pin: bool = False) -> list:
+        """Batch ``k``'s share in tensors of its own, one per name (page-locked with ``pin``).
+
+        A small batch is built into the stage and copied (the copy costs less than the source's
+        check of fresh arrays); a larger one straight into fresh arrays."""
+        if self._staged and not pin:
+            stage = self._stage()
+            rows = self._write(source, k, stage, same_buffers=True)
+            return [torch.from_numpy(a.copy() if rows == a.shape[0] else a[:rows].copy()) for a in stage]
+        shape = (self._share(source, k), self.source.context_length)
+        if pin:
+            tensors = [torch.empty(shape, dtype=dtype, pin_memory=True) for dtype in self._dtypes()]
+            self._write(source, k, tuple(t.numpy() for t in tensors))
+            return tensors
+        arrays = tuple(np.empty(shape, dtype) for dtype in self._numpy_dtypes())
+        self._write(source, k, arrays)
+        return [torch.from_numpy(a) for a in arrays]
+
     def __iter__(self):
         info = get_worker_info()
         if info is None:
-            return self._iter_main()
+            return self._iter_reused() if self.reuse_buffers else self._iter_main()
         if self._chunk:
             return self._iter_ring(info.id, info.num_workers)
         return self._iter_worker(info.id, info.num_workers)
 
     def _iter_main(self):
+        # Every batch in tensors of its own (from torch's caching host allocator when pinned).
+        names, after, pin = self.names, self._after, self.pin_memory
+        for epoch, source, k in self._batches():
+            item = dict(zip(names, self._fresh(source, k, pin)))
+            item["epoch"] = epoch
+            item["batch_index"] = k
+            self._consumed = after(epoch, k)
+            yield item
+
+    def _iter_reused(self):
+        # reuse_buffers=True: views of one set of buffers, valid until the next batch is requested.
         full, out = self._main_buffers()
         rows_full = out[0].shape[0]
-        rank, world = (self.rank, self.world_size) if self.world_size > 1 else (None, None)
         after = self._after
         for epoch, source, k in self._batches():
-            rows = source.batch(k, out, rank=rank, world_size=world).inputs.shape[0]
+            rows = self._write(source, k, out, same_buffers=True)
             item = full.copy() if rows == rows_full else {name: t[:rows] for name, t in full.items()}
             item["epoch"] = epoch
             item["batch_index"] = k
@@ -292,34 +420,27 @@ class TokenDataset(IterableDataset):
         if pending:
             yield pending
 
-    def _fill(self, pending, arrays, stage=None) -> list[int]:
-        """Write the batches ``pending`` one after another into ``arrays``; their row counts.
-
-        ``stage``: one batch's worth of reused arrays. A source checks a new ``out`` on every call
-        (microseconds) but remembers the last one; for small batches building into the same stage
-        and copying costs less than a check."""
-        rank, world = (self.rank, self.world_size) if self.world_size > 1 else (None, None)
+    def _fill(self, pending, arrays) -> list[int]:
+        """Write the batches ``pending`` one after another into ``arrays``; their row counts."""
         rows, row = [], 0
         for _, source, k in pending:
-            if stage is None:
-                n = self._share(source, k)
-                source.batch(k, tuple(a[row:row + n] for a in arrays), rank=rank, world_size=world)
+            n = self._share(source, k)
+            dest = tuple(a[row:row + n] for a in arrays)
+            if self._staged:  # see _fresh
+                stage = self._stage()
+                self._write(source, k, stage, same_buffers=True)
+                for array, staged in zip(dest, stage):
+                    array[...] = staged[:n]
             else:
-                n = source.batch(k, stage, rank=rank, world_size=world).inputs.shape[0]
-                for a, staged in zip(arrays, stage):
-                    a[row:row + n] = staged[:n]
+                self._write(source, k, dest)
             rows.append(n)
             row += n
         return rows
 
     def _iter_worker(self, worker: int, workers: int):
         # Plain DataLoader: one batch per item, in fresh tensors (DataLoader moves them to shared memory).
-        shape = (self._rows(), self.source.context_length)
-        for pending in self._mine(worker, workers, 1):
-            tensors = [torch.empty(shape, dtype=dtype) for dtype in self._dtypes()]
-            (n,) = self._fill(pending, [t.numpy() for t in tensors])
-            item = {name: t[:n] for name, t in zip(self.names, tensors)}
-            (epoch, _, k), = pending
+        for (epoch, source, k), in self._mine(worker, workers, 1):
+            item = dict(zip(self.names, self._fresh(source, k)))
             item["epoch"], item["batch_index"] = epoch, k
             yield item
 
@@ -347,21 +468,18 @@ class TokenDataset(IterableDataset):
     def _iter_ring(self, worker: int, workers: int):
         # TokenLoader: groups of ``_chunk`` batches, written into ``_slots`` buffers reused in turn,
         # all carved from one shared-memory block that travels with the worker's first item only
-        # (one file descriptor); later items name their slot by number.
+        # (one file descriptor); later items name their slot by number. (The loader copies each
+        # group out unless reuse_buffers: a fresh shared block per group costs far more, in page
+        # faults, than that copy.)
         _, nbytes = self._ring_layout(self._chunk, self._slots)
         ring = torch.empty(nbytes, dtype=torch.uint8).share_memory_()
-        slots = [(tensors, tuple(t.numpy() for t in tensors)) for tensors in self._ring_views(ring, self._chunk,
-                                                                                               self._slots)]
-        stage = None
-        if self._rows() * self.source.context_length <= STAGE_IDS:
-            dtypes = [_DTYPES[self.dtype]] * 2 + [FIELD_DTYPES[name] for name in self.source.fields]
-            stage = tuple(np.empty((self._rows(), self.source.context_length), dtype) for dtype in dtypes)
+        slots = [tuple(t.numpy() for t in tensors) for tensors in self._ring_views(ring, self._chunk, self._slots)]
         for n, pending in enumerate(self._mine(worker, workers, self._chunk)):
             slot = n % self._slots
             item = {"worker": worker, "slot": slot, "chunk": self._chunk, "slots": self._slots}
             if n == 0:
                 item["ring"] = ring
-            item["rows"] = self._fill(pending, slots[slot][1], stage)
+            item["rows"] = self._fill(pending, slots[slot])
             item["epoch"] = [epoch for epoch, _, _ in pending]
             item["batch_index"] = [k for _, _, k in pending]
             yield item
@@ -375,7 +493,7 @@ class TokenDataset(IterableDataset):
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_buffers"] = None  # buffers belong to one process
+        state["_buffers"] = state["_stage_arrays"] = state["_scratch_array"] = None  # buffers belong to one process
         state["_sources"] = {}
         return state
 
@@ -418,7 +536,7 @@ class TokenLoader(DataLoader):
             batches = super().__iter__()  # workers start here, with the chunk size set
         finally:
             dataset._chunk = dataset._slots = 0
-        names = dataset.names
+        names, reuse = dataset.names, dataset.reuse_buffers
         full = dataset._rows()
         ring: dict = {}  # (worker, slot) -> its tensors, and per place in its chunk the full-batch views
         for item in batches:
@@ -431,10 +549,18 @@ class TokenLoader(DataLoader):
                     ring[(item["worker"], slot)] = (tensors, [
                         {name: t[i * full:(i + 1) * full] for name, t in zip(names, tensors)}
                         for i in range(item["chunk"])])
-            key = (item["worker"], item["slot"])
-            tensors, views = ring[key]
+            tensors, views = ring[(item["worker"], item["slot"])]
+            shares = item["rows"]
+            if not reuse:  # one private copy of the group (the worker writes this slot again later), cut per batch
+                parts = [t[:sum(shares)].clone().split(shares) for t in tensors]
+                for i, (epoch, k) in enumerate(zip(item["epoch"], item["batch_index"])):
+                    batch = {name: part[i] for name, part in zip(names, parts)}
+                    batch["epoch"], batch["batch_index"] = epoch, k
+                    dataset._consumed = dataset._after(epoch, k)
+                    yield batch
+                continue
             row = 0
-            for i, (epoch, k, n) in enumerate(zip(item["epoch"], item["batch_index"], item["rows"])):
+            for i, (epoch, k, n) in enumerate(zip(item["epoch"], item["batch_index"], shares)):
                 if n == full and row == i * full:
                     batch = views[i].copy()
                 else:

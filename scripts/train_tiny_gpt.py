@@ -118,8 +118,8 @@ def validation_loss() -> tuple[float, int]:
         if batch["batch_index"] == args.eval_batches:
             break
         logits = model(batch["input_ids"])
-        total.add_loss(F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), reduction="sum"),
-                       batch["labels"].numel())
+        total.add_loss(F.cross_entropy(logits.flatten(0, 1), batch["targets"].flatten(), reduction="sum"),
+                       batch["targets"].numel())
     model.train()
     return total.mean_loss, total.token_count
 
@@ -132,7 +132,7 @@ while step < args.steps:
     step += 1
     digest = hashlib.sha1(batch["input_ids"].numpy().tobytes()).hexdigest()[:10]
     logits = model(batch["input_ids"])
-    loss = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten())
+    loss = F.cross_entropy(logits.flatten(0, 1), batch["targets"].flatten())  # targets: already shifted
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()

@@ -47,7 +47,8 @@ def random_documents(count: int, seed: int, low: int = 5, high: int = 80, prefix
 
 
 def rank_slices(source, world_size, collect, state=None, num_workers=0, stop_after=None, epochs=2):
-    """Run a TokenDataset over ``source`` rank by rank, each from ``state`` and for at most ``stop_after`` batches.
+    """Run a TokenDataset over ``source`` rank by rank, each from ``state`` and for at most ``stop_after`` batches,
+    keeping every batch and reading them after the loop.
 
     ``collect`` turns loader items into records ``(epoch, batch_index, part, ...)``, a part being a list of rows
     or a dict of them. Returns the records with every part joined over the ranks (in rank order), per global
@@ -60,12 +61,12 @@ def rank_slices(source, world_size, collect, state=None, num_workers=0, stop_aft
         ds = TokenDataset(source, rank=rank, world_size=world_size, epochs=epochs)
         if state is not None:
             ds.load_state_dict(state)
-        items = []
+        kept = []  # the batches themselves, read only after the loop: each batch is its own tensors
         for item in ds.loader(num_workers=num_workers, multiprocessing_context="fork" if num_workers else None):
-            items += collect([item])
-            if stop_after is not None and len(items) == stop_after:
+            kept.append(item)
+            if stop_after is not None and len(kept) == stop_after:
                 break
-        per_rank.append(items)
+        per_rank.append(collect(kept))
         states.append(ds.state_dict())
     joined = []
     for shares in zip(*per_rank):

@@ -18,7 +18,7 @@ from engine.batches import BatchOrder, MiniBatchConfig, MiniBatchEpoch  # noqa: 
 from engine.corpus import Partition  # noqa: E402
 from engine.errors import BatchError, ConfigurationError  # noqa: E402
 from engine.store import EncodedDocument, TokenStore  # noqa: E402
-from engine.torch import TokenDataset, TokenLoader  # noqa: E402
+from engine.torch import IGNORE_INDEX, TokenDataset, TokenLoader  # noqa: E402
 from engine.windows import CausalWindowConfig  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 from tests.fakes import ByteIdsTokenizer  # noqa: E402
@@ -51,8 +51,8 @@ def global_sequence(epoch, epochs=1):
 
 
 def collect(items):
-    """Copies of what a loader yields (main-process tensors are reused buffers)."""
-    return [(int(b["epoch"]), int(b["batch_index"]), b["input_ids"].tolist(), b["labels"].tolist()) for b in items]
+    """(epoch, k, inputs, targets) of each batch a loader yields, as lists."""
+    return [(int(b["epoch"]), int(b["batch_index"]), b["input_ids"].tolist(), b["targets"].tolist()) for b in items]
 
 
 def test_import_engine_does_not_import_torch():
@@ -69,7 +69,7 @@ def test_main_process_batches_equal_the_source(store):
     ds = TokenDataset(epoch)
     got = []
     for item in DataLoader(ds, batch_size=None, num_workers=0):
-        assert item["input_ids"].dtype == torch.int64 and item["labels"].dtype == torch.int64
+        assert item["input_ids"].dtype == torch.int64 and item["targets"].dtype == torch.int64
         got.append(collect([item])[0])
     assert got == expected
     assert ds.state_dict() == {"seed": 7, "epoch": 1, "next_batch": 0, "global_batch_size": B}
@@ -306,7 +306,7 @@ def test_spawn_workers_read_the_mapped_copy(store, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
-def test_worker_buffers_are_reused_in_turn_without_overwriting_a_batch_in_use(store, context, monkeypatch):
+def test_reused_worker_buffers_are_reused_in_turn_without_overwriting_a_batch_in_use(store, context, monkeypatch):
     import engine.torch as engine_torch
 
     epoch = make_epoch(store, batch_size=5)
@@ -314,7 +314,8 @@ def test_worker_buffers_are_reused_in_turn_without_overwriting_a_batch_in_use(st
     expected = global_sequence(epoch, epochs=2)
     assert len(expected) > 2 * 2 * (2 * 2 + 2)  # more items per worker than slots
     got = []
-    for item in TokenDataset(epoch, epochs=2).loader(num_workers=2, multiprocessing_context=context):
+    dataset = TokenDataset(epoch, epochs=2, reuse_buffers=True)
+    for item in dataset.loader(num_workers=2, multiprocessing_context=context):
         got += collect([item])
         time.sleep(0.001 if len(got) % 7 else 0.02)  # a slow step now and then: workers run ahead
         assert collect([item]) == got[-1:]  # unchanged while it is the current batch
@@ -325,8 +326,97 @@ def test_a_collate_fn_of_your_own_gets_whole_batches(store):
     epoch = make_epoch(store)
 
     def collate(item):  # runs in the workers on each item: it must be a batch
-        assert {"input_ids", "labels", "epoch", "batch_index"} <= set(item) and "slot" not in item
+        assert {"input_ids", "targets", "epoch", "batch_index"} <= set(item) and "slot" not in item
         return item
 
     loader = TokenDataset(epoch).loader(num_workers=2, multiprocessing_context="fork", collate_fn=collate)
     assert collect(loader) == global_sequence(epoch)
+
+
+def equal_to_the_source(kept, source, epochs=1, names=("inputs", "targets")):
+    """Every kept batch equals ``source.batch(k)`` of its epoch, tensor for tensor, in the run's order."""
+    expected = [(e, k) for e in range(epochs) for k in range(source.with_epoch(e).batch_count)]
+    assert [(int(b["epoch"]), int(b["batch_index"])) for b in kept] == expected
+    for batch in kept:
+        want = source.with_epoch(int(batch["epoch"])).batch(int(batch["batch_index"]), dtype=np.int64)
+        for key, field in zip(("input_ids", "targets", *source.fields), names + tuple(source.fields)):
+            assert torch.equal(batch[key], torch.from_numpy(np.ascontiguousarray(getattr(want, field), np.int64)).to(
+                batch[key].dtype)), (batch["epoch"], batch["batch_index"], key)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("stage_ids", [0, 1 << 12])  # straight into fresh arrays, or built in a stage and copied
+def test_kept_batches_equal_the_source(store, monkeypatch, workers, stage_ids):
+    import engine.torch as engine_torch
+
+    epoch = make_epoch(store, batch_size=6)
+    monkeypatch.setattr(engine_torch, "STAGE_IDS", stage_ids)
+    monkeypatch.setattr(engine_torch, "CHUNK_IDS", 2 * 6 * T)  # two batches per worker item: the slots wrap around
+    assert epoch.batch_width(epoch.batch_count - 1) == 1  # a short last batch too
+    dataset = TokenDataset(epoch, epochs=2)
+    assert dataset._staged is bool(stage_ids)
+    kept = list(dataset.loader(num_workers=workers, multiprocessing_context="fork" if workers else None))
+    assert len(kept) == 2 * epoch.batch_count > 2 * 2 * (2 * 2 + 2)  # more items per worker than slots
+    equal_to_the_source(kept, epoch, epochs=2)
+    if workers == 0:  # every batch in storage of its own
+        assert len({b[name].untyped_storage().data_ptr() for b in kept for name in ("input_ids", "targets")}) == 2 * len(
+            kept)
+    assert dataset.state_dict() == {"seed": 7, "epoch": 2, "next_batch": 0, "global_batch_size": 6}
+    plain = list(DataLoader(TokenDataset(epoch, epochs=2), batch_size=None, num_workers=workers,
+                            multiprocessing_context="fork" if workers else None))
+    equal_to_the_source(plain, epoch, epochs=2)
+
+
+def test_gradient_accumulation_keeps_its_batches(store):
+    epoch = make_epoch(store)
+    loader = TokenDataset(epoch).loader(num_workers=2, multiprocessing_context="fork")
+    steps, window = [], []
+    for batch in loader:
+        window.append(batch)
+        if len(window) == 4:  # four micro-batches per step, read only at the step
+            steps.append(torch.cat([b["input_ids"] for b in window]).tolist())
+            window = []
+    expected = [[row for k in range(s, s + 4) for row in epoch.batch(k).inputs.tolist()]
+                for s in range(0, 4 * len(steps), 4)]
+    assert steps == expected and len(steps) == epoch.batch_count // 4
+
+
+def test_reuse_buffers_is_valid_until_the_next_batch(store):
+    epoch = make_epoch(store, batch_size=5)
+    count, last = epoch.batch_count, epoch.batch_width(epoch.batch_count - 1)
+    dataset = TokenDataset(epoch, reuse_buffers=True)
+    kept = []
+    for batch in dataset.loader():
+        assert collect([batch]) == [global_sequence(epoch)[len(kept)]]  # right while it is the current batch
+        kept.append(batch)
+    assert len({b["input_ids"].data_ptr() for b in kept}) == 1  # ... and then overwritten: one buffer
+    final = epoch.batch(count - 1, dtype=np.int64)
+    assert kept[0]["input_ids"][:last].tolist() == final.inputs.tolist() != epoch.batch(0).inputs[:last].tolist()
+    with pytest.raises(ConfigurationError, match=r"reuse_buffers=True with pin_memory=True could overwrite a pinned "
+                                                 r"buffer while a non_blocking copy"):
+        TokenDataset(epoch, reuse_buffers=True, pin_memory=True)
+
+
+def test_hugging_face_labels_are_the_shifted_targets_exactly():
+    # One document 0, 10, 11, ..., 20, 1; windows T = 4, stride 4, in order, 2 per batch.
+    document = EncodedDocument("d", Partition.TRAIN, np.array([0, *range(10, 21), 1], np.uint32))
+    epoch = MiniBatchEpoch.build([document], "train", windows=CausalWindowConfig(4, 4),
+                                 batches=MiniBatchConfig(2, BatchOrder.sequential()))
+    assert epoch.batch_count == 2 and epoch.batch_width(1) == 1
+    for workers in (0, 2):
+        for reuse in (False, True):
+            dataset = TokenDataset(epoch, labels="ignore_index", reuse_buffers=reuse)
+            got = [(b["input_ids"].tolist(), b["labels"].tolist(), "targets" in b)
+                   for b in dataset.loader(num_workers=workers, multiprocessing_context="fork" if workers else None)]
+            assert got == [([[0, 10, 11, 12], [13, 14, 15, 16]], [[-100, 10, 11, 12], [-100, 14, 15, 16]], False),
+                           ([[17, 18, 19, 20]], [[-100, 18, 19, 20]], False)]
+    # what a model that shifts its labels scores is exactly the targets of positions 0 .. T-2
+    batch = next(iter(TokenDataset(epoch, labels="ignore_index")))
+    targets = next(iter(TokenDataset(epoch)))["targets"]
+    logits = torch.randn(2, 4, 32, generator=torch.Generator().manual_seed(0))
+    shifted = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), batch["labels"][:, 1:].flatten(),
+                                                ignore_index=IGNORE_INDEX, reduction="sum")
+    direct = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), targets[:, :-1].flatten(), reduction="sum")
+    assert IGNORE_INDEX == -100 and torch.equal(shifted, direct)
+    with pytest.raises(ConfigurationError, match="labels must be None .* or 'ignore_index'"):
+        TokenDataset(epoch, labels="hf")

@@ -8,6 +8,7 @@ against the plain-loop schedule. Resume is checked under other world sizes and w
 from __future__ import annotations
 
 import functools
+import itertools
 import pickle
 
 import numpy as np
@@ -17,11 +18,12 @@ torch = pytest.importorskip("torch", reason="needs the torch extra (pip install 
 from torch.utils.data import DataLoader  # noqa: E402
 
 from engine.batches import PACKED_FIELDS, BatchOrder, MiniBatchConfig, MiniBatchEpoch  # noqa: E402
+from engine.corpus import Partition  # noqa: E402
 from engine.errors import ConfigurationError  # noqa: E402
 from engine.mixing import Mixture  # noqa: E402
 from engine.packed import PackedEpoch  # noqa: E402
-from engine.store import TokenStore  # noqa: E402
-from engine.torch import TokenDataset, TokenLoader  # noqa: E402
+from engine.store import EncodedDocument, TokenStore  # noqa: E402
+from engine.torch import IGNORE_INDEX, TokenDataset, TokenLoader  # noqa: E402
 from engine.windows import CausalWindowConfig  # noqa: E402
 from tests.fakes import ByteIdsTokenizer  # noqa: E402
 from tests.helpers import random_documents as framed_documents, rank_slices  # noqa: E402
@@ -29,7 +31,7 @@ from tests.naive_packing import naive_epoch_seed, naive_pack  # noqa: E402
 from tests.naive_windows import fisher_yates  # noqa: E402
 
 L, B, SEED = 16, 12, 5
-NAMES = ("input_ids", "labels", *PACKED_FIELDS)
+NAMES = ("input_ids", "targets", *PACKED_FIELDS)
 SOURCE_FIELDS = ("inputs", "targets", *PACKED_FIELDS)
 
 
@@ -64,7 +66,7 @@ def naive_packed_sequence(documents, batch_size, seed, epochs):
 
 
 def collect(items, names=NAMES):
-    """Copies of what a loader yields (the tensors are reused buffers)."""
+    """(epoch, k, {name: rows}) of each batch a loader yields, as lists."""
     return [(int(b["epoch"]), int(b["batch_index"]), {name: b[name].tolist() for name in names}) for b in items]
 
 
@@ -218,3 +220,51 @@ def test_loader_options_that_would_break_the_order_are_refused(store):
         TokenLoader(ds, num_workers=2, in_order=False)
     with pytest.raises(ConfigurationError, match="world_size 13 is wider than a batch of 12 rows"):
         TokenDataset(window_mixture(store), rank=0, world_size=13)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("make", ["packed", "window_mixture", "packed_mixture"])
+def test_kept_batches_equal_the_source(store, monkeypatch, make, workers):
+    import engine.torch as engine_torch
+
+    source = {"packed": packed, "window_mixture": window_mixture, "packed_mixture": packed_mixture}[make](store)
+    names = NAMES if source.fields else NAMES[:2]
+    monkeypatch.setattr(engine_torch, "CHUNK_IDS", source.batch_size * source.context_length)  # a batch per item
+    dataset = TokenDataset(source, epochs=3)
+    loader = dataset.loader(num_workers=workers, multiprocessing_context="fork" if workers else None)
+    if source.batch_count is None:  # a mixture: endless
+        kept, expected = list(itertools.islice(loader, 40)), source_sequence(source, range(40))
+    else:
+        kept, expected = list(loader), source_sequence(source, None, epochs=(0, 1, 2))
+    assert len(kept) > 2 * (2 * 2 + 2)  # more items per worker than slots: the workers reuse them
+    assert collect(kept, names) == expected
+
+
+def test_hugging_face_labels_of_packed_rows_exactly():
+    # Three documents (BOS 0 ... EOS 1) packed best-fit decreasing into rows of 8, in plan order:
+    # row 0 holds c (5 transitions) then a (3), row 1 holds b (2) and 6 positions of padding.
+    tokens = {"a": [0, 5, 6, 1], "b": [0, 7, 1], "c": [0, 8, 9, 10, 11, 1]}
+    documents = [EncodedDocument(name, Partition.TRAIN, np.array(ids, np.uint32)) for name, ids in tokens.items()]
+    epoch = PackedEpoch.build(documents, "train", row_length=8, batches=MiniBatchConfig(2, BatchOrder.sequential()))
+    plain = next(iter(TokenDataset(epoch)))
+    assert plain["input_ids"][0].tolist() == [0, 8, 9, 10, 11, 0, 5, 6]
+    assert plain["targets"].tolist() == [[8, 9, 10, 11, 1, 5, 6, 1], [7, 1, 0, 0, 0, 0, 0, 0]]
+    assert plain["loss_weights"].tolist() == [[1] * 8, [1, 1, 0, 0, 0, 0, 0, 0]]
+    # labels[t + 1] = targets[t] where scored: c's EOS sits where a's BOS is an input; a's EOS (the
+    # last target of row 0) has no place; padding is -100.
+    expected = [[-100, 8, 9, 10, 11, 1, 5, 6], [-100, 7, 1, -100, -100, -100, -100, -100]]
+    for workers in (0, 2):
+        for dtype in (torch.int64, torch.int32):
+            dataset = TokenDataset(epoch, labels="ignore_index", dtype=dtype)
+            (batch,) = list(dataset.loader(num_workers=workers, multiprocessing_context="fork" if workers else None))
+            assert batch["labels"].dtype == dtype and batch["labels"].tolist() == expected
+            assert set(batch) == {"input_ids", "labels", *PACKED_FIELDS, "epoch", "batch_index"}
+            assert torch.equal(batch["input_ids"], plain["input_ids"].to(dtype))
+            assert torch.equal(batch["loss_weights"], plain["loss_weights"])
+    # a model that shifts its labels scores exactly the weighted targets of positions 0 .. L-2
+    logits = torch.randn(2, 8, 16, generator=torch.Generator().manual_seed(1))
+    shifted = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), batch["labels"][:, 1:].flatten().long(),
+                                                ignore_index=IGNORE_INDEX, reduction="sum")
+    losses = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), plain["targets"][:, :-1].flatten(),
+                                               reduction="none")
+    assert torch.allclose(shifted, (losses * plain["loss_weights"][:, :-1].flatten()).sum(), rtol=0, atol=1e-5)

@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import ROOT, shakespeare_path
 
+# The script runs in a subprocess, but it needs torch all the same.
 pytest.importorskip("torch", reason="needs the torch extra (pip install -e '.[torch]')")
 
 TINY = ["--context", "16", "--dim", "32", "--heads", "2", "--batch-size", "8", "--eval-every", "10",
