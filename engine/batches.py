@@ -31,7 +31,7 @@ import numpy as np
 
 from engine.buffers import as_token_buffers
 from engine.checks import as_int, check_batch_size, check_partition, check_rank, check_seed
-from engine.corpus import Partition
+from engine.partition import Partition
 from engine.errors import BatchError, ConfigurationError
 from engine.kernels import shuffle as shuffle_kernels
 from engine.kernels import windows as window_kernels

@@ -20,6 +20,7 @@ import operator
 from pathlib import Path
 
 from engine.errors import BatchError, ConfigurationError
+from engine.partition import Partition
 
 INT64_MAX = (1 << 63) - 1
 UINT64_MAX = (1 << 64) - 1
@@ -102,8 +103,6 @@ def check_fraction(value, name: str) -> float:
 def check_partition(value, error: type[Exception] = ConfigurationError):
     """``Partition`` from a Partition or its string value, else ``error``
     ``"unknown partition <value!r> (expected train, validation or test)"``."""
-    from engine.corpus.splits import Partition
-
     try:
         return Partition(value)
     except ValueError:

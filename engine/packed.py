@@ -32,7 +32,7 @@ import numpy as np
 from engine.batches import PACKED_FIELDS, MiniBatchConfig, epoch_seed
 from engine.buffers import as_token_buffers
 from engine.checks import check_count, check_partition, check_rank
-from engine.corpus import Partition
+from engine.partition import Partition
 from engine.errors import BatchError, ConfigurationError, PackingError
 from engine.kernels import packed_epoch as kernels
 from engine.kernels import shuffle as shuffle_kernels

@@ -719,7 +719,7 @@ def test_column_options_on_splits_and_tokenizers_train(tmp_path):
     result = run("tokenizers", "train", path, "--kind", "char", "--hash-split", "1,0,0", "--text-column", "body",
                  "--out", tmp_path / "t.json")
     assert result.exit_code == 0, result.output
-    from engine.tokenizers.base import load_tokenizer
+    from engine.tokenizers.loading import load_tokenizer
     assert load_tokenizer(tmp_path / "t.json").vocab_size == 2 + 5  # a..e, fitted on the "body" texts
 
     folder = tmp_path / "docs"

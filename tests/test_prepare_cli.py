@@ -10,7 +10,7 @@ from engine.cli import main
 from engine.corpus import Partition
 from engine.pipeline import default_corpus_paths, prepare
 from engine.store import TokenStore
-from engine.tokenizers.base import load_tokenizer
+from engine.tokenizers.loading import load_tokenizer
 
 
 def count_windows(n: int, T: int, S: int) -> int:

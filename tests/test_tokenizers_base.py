@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from engine.errors import TokenizerError
 from engine.store import TokenStore
 from engine.tokenizers import base
-from engine.tokenizers.base import load_tokenizer
+from engine.tokenizers.loading import load_tokenizer
 from engine.tokenizers.bpe import BpeTokenizer, BpeTrainer
 from engine.tokenizers.byte_bpe import ByteBpeTokenizer
 from engine.tokenizers.char import CharTokenizer

@@ -6,9 +6,10 @@ import json
 
 import click
 
+from engine.commands._messages import cli_spelling
 from engine.commands._options import column_options, json_option, split_options
 from engine.corpus.readers import INVALID_UTF8_POLICIES
-from engine.pipeline import EXECUTORS
+from engine.prepare_options import EXECUTORS
 from engine.tokenizers.base import TIE_BREAKS
 from engine.tokenizers.pretokenize import PATTERNS
 
@@ -110,8 +111,6 @@ def _echo_read(read: dict | None) -> None:
     """How the corpus was read: notes (made ids) and every count of what was skipped, replaced or dropped."""
     if read is None:
         return
-    from engine.cli import cli_spelling
-
     for note in read["notes"]:
         click.echo(f"note: {note}")
     counted = ("skipped_bad_lines", "skipped_invalid_utf8_documents", "replaced_invalid_utf8_sequences",

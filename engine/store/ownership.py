@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from engine.corpus import PARTITIONS
+from engine.partition import PARTITIONS
 from engine.errors import StoreError
 from engine.store.layout import FORMAT, FORMAT_VERSION, MANIFEST_NAME, TOKENIZER_NAME, split_dir
 

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.corpus import PARTITIONS, Partition
+from engine.partition import PARTITIONS, Partition
 from engine.corpus.unique import SeenIds, find_duplicate
 from engine.errors import StoreError, is_interrupt
 from engine.store.layout import (
