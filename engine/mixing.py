@@ -28,7 +28,7 @@ from typing import Any, Iterator, NamedTuple, Sequence
 import numpy as np
 
 from engine.batches import PACKED_FIELDS, MiniBatchEpoch
-from engine.checks import check_batch_size, check_count, check_rank
+from engine.checks import check_batch_size, check_count, rank_rows
 from engine.errors import BatchError, ConfigurationError
 from engine.kernels import mixing as kernels
 from engine.kernels import packed_epoch as packed_kernels
@@ -236,7 +236,7 @@ class Mixture:
         return epoch
 
     # -- batches -------------------------------------------------------------------------------
-    def batch(self, k: int, out: Any = None, *, rank: int | None = 0, world_size: int | None = 1,
+    def batch(self, k: int, out: Any = None, *, rank: int | None = None, world_size: int | None = None,
               dtype: Any = None) -> MixtureBatch:
         """Batch ``k`` (samples ``[kB, (k+1)B)``) or rank ``rank``'s rows ``[r*B//w, (r+1)*B//w)`` of it.
 
@@ -245,15 +245,7 @@ class Mixture:
         holds views of them. ``dtype``: of the ids (uint32, int32 or int64).
         """
         k = self._check_index(k)
-        if rank is None and world_size is None:
-            rank, world_size = 0, 1
-        elif rank is None or world_size is None:
-            raise ConfigurationError("pass both rank and world_size, or neither")
-        rank, world_size = check_rank(rank, world_size)
-        if world_size > self.batch_size:
-            raise BatchError(f"a batch has {self.batch_size} rows, fewer than world_size={world_size}")
-        lo = rank * self.batch_size // world_size
-        hi = (rank + 1) * self.batch_size // world_size
+        lo, hi = rank_rows(0, self.batch_size, rank, world_size, batch=k)
         sources, sample = self.schedule(k * self.batch_size, self.batch_size)
         sources, sample = sources[lo:hi], sample[lo:hi]
         width = hi - lo
