@@ -7,9 +7,10 @@ It runs the steps it shares with the Ray executor from ``engine.steps`` and neve
 types on ``threads`` threads (long texts span by span), the tokenizer is fitted from the table;
 pass 2 reads again, cuts each partition into chunks (``_chunks``: ``steps.Chunker``), encodes them
 on threads (``_Encoder`` in an ``OrderedPool``, results in order, each an ``_EncodedChunk``) and
-writes them through the store writer, tallying windows per chunk; ``tokenizer.json`` and ``report.json`` are staged before the store commits and
-renamed after it (``StagedOutputs``). With ``resume``, the finished files of an interrupted run are
-kept once ``_resumed_mismatch`` proves they were encoded from this corpus.
+writes them through the store writer, tallying windows per chunk; ``tokenizer.json`` and
+``report.json`` are staged before the store commits and renamed after it (``StagedOutputs``).
+With ``resume``, the finished files of an interrupted run are kept once ``_resumed_mismatch``
+proves they were encoded from this corpus.
 """
 
 from __future__ import annotations

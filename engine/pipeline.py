@@ -16,20 +16,23 @@ imports this module. The local executor streams, so a corpus larger than memory 
 2. the tokenizer is fitted from the table (``trainer.train_from_counts``: O(types)), or loaded;
 3. pass 2 streams every document again, cuts each partition's documents into chunks
    (``Chunker``: at most ``limits.encode_chunk_documents`` documents or
-   ``limits.encode_chunk_chars`` characters, ``PrepareLimits``), encodes chunks on ``threads`` threads (``engine.parallel.OrderedPool``), writes
-   each as Parquet row groups in document order, and counts windows and tails (SPEC §5) from each
-   chunk's offsets (``chunk_tally``). The store appears atomically. With a tokenizer file there is
-   nothing to fit, so one pass does it all and the manifest is checked before the store is committed.
+   ``limits.encode_chunk_chars`` characters, ``PrepareLimits``), encodes chunks on ``threads``
+   threads (``engine.parallel.OrderedPool``), writes each as Parquet row groups in document order,
+   and counts windows and tails (SPEC §5) from each chunk's offsets (``chunk_tally``). The store
+   appears atomically. With a tokenizer file there is nothing to fit, so one pass does it all and
+   the manifest is checked before the store is committed.
 
 The local executor lives in ``engine.local``, the Ray executor in ``engine.distributed``, the
 steps both run in ``engine.steps``, the report and ``--out`` handling in ``engine.outputs``. The
 names of those modules stay importable from here.
 
 Peak memory: a few chunks per thread plus the type table and 16 bytes per document (id hashes of
-the reader's and the store writer's uniqueness checks; an explicit manifest also holds its ids); never the corpus. A document
-longer than a span (``engine.tokenizers.streaming``) is encoded span by span and written as one row;
-the text of a JSONL line longer than ``LONG_LINE_BYTES`` stays in its file (``engine.corpus.long_lines``),
-its ids go to a file and it becomes a store file of its own, written page by page (``engine.store.long_rows``). One continuous ``.txt`` file is one document per partition and is read whole.
+the reader's and the store writer's uniqueness checks; an explicit manifest also holds its ids);
+never the corpus. A document longer than a span (``engine.tokenizers.streaming``) is encoded span
+by span and written as one row; the text of a JSONL line longer than ``LONG_LINE_BYTES`` stays in
+its file (``engine.corpus.long_lines``), its ids go to a file and it becomes a store file of its
+own, written page by page (``engine.store.long_rows``). One continuous ``.txt`` file is one
+document per partition and is read whole.
 Output is byte-identical for every thread count: chunk boundaries depend on the documents only.
 """
 

@@ -220,8 +220,10 @@ def test_cli_unknown_character_is_one_line_and_byte_bpe_encodes_it(tmp_path, abc
     ({"tokenizer": "byte-bpe", "merges": "5"}, ConfigurationError, "--merges must be a whole number, got str '5'"),
     ({"tokenizer": "byte-bpe", "merges": 2.5}, ConfigurationError, "--merges must be a whole number, got float 2.5"),
     ({"tokenizer": "byte-bpe", "vocab_size": -1}, ConfigurationError, "--vocab-size must be >= 0, got -1"),
-    ({"tokenizer": "byte-bpe", "pattern": "gpt4"}, ConfigurationError, "--pattern 'gpt4' is unknown (expected one of: gpt2, cl100k, o200k)"),
-    ({"tokenizer": "byte-bpe", "tie_break": "last"}, ConfigurationError, "--tie-break 'last' is unknown (expected one of: first, hf)"),
+    ({"tokenizer": "byte-bpe", "pattern": "gpt4"}, ConfigurationError, "--pattern 'gpt4' is unknown (expected one of: "
+                                                                       "gpt2, cl100k, o200k)"),
+    ({"tokenizer": "byte-bpe", "tie_break": "last"}, ConfigurationError, "--tie-break 'last' is unknown (expected one "
+                                                                         "of: first, hf)"),
     ({"tokenizer": "sentencepiece"}, ConfigurationError,
      "--tokenizer 'sentencepiece': expected one of char, word, bpe, byte-bpe or an existing tokenizer file"),
     ({"executor": "spark"}, ConfigurationError, "--executor 'spark' is unknown (expected one of: local, ray)"),
@@ -229,7 +231,8 @@ def test_cli_unknown_character_is_one_line_and_byte_bpe_encodes_it(tmp_path, abc
     ({"ray_address": "auto"}, ConfigurationError, "--ray-address applies to --executor ray only"),
     ({"executor": "ray", "text_column": "body"}, ConfigurationError,
      "--text-column and --id-column apply to --executor local only"),
-    ({"on_invalid_utf8": "ignore"}, ConfigurationError, "--on-invalid-utf8 'ignore' is unknown (expected one of: error, replace, skip)"),
+    ({"on_invalid_utf8": "ignore"}, ConfigurationError, "--on-invalid-utf8 'ignore' is unknown (expected one of: "
+                                                        "error, replace, skip)"),
     ({"threads": 0}, ConfigurationError, "--threads is 0; expected a whole number of threads >= 1"),
 ])
 def test_options_are_refused_before_the_corpus_is_read(tmp_path, keywords, error, message):

@@ -74,7 +74,8 @@ def test_the_forms_give_the_mapping_forms_result(tmp_path):
     # the ratio checks are SplitManifest.by_hash's, whatever the form
     (("0.8", 0.1, 0.1), f"hash_split / --hash-split: split ratio for 'train' is '0.8', expected a finite number >= 0; {FORMS}"),
     ((True, False, False), f"hash_split / --hash-split: split ratio for 'train' is True, expected a finite number >= 0; {FORMS}"),
-    ((0.9, -0.1, 0.2), f"hash_split / --hash-split: split ratio for 'validation' is -0.1, expected a finite number >= 0; {FORMS}"),
+    ((0.9, -0.1, 0.2), "hash_split / --hash-split: split ratio for 'validation' is -0.1, expected a finite number >= "
+                       f"0; {FORMS}"),
     ("0.9,-0.1,0.2", f"hash_split / --hash-split: split ratio for 'validation' is -0.1, expected a finite number >= 0; {FORMS}"),
     ((0, 0, 0), "hash_split / --hash-split: split ratios sum to 0.0, expected 1 (within 1e-9): "
                 f"{{'train': 0, 'validation': 0, 'test': 0}}; {FORMS}"),

@@ -171,7 +171,8 @@ class TokenStore:
             raise StoreError(f"{file}: missing (the manifest lists it with {entry['rows']} rows)")
         size = file.stat().st_size
         if size != entry["bytes"]:
-            raise StoreError(f"{file}: size is {size} bytes, the manifest expects {entry['bytes']}; the file is truncated or changed")
+            raise StoreError(f"{file}: size is {size} bytes, the manifest expects {entry['bytes']}; "
+                             "the file is truncated or changed")
         try:
             meta = pq.read_metadata(file)
         except (OSError, pa.ArrowException, ValueError) as exc:

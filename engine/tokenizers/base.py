@@ -314,7 +314,8 @@ def check_ids(ids: Sequence[int] | np.ndarray, vocab_size: int, kind: str) -> np
     if arr.dtype == object:  # Python ints too large for int64/uint64, or mixed objects
         for i, value in enumerate(arr.tolist()):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise TokenizerError(f"{kind} decode: id at position {i} is {type(value).__name__} {value!r}, expected an integer")
+                raise TokenizerError(f"{kind} decode: id at position {i} is {type(value).__name__} {value!r}, "
+                                     "expected an integer")
             if not 0 <= value < vocab_size:
                 raise _outside(kind, int(value), i, vocab_size)
         return arr.astype(np.int64)
