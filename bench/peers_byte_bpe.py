@@ -56,7 +56,7 @@ def multilingual_texts(size_bytes: int) -> tuple[list[str], int, int]:
 
 def trained_tokenizer(texts, vocab_size: int, tag: str):
     """The engine tokenizer for this corpus and size: from bench/.cache, else trained now."""
-    from engine.tokenizers.base import load_tokenizer
+    from engine.tokenizers.loading import load_tokenizer
     from engine.tokenizers.byte_bpe import ByteBpeTrainer
 
     path = CACHE / f"stdlib-{tag}-{vocab_size}.json"

@@ -12,7 +12,7 @@ _EXPORTS = {
     # corpus and splits
     "Corpus": "engine.corpus",
     "Document": "engine.corpus",
-    "Partition": "engine.corpus",
+    "Partition": "engine.partition",
     "SplitManifest": "engine.corpus",
     # the prepare pipeline
     "prepare": "engine.pipeline",

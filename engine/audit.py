@@ -25,7 +25,7 @@ import numpy as np
 
 from engine.batches import BatchOrder, MiniBatchEpoch
 from engine.buffers import as_token_buffers
-from engine.corpus import Partition
+from engine.partition import Partition
 from engine.errors import ConfigurationError, EngineError
 
 __all__ = ["AuditReport", "audit_epoch"]

@@ -14,8 +14,8 @@ never padded or dropped. ``epoch.batch(k)`` gathers only that batch's rows, stra
 partition's token buffers into the final ``[width, T]`` arrays, so no batch before it is built and
 ``(seed, k)`` is all a resumed run needs. With ``rank=r, world_size=w`` it returns rank ``r``'s
 share of global batch ``k``: the contiguous rows ``[r*width//w, (r+1)*width//w)``. The shares are
-disjoint, cover the batch exactly, differ in size by at most one row, and may be empty when the
-batch has fewer rows than ranks.
+disjoint, cover the batch exactly and differ in size by at most one row; a ``w`` above the batch's
+width is a BatchError (``engine.checks.rank_rows``, the rule of every batch source).
 
 Cost: building is one pass over the offsets, one int64 write per window and (shuffled) one
 Fisher–Yates pass; a batch costs ``2 * width * T`` id copies plus a few microseconds of Python.
@@ -31,8 +31,8 @@ import numpy as np
 from numba import typeof
 
 from engine.buffers import as_token_buffers
-from engine.checks import as_int, check_batch_size, check_partition, check_rank, check_seed
-from engine.corpus import Partition
+from engine.checks import as_int, check_batch_size, check_partition, check_seed, rank_rows
+from engine.partition import Partition
 from engine.errors import BatchError, ConfigurationError
 from engine.kernels import shuffle as shuffle_kernels
 from engine.kernels import windows as window_kernels
@@ -347,13 +347,7 @@ class MiniBatchEpoch:
         k = self._check_index(k)
         lo = k * self.batch_size
         hi = min(lo + self.batch_size, self.window_count)
-        if rank is None and world_size is None:
-            return lo, hi
-        if rank is None or world_size is None:
-            raise ConfigurationError("pass both rank and world_size, or neither")
-        rank, world_size = check_rank(rank, world_size)
-        width = hi - lo
-        return lo + rank * width // world_size, lo + (rank + 1) * width // world_size
+        return rank_rows(lo, hi, rank, world_size, batch=k)
 
     def batch_width(self, k: int) -> int:
         if type(k) is int and 0 <= k < self._batch_count:

@@ -18,15 +18,23 @@ ids (a set for uniqueness) and one over the offsets; documents are concatenated 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol, runtime_checkable
 
 import numpy as np
 
 from engine.checks import check_partition
-from engine.corpus import Partition
+from engine.partition import Partition
 from engine.errors import ConfigurationError, EngineError
 
-__all__ = ["EncodedDocument", "TokenBuffers", "as_token_buffers"]
+__all__ = ["EncodedDocument", "TokenBuffers", "PartitionedSource", "as_token_buffers"]
+
+
+@runtime_checkable
+class PartitionedSource(Protocol):
+    """What holds every partition and reads one as TokenBuffers: a ``TokenStore`` (which makes
+    TokenBuffers, so this module names it by what it does rather than importing it)."""
+
+    def buffers(self, partition: Partition) -> TokenBuffers: ...
 
 _UINT32_MAX = int(np.iinfo(np.uint32).max)
 
@@ -216,7 +224,8 @@ def as_token_buffers(source: Any, partition: Partition | str | None = None, *,
     """TokenBuffers from any accepted ``source``, for ``partition`` (None: the source's own).
 
     - ``TokenBuffers``: returned as they are (labelled with ``partition`` if they had none);
-    - a ``TokenStore``: ``source.buffers(partition)``, zero-copy; ``partition`` is required;
+    - a ``TokenStore`` (any ``PartitionedSource``): ``source.buffers(partition)``, zero-copy;
+      ``partition`` is required;
     - a ``(values, offsets, ids)`` triple: checked, not copied (array-likes become arrays);
     - any other iterable: EncodedDocuments, concatenated once (``TokenBuffers.from_documents``).
 
@@ -225,8 +234,6 @@ def as_token_buffers(source: Any, partition: Partition | str | None = None, *,
     none of these kinds raises ``kind_error`` (default: ``error``); a TokenStore without a
     partition raises ConfigurationError.
     """
-    from engine.store import TokenStore  # the store makes TokenBuffers, so it is imported here
-
     part = _partition_or_none(partition, error)
     if isinstance(source, TokenBuffers):
         if part is None or source.partition is part:
@@ -236,7 +243,7 @@ def as_token_buffers(source: Any, partition: Partition | str | None = None, *,
         if skip_other_partitions:
             return TokenBuffers.checked(np.empty(0, np.uint32), np.zeros(1, np.int64), (), part, error=error)
         raise error(f"token buffers of partition '{source.partition.value}' given where '{part.value}' is read")
-    if isinstance(source, TokenStore):
+    if isinstance(source, PartitionedSource):
         if part is None:
             raise ConfigurationError("a TokenStore holds three partitions; name the one to read (train, validation or test)")
         return source.buffers(part)

@@ -8,6 +8,8 @@ thing and raises the same error class.
 - ``check_seed``: a SplitMix64 seed, ``0..2^64-1``;
 - ``check_batch_size``: rows per mini-batch (BatchError, the same in every epoch and mixture);
 - ``check_rank``: a rank and world size of a data-parallel split of a batch;
+- ``rank_rows``: rank ``r``'s rows of a batch, the one rule of every batch source (windows, packed
+  epochs, mixtures);
 - ``check_partition``: a ``Partition`` or its name (the error class of the caller's area);
 - ``check_fraction``: a share in ``(0, 1]`` such as ``train_fraction``;
 - ``read_json``: a small JSON file (a manifest, a tokenizer file) with one message per way it is bad.
@@ -20,6 +22,7 @@ import operator
 from pathlib import Path
 
 from engine.errors import BatchError, ConfigurationError
+from engine.partition import Partition
 
 INT64_MAX = (1 << 63) - 1
 UINT64_MAX = (1 << 64) - 1
@@ -92,6 +95,27 @@ def check_rank(rank, world_size) -> tuple[int, int]:
     return rank, world_size
 
 
+def rank_rows(lo: int, hi: int, rank, world_size, *, batch: int) -> tuple[int, int]:
+    """Rank ``rank``'s share of batch ``batch``, whose rows are ``[lo, hi)``: the contiguous rows
+    ``[lo + r*width//w, lo + (r+1)*width//w)`` with ``width = hi - lo``. The shares of ranks
+    ``0..w-1`` are disjoint, cover the batch in order and differ in size by at most one row.
+
+    ``rank`` and ``world_size`` both None: the whole batch; only one of them: ConfigurationError; a
+    bad pair: ``check_rank``'s ConfigurationError; ``world_size`` above the batch's width: BatchError
+    (every rank needs at least one row, so no rank trains on an empty batch while others wait).
+    """
+    if rank is None and world_size is None:
+        return lo, hi
+    if rank is None or world_size is None:
+        raise ConfigurationError("pass both rank and world_size, or neither")
+    rank, world_size = check_rank(rank, world_size)
+    width = hi - lo
+    if world_size > width:
+        raise BatchError(f"batch {batch} has {width} rows, fewer than world_size={world_size}: every rank needs "
+                         "at least one row (expected a smaller world size or a larger batch)")
+    return lo + rank * width // world_size, lo + (rank + 1) * width // world_size
+
+
 def check_fraction(value, name: str) -> float:
     """``value`` as a float in ``(0, 1]`` (an int or float, never a bool), else ConfigurationError."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
@@ -102,8 +126,6 @@ def check_fraction(value, name: str) -> float:
 def check_partition(value, error: type[Exception] = ConfigurationError):
     """``Partition`` from a Partition or its string value, else ``error``
     ``"unknown partition <value!r> (expected train, validation or test)"``."""
-    from engine.corpus.splits import Partition
-
     try:
         return Partition(value)
     except ValueError:

@@ -13,7 +13,7 @@
   fitting from it (``trainer.train_from_counts``, O(types)), the manifest checks (O(documents) id
   sets; an explicit manifest is checked against the corpus ids before anything is fitted), and
   writing the store (``write_store``): batches arrive in dataset order (``preserve_order``), each
-  partition's documents are cut by the pipeline's ``Chunker`` and handed to
+  partition's documents are cut by the shared ``engine.steps.Chunker`` and handed to
   ``TokenStoreWriter.write_chunk``, so the store is the local store, byte for byte.
 
 The driver holds one block at a time plus the type table: O(documents + types), never
@@ -31,11 +31,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine import pipeline
 from engine.corpus import PARTITIONS, ManifestCheck, Partition, SplitManifest
 from engine.errors import ConfigurationError, CorpusError, EngineError
+from engine.local import run_local
+from engine.outputs import PartitionTally, PrepareResult, StagedOutputs
 from engine.parallel import TypeCounts
+from engine.prepare_options import PrepareOptions, check_option_names
 from engine.progress import Progress
+from engine.steps import Chunker, chunk_tally, fit_from_table, open_store_writer, run_checked
 from engine.tokenizers.base import Tokenizer, Trainer, UnknownInputError
 
 __all__ = [
@@ -240,15 +243,15 @@ def encode(dataset, tokenizer: Tokenizer, *, concurrency: int | None = None):
                                batch_format="pyarrow", batch_size=MAP_BATCH_ROWS, compute=_actor_pool(concurrency))
 
 
-def write_store(encoded, options: pipeline.PrepareOptions, tokenizer: Tokenizer, *, check=None,
+def write_store(encoded, options: PrepareOptions, tokenizer: Tokenizer, *, check=None,
                 before_commit=None) -> dict:
     """Write the store from an encoded Dataset on the driver, in dataset order; returns per-partition tallies.
 
     ``check`` (a ``ManifestCheck``) sees every id and runs before the store is committed;
     ``before_commit(tallies)`` runs after it, before the store is renamed into place.
     """
-    tallies = {p: pipeline.PartitionTally() for p in PARTITIONS}
-    chunker = pipeline.Chunker()
+    tallies = {p: PartitionTally() for p in PARTITIONS}
+    chunker = Chunker(options.limits)
 
     def write(writer, part, rows):
         ids = [r[0] for r in rows]
@@ -257,9 +260,9 @@ def write_store(encoded, options: pipeline.PrepareOptions, tokenizer: Tokenizer,
         np.cumsum(lengths, out=offsets[1:])
         values = np.concatenate([r[1] for r in rows]) if rows else np.empty(0, np.uint32)
         writer.write_chunk(part, ids, values, offsets)
-        tallies[part].add(pipeline.chunk_tally(offsets, sum(r[2] for r in rows), options))
+        tallies[part].add(chunk_tally(offsets, sum(r[2] for r in rows), options))
 
-    with _ordered(), pipeline.open_store_writer(options.store_path, tokenizer) as writer, \
+    with _ordered(), open_store_writer(options, tokenizer) as writer, \
             Progress("writing the store from Ray", quiet=options.quiet) as bar:
         with _blocks(encoded) as blocks:
             for batch in blocks:
@@ -287,7 +290,7 @@ def write_store(encoded, options: pipeline.PrepareOptions, tokenizer: Tokenizer,
     return tallies
 
 
-def _run(options: pipeline.PrepareOptions, concurrency: int, outputs: pipeline.StagedOutputs) -> None:
+def _run(options: PrepareOptions, concurrency: int, outputs: StagedOutputs) -> None:
     """The Ray steps of ``run_on_ray``: fit (or load), encode, write; ``outputs`` staged before the store commits."""
     manifest = options.manifest()
     check = ManifestCheck(manifest, str(options.corpus))
@@ -301,14 +304,14 @@ def _run(options: pipeline.PrepareOptions, concurrency: int, outputs: pipeline.S
             with Progress(f"counting train for {options.tokenizer} (Ray)", unit="steps", quiet=options.quiet):
                 table = count_types(docs.map_batches(_only_train, batch_format="pyarrow"), trainer,
                                     concurrency=concurrency)
-            tok = pipeline.fit_from_table(options, trainer, table)
+            tok = fit_from_table(options, trainer, table)
         else:
             tok = options.load_tokenizer()
         write_store(encode(docs, tok, concurrency=concurrency), options, tok, check=check,
                     before_commit=lambda tallies: outputs.stage(tok, tallies))
 
 
-def run_on_ray(options: pipeline.PrepareOptions) -> pipeline.PrepareResult:
+def run_on_ray(options: PrepareOptions) -> PrepareResult:
     """``options`` with reading, counting and encoding on Ray Data; the local executor's outputs.
 
     Joins the cluster at ``options.ray_address`` (``"auto"``: the one ``ray start`` runs here), or
@@ -316,7 +319,7 @@ def run_on_ray(options: pipeline.PrepareOptions) -> pipeline.PrepareResult:
     per step (default: the cluster's CPUs). A continuous ``.txt`` file runs locally.
     """
     if options.continuous:
-        return pipeline.run_local(options)
+        return run_local(options)
     ray = require_ray()
     started = not ray.is_initialized()
     if started:
@@ -328,7 +331,7 @@ def run_on_ray(options: pipeline.PrepareOptions) -> pipeline.PrepareResult:
         concurrency = _concurrency(options.threads)
         # tokenizer.json and report.json are staged before the store is renamed into place and renamed
         # after it, as the local executor does: a run that fails anywhere leaves --out as it was.
-        with pipeline.StagedOutputs(options, threads=concurrency) as outputs:
+        with StagedOutputs(options, threads=concurrency) as outputs:
             _run(options, concurrency, outputs)
     except Exception as exc:
         inner = _unwrapped(exc)
@@ -345,7 +348,12 @@ def run_on_ray(options: pipeline.PrepareOptions) -> pipeline.PrepareResult:
     return outputs.result
 
 
-def prepare_on_ray(corpus_path=None, splits_path=None, out_dir="out", **options) -> pipeline.PrepareResult:
-    """``engine.pipeline.prepare`` (same keywords) on Ray Data: ``run_on_ray(PrepareOptions(...))``."""
+def prepare_on_ray(corpus_path=None, splits_path=None, out_dir="out", **options) -> PrepareResult:
+    """``engine.pipeline.prepare`` (same keywords) on Ray Data: ``run_on_ray(PrepareOptions(...))``,
+    after ``--out`` is checked (``run_checked``)."""
+    check_option_names(options)
     options.setdefault("executor", "ray")
-    return pipeline.run(pipeline.PrepareOptions(corpus_path, splits_path, out_dir, **options))
+    if options["executor"] != "ray":
+        raise ConfigurationError(f"prepare_on_ray runs on Ray, not executor={options['executor']!r} "
+                                 "(engine.pipeline.prepare runs either)")
+    return run_checked(run_on_ray, PrepareOptions(corpus_path, splits_path, out_dir, **options))

@@ -121,7 +121,7 @@ def _count(manifest: dict, key: str, path: Path, low: int) -> int:
 
 def check_manifest(manifest: dict, path: Path) -> None:
     """StoreError naming the first field of an epoch manifest that is missing, mistyped or inconsistent."""
-    from engine.corpus import PARTITIONS
+    from engine.partition import PARTITIONS
 
     for key, expected in (("store", "a path string"), ("tokenizer_hash", "a hash string")):
         value = manifest.get(key)

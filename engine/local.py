@@ -1,12 +1,16 @@
 """The local executor of ``prepare``: two streaming passes on threads (``engine.pipeline``'s docstring).
 
+It runs the steps it shares with the Ray executor from ``engine.steps`` and never imports
+``engine.pipeline``, the dispatcher that imports it.
+
 ``run_local(options)``: pass 1 reads the corpus batch by batch and counts the train partition's
 types on ``threads`` threads (long texts span by span), the tokenizer is fitted from the table;
-pass 2 reads again, cuts each partition into chunks (``pipeline.Chunker``), encodes them on
-threads (``OrderedPool``, results in order) and writes them through the store writer, tallying
-windows per chunk; ``tokenizer.json`` and ``report.json`` are staged before the store commits and
-renamed after it (``StagedOutputs``). With ``resume``, the finished files of an interrupted run are
-kept once ``_resumed_mismatch`` proves they were encoded from this corpus.
+pass 2 reads again, cuts each partition into chunks (``_chunks``: ``steps.Chunker``), encodes them
+on threads (``_Encoder`` in an ``OrderedPool``, results in order, each an ``_EncodedChunk``) and
+writes them through the store writer, tallying windows per chunk; ``tokenizer.json`` and
+``report.json`` are staged before the store commits and renamed after it (``StagedOutputs``).
+With ``resume``, the finished files of an interrupted run are kept once ``_resumed_mismatch``
+proves they were encoded from this corpus.
 """
 
 from __future__ import annotations
@@ -23,13 +27,14 @@ from typing import Iterator
 
 import numpy as np
 
-from engine import pipeline
 from engine.corpus import PARTITIONS, CorpusPartitions, Document, ManifestCheck, Partition, ReadReport, read_text_file
 from engine.corpus.documents import plural
 from engine.errors import CorpusError
-from engine.outputs import PrepareResult, StagedOutputs
+from engine.outputs import PartitionTally, PrepareResult, StagedOutputs
 from engine.parallel import OrderedPool, count_types, encode_lock, resolve_threads
+from engine.prepare_options import PrepareLimits, PrepareOptions
 from engine.progress import Progress
+from engine.steps import Chunker, chunk_tally, fit_from_table, iter_corpus_batches, open_store_writer, window_counts
 from engine.store.layout import source_digest, utf8_length
 from engine.testhook import stop_point
 from engine.tokenizers.base import Tokenizer, UnknownInputError
@@ -41,7 +46,7 @@ __all__ = ["run_local"]
 class _Source:
     """The documents of a run, batch by batch, each with its partition (and the manifest's check)."""
 
-    def __init__(self, options: pipeline.PrepareOptions):
+    def __init__(self, options: PrepareOptions):
         self.options = options
         self.check: ManifestCheck | None = None
         self.reads = [ReadReport()]  # what each pass read; the report keeps the last (every pass reads it all)
@@ -59,10 +64,12 @@ class _Source:
         if self.options.continuous:
             return iter([self.documents])
         self.reads.append(ReadReport())
-        return pipeline.iter_corpus_batches(self.options.corpus, on_invalid_utf8=self.options.on_invalid_utf8,
-                                   skip_bad_lines=self.options.skip_bad_lines, text_column=self.options.text_column,
-                                   id_column=self.options.id_column, report=self.reads[-1], long_lines=True,
-                                   exclude=(self.options.out_dir,))
+        options = self.options
+        return iter_corpus_batches(options.corpus, on_invalid_utf8=options.on_invalid_utf8,
+                                   skip_bad_lines=options.skip_bad_lines, text_column=options.text_column,
+                                   id_column=options.id_column, report=self.reads[-1], long_lines=True,
+                                   batch_documents=options.limits.read_batch_documents,
+                                   batch_chars=options.limits.read_batch_chars, exclude=(options.out_dir,))
 
     def checked(self) -> None:
         """After a full pass: the manifest's rules hold; later passes need no second check."""
@@ -72,7 +79,7 @@ class _Source:
             self.assign = self.manifest.partition_of
 
 
-def run_local(options: pipeline.PrepareOptions) -> PrepareResult:
+def run_local(options: PrepareOptions) -> PrepareResult:
     """The local executor: two streaming passes on ``threads`` threads (see the module docstring)."""
     started = time.perf_counter()
     threads = resolve_threads(options.threads)
@@ -101,13 +108,13 @@ def run_local(options: pipeline.PrepareOptions) -> PrepareResult:
 
         table = count_types(trainer, training_batches(trainer, train_texts()), threads)
         source.checked()  # the manifest first: a wrong manifest is named, not an empty training text
-        tok = pipeline.fit_from_table(options, trainer, table)
+        tok = fit_from_table(options, trainer, table)
         stop_point("fitted")
         total_documents = seen
     else:
         tok = options.load_tokenizer()
     fitted = time.perf_counter()
-    tallies = {p: pipeline.PartitionTally() for p in PARTITIONS}
+    tallies = {p: PartitionTally() for p in PARTITIONS}
 
     def before_commit(resume: dict | None) -> None:
         # tokenizer.json and report.json are staged before the store is renamed into place, and
@@ -176,125 +183,181 @@ class _IdsFile:
     count: int
 
 
-def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, pipeline.PartitionTally],
-                      options: pipeline.PrepareOptions, threads: int, total: int | None, before_commit=None) -> dict | None:
-    """Pass 2: chunks of each partition -> encode on ``threads`` threads -> row groups, in order.
+@dataclass(frozen=True)
+class _EncodedChunk:
+    """One chunk of a partition, encoded: what the writer writes and the report counts.
+
+    ``values``/``offsets``: the chunk's token ids (uint32) and int64 offsets, or ``ids_file`` for one
+    long document whose ids went to a file; ``sources``: each document's ``source_digest``;
+    ``tally``: what the chunk adds to its partition's report row; ``unshown_bytes``: UTF-8 bytes
+    of its text the progress bar has not counted yet (a long text counts its spans as they go).
+    """
+
+    partition: Partition
+    ids: list[str]
+    offsets: np.ndarray
+    tally: dict[str, int]
+    sources: list[bytes]
+    unshown_bytes: int
+    values: np.ndarray | None = None
+    ids_file: _IdsFile | None = None
+
+
+class _ByteProgress:
+    """The pass-2 bar, updated from any encoding thread (a long document reports span by span)."""
+
+    def __init__(self, bar: Progress):
+        self.bar, self.lock = bar, threading.Lock()
+
+    def __call__(self, items: int, nbytes: int) -> None:
+        with self.lock:
+            self.bar.update(items, nbytes)
+
+
+class _Encoder:
+    """Encodes one chunk on a pool thread (``encode_lock``: kinds whose encode is not thread-safe
+    take turns); a chunk of one ``LongText`` has its ids written to a file in the writer's temporary
+    directory, span by span, so no long document is held whole in memory."""
+
+    def __init__(self, tok: Tokenizer, options: PrepareOptions, tmp: Path, progress: _ByteProgress):
+        self.tok, self.options, self.tmp, self.progress = tok, options, tmp, progress
+        self.lock = encode_lock(tok)
+        self.long_files = itertools.count()
+
+    def _locked(self):
+        return self.lock if self.lock is not None else contextlib.nullcontext()
+
+    def __call__(self, item: tuple[Partition, list[Document]]) -> _EncodedChunk:
+        part, docs = item
+        try:
+            if not isinstance(docs[0].text, str):
+                return self._long_text(part, docs[0])
+            return self._documents(part, docs)
+        except UnknownInputError as exc:
+            raise exc.in_partition(part.value) from None
+
+    def _documents(self, part: Partition, docs: list[Document]) -> _EncodedChunk:
+        ids = [d.id for d in docs]
+        texts = [d.text for d in docs]
+        streamed = 0
+
+        def span_done(nbytes: int) -> None:
+            nonlocal streamed
+            streamed += nbytes
+            self.progress(0, nbytes)
+
+        with self._locked():
+            values, offsets = self.tok.encode_documents(texts, ids, progress=span_done)
+        return _EncodedChunk(part, ids, offsets, chunk_tally(offsets, sum(len(t) for t in texts), self.options),
+                             [source_digest(d.id, d.text) for d in docs],
+                             sum(utf8_length(t) for t in texts) - streamed, values=values)
+
+    def _long_text(self, part: Partition, doc: Document) -> _EncodedChunk:
+        """A document left in its file: its ids go to a file beside the store's, span by span."""
+        path = self.tmp / f".long-{next(self.long_files)}.u32"
+        count = 0
+        bos, eos = np.array([self.tok.bos_id], dtype=np.uint32), np.array([self.tok.eos_id], dtype=np.uint32)
+        with self._locked(), open(path, "wb") as fh:
+            spans = encode_long(self.tok, doc.text, doc.id, lambda n: self.progress(0, n))
+            for ids in itertools.chain([bos], spans, [eos]):
+                fh.write(ids.astype(np.uint32, copy=False).tobytes())
+                count += int(ids.shape[0])
+        offsets = np.array([0, count], dtype=np.int64)
+        return _EncodedChunk(part, [doc.id], offsets, chunk_tally(offsets, len(doc.text), self.options),
+                             [source_digest(doc.id, doc.text)], 0, ids_file=_IdsFile(path, count))
+
+
+def _chunks(source: _Source, tallies: dict[Partition, PartitionTally], skip: dict[Partition, int],
+            limits: PrepareLimits) -> Iterator[tuple[Partition, list[Document]]]:
+    """Each partition's documents in encode chunks (``Chunker``); a ``LongText`` is a chunk of its own.
+    The first ``skip[p]`` documents of each partition are in the store already (resume): they are
+    counted (documents and characters) and left out."""
+    chunker = Chunker(limits)
+    for batch in source.batches():
+        for doc in batch:
+            part = source.assign(doc.id)
+            if part is None:
+                continue  # forgotten by the manifest: named by ``source.checked``
+            if skip[part]:
+                skip[part] -= 1
+                tallies[part].add({"documents": 1, "characters": len(doc.text)})
+                continue
+            if not isinstance(doc.text, str):  # a LongText: a chunk and a store file of its own
+                chunk = chunker.take(part)
+                if chunk:
+                    yield part, chunk
+                yield part, [doc]
+                continue
+            chunk = chunker.add(part, doc, len(doc.text))
+            if chunk is not None:
+                yield part, chunk
+    yield from chunker.rest()
+
+
+def _resume(writer, source: _Source, options: PrepareOptions) -> dict | None:
+    """With ``resume``: keep the interrupted run's files if they are this corpus's, else start afresh;
+    says which on stderr and returns the report's ``resume`` entry (None without ``resume``)."""
+    if not options.resume:
+        return None
+    why = _resumed_mismatch(writer, source) if any(writer.resumed.values()) else None
+    if why is not None:
+        writer.start_fresh()
+        resume = {"kept": None, "started_afresh": why}
+        message = f"resume: starting afresh: {why}"
+    else:
+        resume = {"kept": {p.value: {"files": len(writer.resumed_sources(p)), "documents": writer.resumed[p]}
+                           for p in PARTITIONS}}
+        message = "resume: kept " + ", ".join(
+            f"{plural(len(writer.resumed_sources(p)), 'file')} ({plural(writer.resumed[p], 'document')}) "
+            f"of {p.value}" for p in PARTITIONS)
+    if (why is not None or any(writer.resumed.values())) and not options.quiet:
+        print(message, file=sys.stderr, flush=True)
+    return resume
+
+
+def _count_kept(writer, tallies: dict[Partition, PartitionTally], options: PrepareOptions,
+                bar: Progress) -> dict[Partition, int]:
+    """The documents of each partition already in the store (resume): their tokens and windows, from
+    the kept files, go to the tallies; returns how many ``_chunks`` skips per partition."""
+    skip = dict.fromkeys(PARTITIONS, 0)
+    for part in PARTITIONS:
+        lengths = writer.resumed_lengths(part)
+        if lengths.size:
+            skip[part] = int(lengths.size)
+            offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            tallies[part].add({"tokens": int(offsets[-1]),
+                               **window_counts(offsets, options.context_length, options.stride)})
+            bar.update(int(lengths.size))
+    return skip
+
+
+def _encode_and_write(tok: Tokenizer, source: _Source, tallies: dict[Partition, PartitionTally],
+                      options: PrepareOptions, threads: int, total: int | None, before_commit=None) -> dict | None:
+    """Pass 2: chunks of each partition (``_chunks``) -> encode on ``threads`` threads (``_Encoder``)
+    -> row groups, in order; returns the report's ``resume`` entry.
 
     With ``resume``, the first ``writer.resumed[p]`` documents of each partition are already in
     the store: they are counted (characters here, tokens and windows from the kept files) and skipped.
     """
-    lock = encode_lock(tok)
-    skip = dict.fromkeys(PARTITIONS, 0)
-
-    def chunks() -> Iterator[tuple[Partition, list[Document]]]:
-        chunker = pipeline.Chunker()
-        for batch in source.batches():
-            for doc in batch:
-                part = source.assign(doc.id)
-                if part is None:
-                    continue  # forgotten by the manifest: named by ``source.checked``
-                if skip[part]:
-                    skip[part] -= 1
-                    tallies[part].add({"documents": 1, "characters": len(doc.text)})
-                    continue
-                if not isinstance(doc.text, str):  # a LongText: a chunk and a store file of its own
-                    chunk = chunker.take(part)
-                    if chunk:
-                        yield part, chunk
-                    yield part, [doc]
-                    continue
-                chunk = chunker.add(part, doc, len(doc.text))
-                if chunk is not None:
-                    yield part, chunk
-        yield from chunker.rest()
-
-    def encode(item: tuple[Partition, list[Document]]):
-        if not isinstance(item[1][0].text, str):
-            return encode_long_text(item)
-        return encode_only(item) + ([source_digest(d.id, d.text) for d in item[1]],)
-
-    def encode_long_text(item: tuple[Partition, list[Document]]):
-        """A document left in its file: its ids go to a file beside the store's, span by span."""
-        part, (doc,) = item
-        ids_file = writer.tmp / f".long-{next(long_files)}.u32"
-        count = 0
-        try:
-            with lock if lock is not None else contextlib.nullcontext(), open(ids_file, "wb") as fh:
-                for ids in itertools.chain([np.array([tok.bos_id], dtype=np.uint32)],
-                                           encode_long(tok, doc.text, doc.id, lambda n: count_bytes(0, n)),
-                                           [np.array([tok.eos_id], dtype=np.uint32)]):
-                    fh.write(ids.astype(np.uint32, copy=False).tobytes())
-                    count += int(ids.shape[0])
-        except UnknownInputError as exc:
-            raise exc.in_partition(part.value) from None
-        offsets = np.array([0, count], dtype=np.int64)
-        tally = pipeline.chunk_tally(offsets, len(doc.text), options)
-        return part, [doc.id], _IdsFile(ids_file, count), offsets, tally, 0, [source_digest(doc.id, doc.text)]
-
-    bars: list[Progress] = []
-    bar_lock = threading.Lock()
-
-    def count_bytes(items: int, nbytes: int) -> None:  # from any thread: a long document shows progress per span
-        with bar_lock:
-            bars[0].update(items, nbytes)
-
-    def encode_only(item: tuple[Partition, list[Document]]):
-        part, docs = item
-        ids = [d.id for d in docs]
-        texts = [d.text for d in docs]
-        streamed = [0]
-
-        def span_done(nbytes: int) -> None:
-            streamed[0] += nbytes
-            count_bytes(0, nbytes)
-
-        try:
-            with lock if lock is not None else contextlib.nullcontext():
-                values, offsets = tok.encode_documents(texts, ids, progress=span_done)
-        except UnknownInputError as exc:
-            raise exc.in_partition(part.value) from None
-        tally = pipeline.chunk_tally(offsets, sum(len(t) for t in texts), options)
-        return part, ids, values, offsets, tally, sum(utf8_length(t) for t in texts) - streamed[0]
-
-    resume = None
-    long_files = itertools.count()
     # The readers check every id of the corpus (a continuous text's are made unique): the writer need not.
-    with pipeline.open_store_writer(options.store_path, tok, resume=options.resume, check_unique=False) as writer:
+    with open_store_writer(options, tok, check_unique=False) as writer:
         for stale in writer.tmp.glob(".long-*.u32"):  # an interrupted run's ids of a long document
             stale.unlink()
-        if options.resume:
-            why = _resumed_mismatch(writer, source) if any(writer.resumed.values()) else None
-            if why is not None:
-                writer.start_fresh()
-                resume = {"kept": None, "started_afresh": why}
-                message = f"resume: starting afresh: {why}"
-            else:
-                resume = {"kept": {p.value: {"files": len(writer.resumed_sources(p)), "documents": writer.resumed[p]}
-                                   for p in PARTITIONS}}
-                message = "resume: kept " + ", ".join(
-                    f"{plural(len(writer.resumed_sources(p)), 'file')} ({plural(writer.resumed[p], 'document')}) "
-                    f"of {p.value}" for p in PARTITIONS)
-            if (why is not None or any(writer.resumed.values())) and not options.quiet:
-                print(message, file=sys.stderr, flush=True)
+        resume = _resume(writer, source, options)
         with Progress(f"pass 2: encoding on {plural(threads, 'thread')}", total=total, quiet=options.quiet) as bar:
-            bars.append(bar)
-            for part in PARTITIONS:
-                lengths = writer.resumed_lengths(part)
-                if lengths.size:
-                    skip[part] = int(lengths.size)
-                    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
-                    np.cumsum(lengths, out=offsets[1:])
-                    tallies[part].add({"tokens": int(offsets[-1]),
-                                       **pipeline.window_counts(offsets, options.context_length, options.stride)})
-                    bar.update(int(lengths.size))
-            for part, ids, values, offsets, tally, nbytes, sources in OrderedPool(encode, threads).map(chunks()):
-                if isinstance(values, _IdsFile):
-                    writer.write_long_document(part, ids[0], values.path, values.count, source=sources[0])
-                    values.path.unlink()
+            progress = _ByteProgress(bar)
+            skip = _count_kept(writer, tallies, options, bar)
+            encoder = _Encoder(tok, options, writer.tmp, progress)
+            for chunk in OrderedPool(encoder, threads).map(_chunks(source, tallies, skip, options.limits)):
+                if chunk.ids_file is not None:
+                    writer.write_long_document(chunk.partition, chunk.ids[0], chunk.ids_file.path,
+                                               chunk.ids_file.count, source=chunk.sources[0])
+                    chunk.ids_file.path.unlink()
                 else:
-                    writer.write_chunk(part, ids, values, offsets, sources=sources)
-                tallies[part].add(tally)
-                count_bytes(len(ids), nbytes)
+                    writer.write_chunk(chunk.partition, chunk.ids, chunk.values, chunk.offsets, sources=chunk.sources)
+                tallies[chunk.partition].add(chunk.tally)
+                progress(len(chunk.ids), chunk.unshown_bytes)
                 stop_point("chunk")
             source.checked()  # a tokenizer file: one pass, so the manifest is checked before the commit
         if before_commit is not None:

@@ -10,7 +10,8 @@ anything is stored; a non-finite value, a wrong gradient width or finishing with
 ``BatchError`` naming the token and coordinate. ``add_batch`` sums with numpy (pairwise
 summation), so it may differ from one ``add_token`` per row in the last bits; values that are
 binary fractions sum exactly either way. For evaluation, ``TokenMeanAccumulator()`` (gradient
-width 0) takes ``add_loss(loss_sum, token_count)`` per batch and ``mean_loss`` is the answer. Cost: O(width) per token, vectorised for a batch.
+width 0) takes ``add_loss(loss_sum, token_count)`` per batch and ``mean_loss`` is the answer.
+Cost: O(width) per token, vectorised for a batch.
 """
 
 from __future__ import annotations

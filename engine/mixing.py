@@ -28,7 +28,7 @@ from typing import Any, Iterator, NamedTuple, Sequence
 import numpy as np
 
 from engine.batches import PACKED_FIELDS, MiniBatchEpoch
-from engine.checks import check_batch_size, check_count, check_rank
+from engine.checks import check_batch_size, check_count, positive_int, rank_rows
 from engine.errors import BatchError, ConfigurationError
 from engine.kernels import mixing as kernels
 from engine.kernels import packed_epoch as packed_kernels
@@ -39,6 +39,8 @@ from engine.windows import check_int32_rows, prepare_rows
 
 __all__ = ["Mixture", "MixtureBatch", "MixtureOrder"]
 
+# Samples between the schedule states ``taken`` keeps (Mixture's ``checkpoint_every``): a state is
+# one int64 per source, and reaching any sample costs at most this many steps from the last one.
 CHECKPOINT = 1 << 16
 _EPOCHS_KEPT = 2  # epochs of each source kept built (a batch spans at most two of one source)
 
@@ -90,10 +92,12 @@ class Mixture:
 
     A ``BatchSource`` (``engine.batches``) without end: ``batch_count`` is None, its one epoch is 0,
     ``order.seed`` is the tuple of the sources' seeds and ``progress(k)`` names each source's
-    epoch and position where batch ``k`` begins."""
+    epoch and position where batch ``k`` begins. ``checkpoint_every``: samples between the
+    schedule states kept (``CHECKPOINT``); it changes the cost of a far jump, never a batch."""
 
-    def __init__(self, sources: Sequence[tuple[Any, float]], batch_size: int, *, names: Sequence[str] | None = None
-                 ) -> None:
+    def __init__(self, sources: Sequence[tuple[Any, float]], batch_size: int, *, names: Sequence[str] | None = None,
+                 checkpoint_every: int = CHECKPOINT) -> None:
+        self._checkpoint_every = positive_int(checkpoint_every, "checkpoint_every")
         sources = list(sources)
         if not sources:
             raise ConfigurationError("a Mixture needs at least one (source, weight) pair")
@@ -174,9 +178,9 @@ class Mixture:
 
     def __reduce__(self):
         """Pickle as the sources (paths for stores), the normalised weights exactly, the batch size,
-        the names and ``next_batch``; the copy rebuilds its checkpoints as it goes."""
+        the names, ``next_batch`` and ``checkpoint_every``; the copy rebuilds its checkpoints as it goes."""
         return (_rebuild_mixture, (self._sources, self.weights.tolist(), self.batch_size, self.names,
-                                   self.next_batch))
+                                   self.next_batch, self._checkpoint_every))
 
     @staticmethod
     def _check_index(k) -> int:
@@ -202,10 +206,11 @@ class Mixture:
             taken = self._checkpoints[start].copy()
         nothing = np.empty(0, np.int64)
         while start < n:
-            stop = min(n, (start // CHECKPOINT + 1) * CHECKPOINT)
+            every = self._checkpoint_every
+            stop = min(n, (start // every + 1) * every)
             kernels.advance(self.weights, start, taken, stop - start, nothing)
             start = stop
-            if start % CHECKPOINT == 0 and start not in self._checkpoints:
+            if start % every == 0 and start not in self._checkpoints:
                 self._checkpoints[start] = taken.copy()
         self._last = (n, taken.copy())
         return taken
@@ -236,7 +241,7 @@ class Mixture:
         return epoch
 
     # -- batches -------------------------------------------------------------------------------
-    def batch(self, k: int, out: Any = None, *, rank: int | None = 0, world_size: int | None = 1,
+    def batch(self, k: int, out: Any = None, *, rank: int | None = None, world_size: int | None = None,
               dtype: Any = None) -> MixtureBatch:
         """Batch ``k`` (samples ``[kB, (k+1)B)``) or rank ``rank``'s rows ``[r*B//w, (r+1)*B//w)`` of it.
 
@@ -245,15 +250,7 @@ class Mixture:
         holds views of them. ``dtype``: of the ids (uint32, int32 or int64).
         """
         k = self._check_index(k)
-        if rank is None and world_size is None:
-            rank, world_size = 0, 1
-        elif rank is None or world_size is None:
-            raise ConfigurationError("pass both rank and world_size, or neither")
-        rank, world_size = check_rank(rank, world_size)
-        if world_size > self.batch_size:
-            raise BatchError(f"a batch has {self.batch_size} rows, fewer than world_size={world_size}")
-        lo = rank * self.batch_size // world_size
-        hi = (rank + 1) * self.batch_size // world_size
+        lo, hi = rank_rows(0, self.batch_size, rank, world_size, batch=k)
         sources, sample = self.schedule(k * self.batch_size, self.batch_size)
         sources, sample = sources[lo:hi], sample[lo:hi]
         width = hi - lo
@@ -383,8 +380,8 @@ def _samples(source) -> int:
     return source.rows if isinstance(source, PackedEpoch) else source.window_count
 
 
-def _rebuild_mixture(sources, weights, batch_size, names, next_batch) -> Mixture:
-    mixture = Mixture(list(zip(sources, weights)), batch_size, names=names)
+def _rebuild_mixture(sources, weights, batch_size, names, next_batch, checkpoint_every=CHECKPOINT) -> Mixture:
+    mixture = Mixture(list(zip(sources, weights)), batch_size, names=names, checkpoint_every=checkpoint_every)
     mixture.weights = np.array(weights, dtype=np.float64)  # exactly the original's (renormalising may round)
     mixture.next_batch = next_batch
     return mixture

@@ -6,7 +6,8 @@ runs are removed (a live run's stay). ``StagedOutputs`` writes ``tokenizer.json`
 ``report.json`` to hidden temporaries while the store is still being written and renames them
 after the store is in place; on any error they are removed, so a failed run of either executor
 changes nothing in ``--out``. ``report.json`` (``_report``) holds the corpus, the tokenizer, the
-per-partition tallies, what the reader counted and the window warnings.
+per-partition tallies (``PartitionTally``, one report row each), what the reader counted and the
+window warnings.
 """
 
 from __future__ import annotations
@@ -15,26 +16,41 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.corpus import PARTITIONS, Partition, ReadReport
 from engine.errors import ConfigurationError, TokenizerError
+from engine.prepare_options import PrepareOptions
 from engine.store.lock import pid_alive
 from engine.store.ownership import check_replaceable
 from engine.tokenizers.base import Tokenizer, tokenizer_from_json
 
-if TYPE_CHECKING:
-    from engine.pipeline import PartitionTally, PrepareOptions
 
 __all__ = [
     "PrepareResult", "check_out_dir", "remove_dead_staged", "stage_outputs", "commit_outputs", "drop_staged",
-    "StagedOutputs", "finish_report", "window_warning",
+    "StagedOutputs", "finish_report", "window_warning", "PartitionTally",
     "window_warnings", "REPORT_FORMAT", "REPORT_KEYS", "STAGED_PREFIXES",
 ]
 
 # report.json's first key; reports written before it existed are recognised by REPORT_KEYS.
 REPORT_FORMAT = "engine.report"
 REPORT_KEYS = ("corpus", "splits", "store", "tokenizer", "context_length", "stride", "threads", "partitions")
+
+
+class PartitionTally:
+    """What the report says about one partition (``KEYS``, each an int), summed chunk by chunk."""
+
+    KEYS = ("documents", "characters", "tokens", "windows", "incomplete_tails", "tail_tokens", "short_documents")
+
+    def __init__(self) -> None:
+        self.__dict__.update(dict.fromkeys(self.KEYS, 0))
+
+    def __repr__(self) -> str:
+        return f"PartitionTally({', '.join(f'{k}={v}' for k, v in vars(self).items())})"
+
+    def add(self, other: dict[str, int]) -> None:
+        for key, value in other.items():
+            setattr(self, key, getattr(self, key) + value)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ The ROW indices are then permuted by the SplitMix64 Fisher–Yates of SPEC §6 w
 rows ``[kB, (k+1)B)`` of that order only — inputs, targets (uint32, or int64 with ``dtype``),
 segment ids, position ids, loss weights and one provenance record per segment — so a resumed run
 needs ``(seed, epoch, k)`` only. With ``rank=r, world_size=w`` it returns rows
-``[r*width//w, (r+1)*width//w)`` of the batch; ``w`` above the batch width is an error.
+``[r*width//w, (r+1)*width//w)`` of the batch; ``w`` above the batch width is a BatchError
+(``engine.checks.rank_rows``, the rule of every batch source).
 Cost: build ``O(D + P log L)`` plus one shuffle of ``R`` row indices; a batch writes ``17`` bytes
 per position (contiguous runs, see ``engine.kernels.packed_epoch``).
 """
@@ -31,8 +32,8 @@ import numpy as np
 
 from engine.batches import PACKED_FIELDS, MiniBatchConfig, epoch_seed
 from engine.buffers import as_token_buffers
-from engine.checks import check_count, check_partition, check_rank
-from engine.corpus import Partition
+from engine.checks import check_count, check_partition, rank_rows
+from engine.partition import Partition
 from engine.errors import BatchError, ConfigurationError, PackingError
 from engine.kernels import packed_epoch as kernels
 from engine.kernels import shuffle as shuffle_kernels
@@ -223,12 +224,8 @@ class PackedEpoch:
         return self.cropped_transitions / total if total else 0.0
 
     # -- batches -------------------------------------------------------------------------------
-    def batch_rows(self, k: int, *, rank: int | None = 0, world_size: int | None = 1) -> tuple[int, int]:
+    def batch_rows(self, k: int, *, rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
         """Slots ``[lo, hi)`` of the epoch's row order that batch ``k`` (rank ``rank``'s share) holds."""
-        if rank is None and world_size is None:
-            rank, world_size = 0, 1
-        elif rank is None or world_size is None:
-            raise ConfigurationError("pass both rank and world_size, or neither")
         try:
             index = operator.index(k)
         except TypeError:
@@ -236,16 +233,10 @@ class PackedEpoch:
         if isinstance(k, bool) or not 0 <= index < self._batch_count:
             valid = f"0..{self._batch_count - 1}" if self._batch_count else "none: the epoch is empty"
             raise BatchError(f"batch {k!r} is out of range: this epoch has {self._batch_count} batches (valid: {valid})")
-        rank, world_size = check_rank(rank, world_size)
         lo = index * self._batch_size
-        hi = min(lo + self._batch_size, self.rows)
-        width = hi - lo
-        if world_size > width:
-            raise BatchError(f"batch {index} has {width} rows, fewer than world_size={world_size}: "
-                             "every rank needs at least one row (expected a smaller world size or a larger batch)")
-        return lo + rank * width // world_size, lo + (rank + 1) * width // world_size
+        return rank_rows(lo, min(lo + self._batch_size, self.rows), rank, world_size, batch=index)
 
-    def batch(self, k: int, out: Any = None, *, rank: int | None = 0, world_size: int | None = 1, dtype: Any = None
+    def batch(self, k: int, out: Any = None, *, rank: int | None = None, world_size: int | None = None, dtype: Any = None
               ) -> PackedEpochBatch:
         """Batch ``k`` (or rank ``rank``'s share), built without building any other batch.
 

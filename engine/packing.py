@@ -15,8 +15,8 @@ Strategies (both deterministic):
   new row; rows never go back, so rows read in document order. ``O(P)``.
 Inside a row, segment ids are 0, 1, 2, ... in placement order, which is also left-to-right.
 
-Row arrays ``[rows, L]``: ``inputs``/``targets`` uint32 (or the ``dtype=`` asked: int32, int64; 0 on padding), ``segment_ids`` int32
-(-1 on padding), ``position_ids`` int32 (restart at 0 per segment, 0 on padding),
+Row arrays ``[rows, L]``: ``inputs``/``targets`` uint32 (or the ``dtype=`` asked: int32, int64; 0 on
+padding), ``segment_ids`` int32 (-1 on padding), ``position_ids`` int32 (restart at 0 per segment, 0 on padding),
 ``loss_weights`` uint8 (1 = scored, 0 = not: padding, or a target whose role flag is 0).
 Role flags (0/1 per source token) are shifted with the targets: the weight at input position
 ``t`` is the flag of source token ``t + 1`` of the segment. Cost: ``O(D + P log L + tokens)``.
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from engine.buffers import as_token_buffers
-from engine.checks import check_count, check_output_folder
+from engine.checks import check_count, check_output_folder, positive_int
 from engine.errors import ConfigurationError, PackingError
 from engine.kernels import packing as kernels
 from engine.parallel import resolve_threads
@@ -280,14 +280,16 @@ def _flat_roles(roles: Any, offsets: np.ndarray, ids: tuple[str, ...]) -> np.nda
 FILL_POSITIONS_PER_THREAD = 1 << 22
 
 
-def _fill_rows(values, offsets, flags, has_roles: bool, plan: PackingPlan, outputs: tuple) -> None:
-    """Copy every piece into its span, on up to ``resolve_threads()`` threads for large batches.
+def _fill_rows(values, offsets, flags, has_roles: bool, plan: PackingPlan, outputs: tuple,
+               positions_per_thread: int = FILL_POSITIONS_PER_THREAD) -> None:
+    """Copy every piece into its span, on up to ``resolve_threads()`` threads, one per
+    ``positions_per_thread`` positions.
 
     Threads take contiguous, disjoint ranges of pieces and each piece owns its span, so the rows
     do not depend on the thread count.
     """
     pieces = plan.piece_length.shape[0]
-    threads = min(resolve_threads(), pieces, plan.real_positions // FILL_POSITIONS_PER_THREAD)
+    threads = min(resolve_threads(), pieces, plan.real_positions // positions_per_thread)
 
     def fill(first: int, stop: int) -> None:
         kernels.fill_rows(values, offsets, flags, has_roles, plan.piece_document, plan.piece_source_start,
@@ -311,6 +313,7 @@ def pack_documents(
     *,
     split: Any = None,
     dtype: Any = None,
+    fill_positions_per_thread: int = FILL_POSITIONS_PER_THREAD,
 ) -> PackedBatch:
     """Pack ``documents`` into rows of ``row_length`` positions.
 
@@ -318,9 +321,11 @@ def pack_documents(
     int64, ids)`` triple, ``TokenBuffers``, or a ``TokenStore`` with ``split=``. ``roles``: None (every real target
     scored) or 0/1 flags per source token, one array per document or one flat array aligned
     with ``values``. ``dtype``: the dtype of ``inputs`` and ``targets``, uint32 (default), int32
-    or int64 (what ``torch.nn.Embedding`` takes).
+    or int64 (what ``torch.nn.Embedding`` takes). ``fill_positions_per_thread``: rows are filled on
+    one thread per that many positions (at most ``resolve_threads()``), never changing a value.
     """
     row_length = _check_row_length(row_length)
+    fill_positions_per_thread = positive_int(fill_positions_per_thread, "fill_positions_per_thread")
     dtype = row_dtype(dtype, None)
     values, offsets, ids = _flat_documents(documents, split)
     flags = np.zeros(1, np.uint8) if roles is None else _flat_roles(roles, offsets, ids)
@@ -337,7 +342,8 @@ def pack_documents(
     segment_ids = np.full(shape, -1, np.int32)
     position_ids = np.zeros(shape, np.int32)
     loss_weights = np.zeros(shape, np.uint8)
-    _fill_rows(values, offsets, flags, roles is not None, plan, (inputs, targets, segment_ids, position_ids, loss_weights))
+    _fill_rows(values, offsets, flags, roles is not None, plan, (inputs, targets, segment_ids, position_ids, loss_weights),
+               fill_positions_per_thread)
     if dtype == np.int32:
         check_int32_rows(inputs, targets)
     order = np.empty(plan.piece_length.shape[0], np.int64)

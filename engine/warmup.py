@@ -59,7 +59,7 @@ def _batches() -> None:
     import numpy as np
 
     from engine.batches import BatchOrder, MiniBatchConfig, MiniBatchEpoch
-    from engine.corpus import Partition
+    from engine.partition import Partition
     from engine.store import EncodedDocument
     from engine.windows import CausalWindowConfig, sample_windows
 
@@ -74,7 +74,7 @@ def _batches() -> None:
 def _packing() -> None:
     import numpy as np
 
-    from engine.corpus import Partition
+    from engine.partition import Partition
     from engine.masks import attention_mask, varlen_boundaries
     from engine.packing import pack_documents
     from engine.store import EncodedDocument

@@ -273,7 +273,8 @@ class Targets:
 
     def tokenizer(self, data: bytes) -> None:
         from engine.errors import TokenizerError
-        from engine.tokenizers.base import load_tokenizer, tokenizer_from_json
+        from engine.tokenizers.base import tokenizer_from_json
+        from engine.tokenizers.loading import load_tokenizer
 
         path = self.scratch / "input.json"
         path.write_bytes(data)

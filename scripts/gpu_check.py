@@ -80,7 +80,8 @@ def main() -> int:
         copy_s = timed(cuda, lambda: copy_dst.copy_to_device(copy_src))
         gb = out.nbytes / 1e9
         print(f"{kind:>9} mask: {'equal' if equal else 'MISMATCH'}  {seconds * 1e3:8.3f} ms  {gb / seconds:7.1f} GB/s written"
-              f"  | d2d copy of {gb:.3f} GB: {copy_s * 1e3:.3f} ms = {gb / copy_s:.1f} GB/s ({2 * gb / copy_s:.1f} GB/s read+write)"
+              f"  | d2d copy of {gb:.3f} GB: {copy_s * 1e3:.3f} ms = {gb / copy_s:.1f} GB/s "
+              f"({2 * gb / copy_s:.1f} GB/s read+write)"
               f"  ratio {copy_s / seconds:.2f}")
 
     positions = cuda.device_array((rows, length), dtype=np.int32)
@@ -88,7 +89,8 @@ def main() -> int:
     equal = np.array_equal(positions.copy_to_host(), masks.position_ids(segment_ids, device="cpu"))
     failures += not equal
     seconds = timed(cuda, lambda: cuda_masks.launch_position_ids(device_ids, positions))
-    print(f"position ids: {'equal' if equal else 'MISMATCH'}  {seconds * 1e3:.3f} ms  {positions.nbytes / 1e9 / seconds:.1f} GB/s")
+    print(f"position ids: {'equal' if equal else 'MISMATCH'}  {seconds * 1e3:.3f} ms  "
+          f"{positions.nbytes / 1e9 / seconds:.1f} GB/s")
 
     bounds, longest = masks.varlen_boundaries(device_ids, device="cuda", to_host=True)
     cpu_bounds, cpu_longest = masks.varlen_boundaries(segment_ids, device="cpu")

@@ -133,8 +133,9 @@ def test_cross_partition_rows_are_counted():
 def test_replay_difference_is_detected(monkeypatch):
     epoch = build(bigger_documents(), seed=5, T=4, B=7)
     monkeypatch.setattr(MiniBatchEpoch, "with_order",
-                        lambda self, order: MiniBatchEpoch.build(self.source, self.partition, windows=self.window_config,
-                                                                 batches=MiniBatchConfig(self.batch_size, BatchOrder.shuffled(99))))
+                        lambda self, order: MiniBatchEpoch.build(
+                            self.source, self.partition, windows=self.window_config,
+                            batches=MiniBatchConfig(self.batch_size, BatchOrder.shuffled(99))))
     report = audit_epoch(epoch)
     assert not report.replay_same and not report.ok
 

@@ -102,25 +102,28 @@ def test_buffers_are_frozen_and_pickle():
     exact(pickle.loads(pickle.dumps(buffers)))
 
 
-V, O = np.array(VALUES, np.uint32), np.array(OFFSETS, np.int64)
+V, OFF = np.array(VALUES, np.uint32), np.array(OFFSETS, np.int64)
 
 
 @pytest.mark.parametrize(
     "values, offsets, ids, partition, fragment",
     [
-        (V.astype(np.int64), O, IDS, None, "values: expected 1-D uint32 token ids, got int64 (9,)"),
-        (V.reshape(3, 3), O, IDS, None, "values: expected 1-D uint32 token ids, got uint32 (3, 3)"),
-        (V, O.astype(np.int32), IDS, None, "offsets: expected 1-D int64 of length documents + 1 = 4 (one id per document), got int32 (4,)"),
-        (V, O, IDS[:2], None, "offsets: expected 1-D int64 of length documents + 1 = 3 (one id per document), got int64 (4,)"),
-        (V, np.array([1, 4, 6, 9]), IDS, None, "offsets: expected to start at 0, never decrease and end at len(values) = 9; got offsets[0] = 1"),
+        (V.astype(np.int64), OFF, IDS, None, "values: expected 1-D uint32 token ids, got int64 (9,)"),
+        (V.reshape(3, 3), OFF, IDS, None, "values: expected 1-D uint32 token ids, got uint32 (3, 3)"),
+        (V, OFF.astype(np.int32), IDS, None, "offsets: expected 1-D int64 of length documents + 1 = 4 (one id per "
+                                             "document), got int32 (4,)"),
+        (V, OFF, IDS[:2], None, "offsets: expected 1-D int64 of length documents + 1 = 3 (one id per document), got int64 (4,)"),
+        (V, np.array([1, 4, 6, 9]), IDS, None, "offsets: expected to start at 0, never decrease and end at "
+                                               "len(values) = 9; got offsets[0] = 1"),
         (V, np.array([0, 4, 6, 8]), IDS, None, "end at len(values) = 9; got offsets[-1] = 8"),
         (V, np.array([0, 7, 6, 9]), IDS, None, "never decrease and end at len(values) = 9; got offsets[1] = 7 > offsets[2] = 6"),
-        (V, O, ("a", "", "c"), None, "ids[1] is str ''; expected a non-empty string"),
-        (V, O, ("a", 5, "c"), None, "ids[1] is int 5; expected a non-empty string"),
-        (V, O, "abc", None, "ids: expected a sequence of document ids (str), got str"),
-        (V, O, 3, None, "ids: expected a sequence of document ids (str), got int"),
-        (V, O, ("a", "b", "a"), None, "document id 'a' is repeated (documents 0 and 2): 'a' appears more than once, but ids must be unique"),
-        (V, O, IDS, "dev", "unknown partition 'dev' (expected train, validation or test)"),
+        (V, OFF, ("a", "", "c"), None, "ids[1] is str ''; expected a non-empty string"),
+        (V, OFF, ("a", 5, "c"), None, "ids[1] is int 5; expected a non-empty string"),
+        (V, OFF, "abc", None, "ids: expected a sequence of document ids (str), got str"),
+        (V, OFF, 3, None, "ids: expected a sequence of document ids (str), got int"),
+        (V, OFF, ("a", "b", "a"), None, "document id 'a' is repeated (documents 0 and 2): 'a' appears more than once, "
+                                        "but ids must be unique"),
+        (V, OFF, IDS, "dev", "unknown partition 'dev' (expected train, validation or test)"),
     ],
 )
 def test_each_broken_rule_is_named_once_whatever_the_error_class(values, offsets, ids, partition, fragment):
@@ -135,7 +138,7 @@ def test_each_broken_rule_is_named_once_whatever_the_error_class(values, offsets
 
 def test_array_likes_are_arrays_only_at_the_edge():
     with pytest.raises(ConfigurationError, match=r"^values: expected 1-D uint32 token ids, got list$"):
-        TokenBuffers(VALUES, O, IDS)
+        TokenBuffers(VALUES, OFF, IDS)
     with pytest.raises(PackingError, match=r"^values: expected 1-D uint32 token ids, got int64 \(9,\)$"):
         as_token_buffers((VALUES, OFFSETS, IDS), error=PackingError)
     exact(as_token_buffers((V, OFFSETS, IDS), TRAIN))  # a list of offsets becomes int64
@@ -156,7 +159,8 @@ def test_array_likes_are_arrays_only_at_the_edge():
         ([EncodedDocument("a", TRAIN, np.array([0, -1, 1]))], None,
          "document 'a' (documents[0]): tokens must be token ids in 0..2^32-1, got int64 values"),
         ([EncodedDocument("a", TRAIN, np.array([0.0, 1.0]))], None, "tokens must be token ids in 0..2^32-1, got float64"),
-        ([EncodedDocument("a", TRAIN, np.zeros((1, 2), np.uint32))], None, "document 'a' (documents[0]): tokens must be 1-D, got shape (1, 2)"),
+        ([EncodedDocument("a", TRAIN, np.zeros((1, 2), np.uint32))], None, "document 'a' (documents[0]): tokens must "
+                                                                           "be 1-D, got shape (1, 2)"),
         ([DOCS[0], DOCS[1], DOCS[0]], None, "document id 'a' is repeated (documents 0 and 2)"),
     ],
 )

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from engine.errors import ConfigurationError, TokenizerError
-from engine.tokenizers.base import load_tokenizer
+from engine.tokenizers.loading import load_tokenizer
 from engine.tokenizers.byte_bpe import ByteBpeTokenizer, ByteBpeTrainer, bytes_to_unicode
 from tests.naive_byte_bpe import naive_encode_merges, naive_pretokenize, naive_train, stdlib_texts
 

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from engine.batches import MiniBatchConfig
-from engine.checks import as_int, check_batch_size, check_count, check_fraction, check_partition, check_rank, check_seed, positive_int
+from engine.checks import (
+    as_int, check_batch_size, check_count, check_fraction, check_partition, check_rank, check_seed, positive_int,
+)
 from engine.errors import BatchError, ConfigurationError, TokenizerError
 
 

@@ -190,7 +190,7 @@ def test_batches_out_refuses_a_store_or_a_foreign_folder(store, tmp_path):
 
 
 def test_pattern_is_refused_for_a_tokenizer_file_that_fixes_its_own(tmp_path):
-    from engine.tokenizers.base import load_tokenizer
+    from engine.tokenizers.loading import load_tokenizer
     from engine.tokenizers.byte_bpe import ByteBpeTrainer
     from engine.tokenizers.char import CharTokenizer
 

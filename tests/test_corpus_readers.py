@@ -34,7 +34,7 @@ from tests.helpers import SETTINGS, run
 
 
 def write_lines(path: Path, lines: list[bytes | str]) -> Path:
-    path.write_bytes(b"".join((l.encode("utf-8") if isinstance(l, str) else l) + b"\n" for l in lines))
+    path.write_bytes(b"".join((line.encode("utf-8") if isinstance(line, str) else line) + b"\n" for line in lines))
     return path
 
 
@@ -549,7 +549,8 @@ def test_jsonl_counts_for_each_policy(tmp_path):
     docs = list(iter_jsonl(path, on_invalid_utf8="skip", skip_bad_lines=True, report=skipped))
     assert [d.id for d in docs] == ["a", "e"]
     # Lines 2, 3 and 5 are dropped for invalid UTF-8 (line 5 before its JSON is parsed).
-    assert (skipped.documents, skipped.skipped_bad_lines, skipped.skipped_invalid_utf8, skipped.replaced_sequences) == (2, 0, 3, 0)
+    counts = (skipped.documents, skipped.skipped_bad_lines, skipped.skipped_invalid_utf8, skipped.replaced_sequences)
+    assert counts == (2, 0, 3, 0)
     assert skipped.summary() == (
         "read: 2 documents; skipped 3 documents with invalid UTF-8; 1 blank line passed over"
     )
@@ -713,13 +714,14 @@ def test_column_options_on_splits_and_tokenizers_train(tmp_path):
     assert json.loads((tmp_path / "s.json").read_text()) == {"train": ["k1", "k2"], "validation": [], "test": []}
     result = run("splits", path, "--hash-split", "1,0,0", "--out", tmp_path / "m.json", "--text-column", "body")
     assert result.exit_code == 0, result.output
-    assert result.stdout == f'note: ids: made from file and row (no "id" column)\ntrain 2, validation 0, test 0 documents; wrote {tmp_path / "m.json"}\n'
+    assert result.stdout == ('note: ids: made from file and row (no "id" column)\n'
+                             f'train 2, validation 0, test 0 documents; wrote {tmp_path / "m.json"}\n')
     assert json.loads((tmp_path / "m.json").read_text())["train"] == ["c.jsonl:000001", "c.jsonl:000002"]
 
     result = run("tokenizers", "train", path, "--kind", "char", "--hash-split", "1,0,0", "--text-column", "body",
                  "--out", tmp_path / "t.json")
     assert result.exit_code == 0, result.output
-    from engine.tokenizers.base import load_tokenizer
+    from engine.tokenizers.loading import load_tokenizer
     assert load_tokenizer(tmp_path / "t.json").vocab_size == 2 + 5  # a..e, fitted on the "body" texts
 
     folder = tmp_path / "docs"

@@ -57,7 +57,8 @@ for shape in [(2, 0), (0, 3), (0, 0)]:
 """
 
 
-@pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None, reason="numba-cuda is not installed (pip install -e '.[cuda]')")
+@pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None, reason="numba-cuda is not installed (pip install "
+                                                                           "-e '.[cuda]')")
 def test_cuda_varlen_boundaries_match_cpu_on_empty_shapes():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     result = subprocess.run([sys.executable, "-c", CUDA_SIM_CODE], env=env, capture_output=True, text=True, timeout=300)

@@ -90,7 +90,8 @@ def test_missing_seed_is_exit_2(epoch):
     edit_manifest(out, lambda m: m.pop("seed"))
     result = run("batches", "show", out, "--batch", 0)
     assert result.exit_code == 2
-    assert result.output == f'error: {out / "manifest.json"}: "seed" is missing (expected an integer, or null for a sequential epoch)\n'
+    assert result.output == (f'error: {out / "manifest.json"}: "seed" is missing '
+                             '(expected an integer, or null for a sequential epoch)\n')
 
 
 def test_missing_index_entry_is_exit_2(epoch):

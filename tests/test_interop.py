@@ -15,7 +15,7 @@ from engine.corpus import Partition
 from engine.errors import TokenizerError
 from engine.pipeline import default_corpus_paths
 from engine.store import TokenStore
-from engine.tokenizers.base import load_tokenizer
+from engine.tokenizers.loading import load_tokenizer
 from engine.tokenizers.interop import load_hf_tokenizer_json, load_tiktoken, save_hf_tokenizer_json, save_tiktoken
 from engine.tokenizers.pretokenize import PATTERNS
 from tests.naive_byte_bpe import stdlib_texts

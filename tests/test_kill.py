@@ -32,8 +32,9 @@ pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs PO
 DOCUMENTS = 400
 SEED = 20240611
 # Small files, row groups, chunks and read batches: every stage is reached several times.
-SMALL_RUN = ("import sys; import engine.pipeline as p; p.STORE_FILE_ROWS = 16; p.STORE_ROW_GROUP_ROWS = 4; "
-             "p.ENCODE_CHUNK_DOCUMENTS = 8; p.READ_BATCH_DOCUMENTS = 32; "
+SMALL_RUN = ("import functools, sys; import engine.pipeline as p; "
+             "p.prepare = functools.partial(p.prepare, limits=p.PrepareLimits(store_file_rows=16, "
+             "store_row_group_rows=4, encode_chunk_documents=8, read_batch_documents=32)); "
              "from engine.__main__ import run; sys.argv[0] = 'engine'; run()")
 # Stages of a run over a complete OUT, in the order a run reaches them.
 KILL_POINTS = ["read:1", "read:5", "fitted:1", "chunk:1", "chunk:20", "file:3", "manifest:1", "swap:1", "stored:1"]

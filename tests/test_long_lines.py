@@ -188,15 +188,13 @@ def test_prepare_writes_long_texts_as_files_of_their_own_with_the_same_tokens(to
 
 
 def test_resume_after_ctrl_c_keeps_files_before_a_long_text_and_equals_a_fresh_run(tmp_path, monkeypatch):
-    import engine.pipeline as pipeline
-    from engine.pipeline import prepare
+    from engine.pipeline import PrepareLimits, prepare
 
-    monkeypatch.setattr(pipeline, "STORE_FILE_ROWS", 2)
-    monkeypatch.setattr(pipeline, "STORE_ROW_GROUP_ROWS", 1)
-    monkeypatch.setattr(pipeline, "ENCODE_CHUNK_DOCUMENTS", 2)
     thresholds(monkeypatch, 500, 100)
     corpus = long_corpus(tmp_path / "c.jsonl", seed=8)
-    options = dict(tokenizer="char", context_length=8, threads=2, quiet=True, hash_split={"train": 1.0})
+    small_files = PrepareLimits(store_file_rows=2, store_row_group_rows=1, encode_chunk_documents=2)
+    options = dict(tokenizer="char", context_length=8, threads=2, quiet=True, hash_split={"train": 1.0},
+                   limits=small_files)
     fresh = prepare(corpus, None, tmp_path / "fresh", **options)
     real_long, calls = TokenStoreWriter.write_long_document, [0]
 

@@ -301,7 +301,8 @@ def test_mask_inputs_and_out_arrays_are_checked():
         masks.attention_mask([[0, 0], [0]], device="cpu")
     seg = np.array([[0, 0, -1]])
     for out in (np.empty((1, 3, 4), bool), np.empty((1, 3, 3), np.int8), np.empty((1, 3, 6), bool)[:, :, ::2]):
-        with pytest.raises(ConfigurationError, match=r"dense out=: expected a C-contiguous writeable bool array of shape \(1, 3, 3\)"):
+        with pytest.raises(ConfigurationError, match=r"dense out=: expected a C-contiguous writeable bool array of "
+                                                     r"shape \(1, 3, 3\)"):
             masks.attention_mask(seg, device="cpu", out=out)
     readonly = np.empty((1, 3), np.int32)
     readonly.flags.writeable = False

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import engine.mixing as mixing
 from engine import BatchOrder, CausalWindowConfig, MiniBatchConfig, MiniBatchEpoch
 from engine.corpus import Partition
 from engine.errors import BatchError, ConfigurationError
@@ -29,10 +28,9 @@ def window_epoch(docs, seed):
 
 
 @pytest.mark.parametrize("weights", [[0.001, 0.999], [1, 1, 1], [0.2, 0.3, 0.5], [3, 1e-6, 7]])
-def test_schedule_equals_the_naive_rule_from_any_start(weights, monkeypatch):
-    monkeypatch.setattr(mixing, "CHECKPOINT", 64)
+def test_schedule_equals_the_naive_rule_from_any_start(weights):
     sources = [(window_epoch(documents(f"s{i}-", [9], i), None), w) for i, w in enumerate(weights)]
-    mixture = Mixture(sources, batch_size=5)
+    mixture = Mixture(sources, batch_size=5, checkpoint_every=64)
     expected = naive_mixture_sources(weights, 3000)
     for n in (2999, 0, 1500, 64, 63, 700, 2999):  # out of order: checkpoints and the last state are reused
         counts = np.bincount(np.array(expected[:n], dtype=np.int64), minlength=len(weights))

@@ -153,7 +153,8 @@ def test_random_packs_match_twin_and_keep_invariants(token_lists, row_length, st
         real = seg[b, i] >= 0
         assert (seg[b, i][real] == seg[b, j][real]).all() and (j[real] <= i[real]).all()
         assert (i[~real] == j[~real]).all()
-    assert packed.fill_efficiency == pytest.approx(sum(len(t) - 1 for t in token_lists if len(t) > 1) / max(1, packed.inputs.size))
+    scored = sum(len(t) - 1 for t in token_lists if len(t) > 1)
+    assert packed.fill_efficiency == pytest.approx(scored / max(1, packed.inputs.size))
 
 
 @settings(max_examples=40, deadline=None)
@@ -290,15 +291,12 @@ def test_cut_document_scores_every_transition_once_with_shifted_roles():
 @pytest.mark.parametrize("threads", ["1", "3", "7"])
 def test_threaded_fill_matches_naive(monkeypatch, threads):
     # Large batches fill rows on threads over disjoint piece ranges; force it on a small one.
-    import engine.packing
-
-    monkeypatch.setattr(engine.packing, "FILL_POSITIONS_PER_THREAD", 1)
     monkeypatch.setenv("ENGINE_THREADS", threads)
     rng = np.random.default_rng(5)
     token_lists = [rng.integers(0, 1000, int(n)).tolist() for n in rng.integers(0, 30, 40)]
     roles = [rng.integers(0, 2, len(t)).astype(np.uint8) for t in token_lists]
     for strategy in ("bfd", "sequential"):
-        packed = pack_documents(docs(*token_lists), 8, strategy=strategy, roles=roles)
+        packed = pack_documents(docs(*token_lists), 8, strategy=strategy, roles=roles, fill_positions_per_thread=1)
         expected, _, _ = naive_pack(token_lists, 8, strategy, roles=[r.tolist() for r in roles])
         for name, rows in expected.items():
             assert getattr(packed, name).tolist() == rows, name

@@ -10,14 +10,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import engine.pipeline as pipeline
 from engine.cli import main
 from engine.corpus import Corpus, Partition, SplitManifest
 from engine.errors import ConfigurationError, CorpusError, TokenizerError
-from engine.pipeline import PrepareOptions, default_corpus_paths, prepare
+from engine.pipeline import PrepareLimits, PrepareOptions, default_corpus_paths, prepare
 from engine.store import TokenStore
 from engine.tokenizers import CharTokenizer, WordTokenizer, base, registry
-from engine.tokenizers.base import load_tokenizer
+from engine.tokenizers.loading import load_tokenizer
 from engine.tokenizers.byte_bpe import ByteBpeTrainer
 from engine.tokenizers.char import CharTrainer
 
@@ -46,11 +45,8 @@ def generated(tmp_path_factory):
     return write_jsonl(tmp_path_factory.mktemp("gen") / "corpus.jsonl", docs)
 
 
-@pytest.fixture
-def small_chunks(monkeypatch):
-    monkeypatch.setattr(pipeline, "READ_BATCH_DOCUMENTS", 7)
-    monkeypatch.setattr(pipeline, "ENCODE_CHUNK_DOCUMENTS", 4)
-    monkeypatch.setattr(pipeline, "STORE_ROW_GROUP_ROWS", 2)
+# Many read batches, encode chunks and row groups on 60 documents.
+SMALL_CHUNKS = PrepareLimits(read_batch_documents=7, encode_chunk_documents=4, store_row_group_rows=2)
 
 
 def partitions_of(corpus_path, manifest):
@@ -73,9 +69,10 @@ def assert_store_is(result, tok, parts):
 
 
 @pytest.mark.parametrize("pattern, tie_break", [("gpt2", "first"), ("cl100k", "hf")])
-def test_byte_bpe_prepare_equals_the_trainer_by_hand(generated, tmp_path, small_chunks, pattern, tie_break):
+def test_byte_bpe_prepare_equals_the_trainer_by_hand(generated, tmp_path, pattern, tie_break):
     result = prepare(generated, None, tmp_path / "o", tokenizer="byte-bpe", vocab_size=400, pattern=pattern,
-                     tie_break=tie_break, hash_split=HASH_SPLIT, context_length=8, threads=2, quiet=True)
+                     tie_break=tie_break, hash_split=HASH_SPLIT, context_length=8, threads=2, limits=SMALL_CHUNKS,
+                     quiet=True)
     parts = partitions_of(generated, SplitManifest.by_hash(HASH_SPLIT))
     assert [len(parts.documents(p)) for p in Partition] == [51, 4, 5]
     by_hand = ByteBpeTrainer(vocab_size=400, pattern=pattern, tie_break=tie_break).train(
@@ -94,11 +91,11 @@ def test_byte_bpe_prepare_on_the_bundled_corpus(tmp_path):
     assert_store_is(result, by_hand, parts)
 
 
-def test_byte_bpe_stores_are_byte_identical_for_1_and_2_threads(generated, tmp_path, small_chunks):
+def test_byte_bpe_stores_are_byte_identical_for_1_and_2_threads(generated, tmp_path):
     manifests = []
     for threads in (1, 2):
         result = prepare(generated, None, tmp_path / f"t{threads}", tokenizer="byte-bpe", vocab_size=400,
-                         hash_split=HASH_SPLIT, context_length=8, threads=threads, quiet=True)
+                         hash_split=HASH_SPLIT, context_length=8, threads=threads, limits=SMALL_CHUNKS, quiet=True)
         manifests.append(json.loads((result.store_path / "_engine.json").read_text()))
         assert (result.tokenizer_path).read_bytes() == (tmp_path / "t1" / "tokenizer.json").read_bytes()
     assert manifests[0] == manifests[1]  # every Parquet file's sha256 included
@@ -223,8 +220,10 @@ def test_cli_unknown_character_is_one_line_and_byte_bpe_encodes_it(tmp_path, abc
     ({"tokenizer": "byte-bpe", "merges": "5"}, ConfigurationError, "--merges must be a whole number, got str '5'"),
     ({"tokenizer": "byte-bpe", "merges": 2.5}, ConfigurationError, "--merges must be a whole number, got float 2.5"),
     ({"tokenizer": "byte-bpe", "vocab_size": -1}, ConfigurationError, "--vocab-size must be >= 0, got -1"),
-    ({"tokenizer": "byte-bpe", "pattern": "gpt4"}, ConfigurationError, "--pattern 'gpt4' is unknown (expected one of: gpt2, cl100k, o200k)"),
-    ({"tokenizer": "byte-bpe", "tie_break": "last"}, ConfigurationError, "--tie-break 'last' is unknown (expected one of: first, hf)"),
+    ({"tokenizer": "byte-bpe", "pattern": "gpt4"}, ConfigurationError, "--pattern 'gpt4' is unknown (expected one of: "
+                                                                       "gpt2, cl100k, o200k)"),
+    ({"tokenizer": "byte-bpe", "tie_break": "last"}, ConfigurationError, "--tie-break 'last' is unknown (expected one "
+                                                                         "of: first, hf)"),
     ({"tokenizer": "sentencepiece"}, ConfigurationError,
      "--tokenizer 'sentencepiece': expected one of char, word, bpe, byte-bpe or an existing tokenizer file"),
     ({"executor": "spark"}, ConfigurationError, "--executor 'spark' is unknown (expected one of: local, ray)"),
@@ -232,7 +231,8 @@ def test_cli_unknown_character_is_one_line_and_byte_bpe_encodes_it(tmp_path, abc
     ({"ray_address": "auto"}, ConfigurationError, "--ray-address applies to --executor ray only"),
     ({"executor": "ray", "text_column": "body"}, ConfigurationError,
      "--text-column and --id-column apply to --executor local only"),
-    ({"on_invalid_utf8": "ignore"}, ConfigurationError, "--on-invalid-utf8 'ignore' is unknown (expected one of: error, replace, skip)"),
+    ({"on_invalid_utf8": "ignore"}, ConfigurationError, "--on-invalid-utf8 'ignore' is unknown (expected one of: "
+                                                        "error, replace, skip)"),
     ({"threads": 0}, ConfigurationError, "--threads is 0; expected a whole number of threads >= 1"),
 ])
 def test_options_are_refused_before_the_corpus_is_read(tmp_path, keywords, error, message):

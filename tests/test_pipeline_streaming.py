@@ -9,15 +9,15 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-import engine.pipeline as pipeline
 from engine.cli import main
 from engine.corpus import Corpus, Partition, SplitManifest
 from engine.errors import CorpusError
 from engine.parallel import TypeCounts, count_types
-from engine.pipeline import default_corpus_paths, iter_corpus_batches, prepare
+from engine.pipeline import PrepareLimits, default_corpus_paths, iter_corpus_batches, prepare
 from engine.store import TokenStore
 from engine.tokenizers import BpeTrainer, CharTokenizer, WordTokenizer
-from engine.tokenizers.base import FitOptions, load_tokenizer, trainer_for
+from engine.tokenizers.base import FitOptions, trainer_for
+from engine.tokenizers.loading import load_tokenizer
 from engine.tokenizers.word import count_word_types
 
 
@@ -36,13 +36,9 @@ def bundled():
     return corpus_path, splits_path, parts
 
 
-@pytest.fixture
-def small_chunks(monkeypatch):
-    """Many reader batches and encode chunks, so every boundary is crossed on the small corpus."""
-    monkeypatch.setattr(pipeline, "READ_BATCH_DOCUMENTS", 5)
-    monkeypatch.setattr(pipeline, "ENCODE_CHUNK_DOCUMENTS", 3)
-    monkeypatch.setattr(pipeline, "ENCODE_CHUNK_CHARS", 4000)
-    monkeypatch.setattr(pipeline, "STORE_ROW_GROUP_ROWS", 2)
+# Many reader batches and encode chunks, so every boundary is crossed on the small corpus.
+SMALL_CHUNKS = PrepareLimits(read_batch_documents=5, encode_chunk_documents=3, encode_chunk_chars=4000,
+                             store_row_group_rows=2)
 
 
 def batches_of(texts, size):
@@ -81,10 +77,10 @@ def test_bpe_streaming_ties_follow_first_appearance():
     assert tok.hash == BpeTrainer(1).train(["q", "yz yz", "xy xy"]).hash
 
 
-def test_store_equals_in_memory_encoding(bundled, tmp_path, small_chunks):
+def test_store_equals_in_memory_encoding(bundled, tmp_path):
     corpus_path, splits_path, parts = bundled
     result = prepare(corpus_path, splits_path, tmp_path / "o", tokenizer="bpe", merges=40, context_length=8,
-                     threads=2, quiet=True)
+                     threads=2, limits=SMALL_CHUNKS, quiet=True)
     tok = load_tokenizer(result.tokenizer_path)
     assert tok.hash == BpeTrainer(40).train([d.text for d in parts.documents(Partition.TRAIN)]).hash
     store = TokenStore.open(result.store_path, tokenizer=tok)
@@ -111,12 +107,12 @@ def store_fingerprint(path):
 
 
 @pytest.mark.parametrize("kind", ["char", "word", "bpe"])
-def test_output_is_identical_for_1_2_3_threads(bundled, tmp_path, small_chunks, kind):
+def test_output_is_identical_for_1_2_3_threads(bundled, tmp_path, kind):
     corpus_path, splits_path, _ = bundled
     runs = []
     for threads in (1, 2, 3):
         result = prepare(corpus_path, splits_path, tmp_path / f"t{threads}", tokenizer=kind, merges=30,
-                         context_length=8, threads=threads, quiet=True)
+                         context_length=8, threads=threads, limits=SMALL_CHUNKS, quiet=True)
         runs.append((result, store_fingerprint(result.store_path)))
     (first, (manifest, tables)), others = runs[0], runs[1:]
     assert sum(len(f["files"]) for f in manifest["splits"].values()) == 3
@@ -129,11 +125,12 @@ def test_output_is_identical_for_1_2_3_threads(bundled, tmp_path, small_chunks, 
         assert result.report["partitions"] == first.report["partitions"]
 
 
-def test_tokenizer_file_single_pass_matches_two_passes(bundled, tmp_path, small_chunks):
+def test_tokenizer_file_single_pass_matches_two_passes(bundled, tmp_path):
     corpus_path, splits_path, _ = bundled
-    fitted = prepare(corpus_path, splits_path, tmp_path / "a", tokenizer="char", threads=2, quiet=True)
-    loaded = prepare(corpus_path, splits_path, tmp_path / "b", tokenizer=str(fitted.tokenizer_path), threads=2,
+    fitted = prepare(corpus_path, splits_path, tmp_path / "a", tokenizer="char", threads=2, limits=SMALL_CHUNKS,
                      quiet=True)
+    loaded = prepare(corpus_path, splits_path, tmp_path / "b", tokenizer=str(fitted.tokenizer_path), threads=2,
+                     limits=SMALL_CHUNKS, quiet=True)
     assert store_fingerprint(fitted.store_path)[0] == store_fingerprint(loaded.store_path)[0]
 
 
@@ -164,10 +161,9 @@ def test_manifest_rules_hold_when_streaming(tmp_path, tokenizer):
     assert not (tmp_path / "o" / "store").exists()
 
 
-def test_reader_batches_are_bounded_and_ordered(bundled, monkeypatch):
+def test_reader_batches_are_bounded_and_ordered(bundled):
     corpus_path, _, _ = bundled
-    monkeypatch.setattr(pipeline, "READ_BATCH_CHARS", 3000)
-    batches = list(iter_corpus_batches(corpus_path, batch_documents=4))
+    batches = list(iter_corpus_batches(corpus_path, batch_documents=4, batch_chars=3000))
     assert [d.id for b in batches for d in b] == Corpus.from_jsonl(corpus_path).ids()
     assert all(len(b) <= 4 and (len(b) == 1 or sum(len(d.text) for d in b) <= 3000) for b in batches)
 

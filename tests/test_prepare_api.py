@@ -2,6 +2,7 @@
 keyword as well as the flag, and unknown keywords refused with the name that was meant."""
 
 import dataclasses
+import inspect
 
 import numpy as np
 import pytest
@@ -9,7 +10,8 @@ from click.testing import CliRunner
 
 from engine.cli import main
 from engine.errors import ConfigurationError
-from engine.pipeline import PrepareOptions, check_option_names, default_corpus_paths, prepare
+from engine.pipeline import PrepareLimits, PrepareOptions, check_option_names, default_corpus_paths, prepare
+from engine.prepare_options import PREPARE_PARAMETERS
 
 CORPUS, SPLITS = default_corpus_paths()  # the bundled data/corpus.jsonl (49 documents) and data/splits.json
 MAPPING = {"train": 0.8, "validation": 0.1, "test": 0.1}
@@ -72,7 +74,8 @@ def test_the_forms_give_the_mapping_forms_result(tmp_path):
     # the ratio checks are SplitManifest.by_hash's, whatever the form
     (("0.8", 0.1, 0.1), f"hash_split / --hash-split: split ratio for 'train' is '0.8', expected a finite number >= 0; {FORMS}"),
     ((True, False, False), f"hash_split / --hash-split: split ratio for 'train' is True, expected a finite number >= 0; {FORMS}"),
-    ((0.9, -0.1, 0.2), f"hash_split / --hash-split: split ratio for 'validation' is -0.1, expected a finite number >= 0; {FORMS}"),
+    ((0.9, -0.1, 0.2), "hash_split / --hash-split: split ratio for 'validation' is -0.1, expected a finite number >= "
+                       f"0; {FORMS}"),
     ("0.9,-0.1,0.2", f"hash_split / --hash-split: split ratio for 'validation' is -0.1, expected a finite number >= 0; {FORMS}"),
     ((0, 0, 0), "hash_split / --hash-split: split ratios sum to 0.0, expected 1 (within 1e-9): "
                 f"{{'train': 0, 'validation': 0, 'test': 0}}; {FORMS}"),
@@ -128,7 +131,7 @@ def test_a_continuous_text_names_both_spellings(tmp_path):
 
 VALID = ("corpus_path, splits_path, out_dir, tokenizer, merges, vocab_size, pattern, tie_break, context_length, "
          "stride, train_fraction, hash_split, on_invalid_utf8, skip_bad_lines, text_column, id_column, threads, "
-         "resume, quiet, executor, ray_address")
+         "resume, quiet, executor, ray_address, limits")
 
 
 @pytest.mark.parametrize("keywords, message", [
@@ -148,6 +151,27 @@ VALID = ("corpus_path, splits_path, out_dir, tokenizer, merges, vocab_size, patt
 def test_unknown_options_name_what_was_meant(tmp_path, keywords, message):
     assert _raises(prepare, CORPUS, None, tmp_path / "o", hash_split=MAPPING, **keywords) == message
     assert not (tmp_path / "o").exists()
+
+
+def test_the_option_check_knows_prepares_own_parameters():
+    parameters = [name for name, p in inspect.signature(prepare).parameters.items() if p.kind != p.VAR_KEYWORD]
+    assert tuple(parameters) == PREPARE_PARAMETERS
+
+
+@pytest.mark.parametrize("limits, message", [
+    (dict(encode_chunk_documents=0), "limits.encode_chunk_documents must be positive (>= 1), got 0"),
+    (dict(store_file_rows=2.5), "limits.store_file_rows must be an integer, got float 2.5"),
+    (dict(read_batch_chars=True), "limits.read_batch_chars must be an integer, got the boolean True"),
+])
+def test_limits_are_checked_on_construction(limits, message):
+    with pytest.raises(ConfigurationError) as info:
+        PrepareLimits(**limits)
+    assert str(info.value) == message
+
+
+def test_limits_must_be_prepare_limits(tmp_path):
+    assert _raises(prepare, CORPUS, None, tmp_path / "o", hash_split=MAPPING, limits={"store_file_rows": 4}) == (
+        "limits is dict; expected a PrepareLimits")
 
 
 def test_option_names_come_from_the_dataclass():

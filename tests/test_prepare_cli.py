@@ -10,7 +10,7 @@ from engine.cli import main
 from engine.corpus import Partition
 from engine.pipeline import default_corpus_paths, prepare
 from engine.store import TokenStore
-from engine.tokenizers.base import load_tokenizer
+from engine.tokenizers.loading import load_tokenizer
 
 
 def count_windows(n: int, T: int, S: int) -> int:
@@ -113,7 +113,7 @@ def test_prepare_bpe_default(tmp_path):
 def test_prepare_user_errors_exit_2_with_one_line(tmp_path, args, fragment):
     result = CliRunner().invoke(main, args + ["--out", str(tmp_path / "o"), "--quiet"])
     assert result.exit_code == 2, result.output
-    lines = [l for l in result.output.splitlines() if l.strip()]
+    lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ")
     assert fragment in lines[0]
     assert "Traceback" not in result.output

@@ -10,17 +10,14 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-import engine.pipeline as pipeline
 from engine.cli import main
-from engine.pipeline import default_corpus_paths, prepare
+from engine.pipeline import PrepareLimits, default_corpus_paths, prepare
 from engine.store import TokenStore, TokenStoreWriter
 
 
-@pytest.fixture
-def small_files(monkeypatch):
-    monkeypatch.setattr(pipeline, "STORE_FILE_ROWS", 4)
-    monkeypatch.setattr(pipeline, "STORE_ROW_GROUP_ROWS", 2)
-    monkeypatch.setattr(pipeline, "ENCODE_CHUNK_DOCUMENTS", 3)
+# Small files, row groups and chunks, so an interrupted run leaves several finished files.
+SMALL_FILES = PrepareLimits(store_file_rows=4, store_row_group_rows=2, encode_chunk_documents=3)
+RUN = dict(tokenizer="char", context_length=8, threads=2, limits=SMALL_FILES)
 
 
 def dead_pid() -> int:
@@ -55,19 +52,19 @@ def manifest(out):
 
 
 @pytest.mark.parametrize("chunks", [0, 4, 11])
-def test_resume_equals_fresh_run(tmp_path, monkeypatch, small_files, chunks):
+def test_resume_equals_fresh_run(tmp_path, monkeypatch, chunks):
     corpus, splits = default_corpus_paths()
-    fresh = prepare(corpus, splits, tmp_path / "fresh", tokenizer="char", context_length=8, threads=2, quiet=True)
+    fresh = prepare(corpus, splits, tmp_path / "fresh", **RUN, quiet=True)
 
     out = tmp_path / "out"
     restore = interrupt_after(monkeypatch, chunks)
     with pytest.raises(KeyboardInterrupt):
-        prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, quiet=True)
+        prepare(corpus, splits, out, **RUN, quiet=True)
     restore()
     assert not (out / "store").exists()
     leftover = [p for p in out.iterdir() if p.name.startswith(".store.tmp-")]
     assert len(leftover) == 1
-    # Complete files hold exactly STORE_FILE_ROWS rows; the cut one (fewer rows) must be redone.
+    # Complete files hold exactly store_file_rows rows; the cut one (fewer rows) must be redone.
     kept = set()
     for file in sorted(leftover[0].glob("split=*/part-*.parquet")):
         table = pq.read_table(file)
@@ -78,7 +75,7 @@ def test_resume_equals_fresh_run(tmp_path, monkeypatch, small_files, chunks):
     real_write = TokenStoreWriter.write_chunk
     monkeypatch.setattr(TokenStoreWriter, "write_chunk",
                         lambda self, part, ids, *a, **k: (written.extend(ids), real_write(self, part, ids, *a, **k)))
-    resumed = prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=True)
+    resumed = prepare(corpus, splits, out, **RUN, resume=True, quiet=True)
 
     assert manifest(out) == manifest(tmp_path / "fresh")
     assert resumed.report["partitions"] == fresh.report["partitions"]
@@ -135,13 +132,13 @@ def reversed_corpus(path):
 
 
 @pytest.mark.parametrize("raised", [KeyboardInterrupt, numba_interrupt], ids=["python", "during-a-kernel"])
-def test_ctrl_c_keeps_finished_files_and_resume_says_what_it_kept(tmp_path, monkeypatch, small_files, capsys, raised):
+def test_ctrl_c_keeps_finished_files_and_resume_says_what_it_kept(tmp_path, monkeypatch, capsys, raised):
     corpus, splits = default_corpus_paths()
-    fresh = prepare(corpus, splits, tmp_path / "fresh", tokenizer="char", context_length=8, threads=2, quiet=True)
+    fresh = prepare(corpus, splits, tmp_path / "fresh", **RUN, quiet=True)
     out = tmp_path / "out"
     restore = interrupt_with_ctrl_c_after(monkeypatch, 11, raised if raised is KeyboardInterrupt else raised())
     with pytest.raises(KeyboardInterrupt):  # also one that arrived during a kernel
-        prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, quiet=True)
+        prepare(corpus, splits, out, **RUN, quiet=True)
     restore()
     assert not (out / "store").exists() and not (out / "store.lock").exists()
     leftover = [p for p in out.iterdir() if p.name.startswith(".store.tmp-")]
@@ -153,7 +150,7 @@ def test_ctrl_c_keeps_finished_files_and_resume_says_what_it_kept(tmp_path, monk
                                              for v in recorded.values())
     capsys.readouterr()
 
-    resumed = prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=False)
+    resumed = prepare(corpus, splits, out, **RUN, resume=True, quiet=False)
     err = resume_lines(capsys.readouterr().err)
     assert err == ("resume: kept 6 files (24 documents) of train, 0 files (0 documents) of validation, "
                    "0 files (0 documents) of test\n")
@@ -166,15 +163,15 @@ def test_ctrl_c_keeps_finished_files_and_resume_says_what_it_kept(tmp_path, monk
     assert not (out / "store" / "_resume.json").exists()
 
 
-def test_resume_on_a_changed_corpus_starts_afresh_and_says_why(tmp_path, monkeypatch, small_files, capsys):
+def test_resume_on_a_changed_corpus_starts_afresh_and_says_why(tmp_path, monkeypatch, capsys):
     corpus_a, splits = default_corpus_paths()
     corpus_b = reversed_corpus(tmp_path / "b.jsonl")
-    fresh_b = prepare(corpus_b, splits, tmp_path / "fresh", tokenizer="char", context_length=8, threads=2, quiet=True)
+    fresh_b = prepare(corpus_b, splits, tmp_path / "fresh", **RUN, quiet=True)
 
     out = tmp_path / "out"
     restore = interrupt_after(monkeypatch, 11)  # SIGKILL-like leftover built from corpus A
     with pytest.raises(KeyboardInterrupt):
-        prepare(corpus_a, splits, out, tokenizer="char", context_length=8, threads=2, quiet=True)
+        prepare(corpus_a, splits, out, **RUN, quiet=True)
     restore()
     leftover = [p for p in out.iterdir() if p.name.startswith(".store.tmp-")]
     assert len(leftover) == 1 and len(list(leftover[0].glob("split=train/part-*.parquet"))) >= 2
@@ -184,7 +181,7 @@ def test_resume_on_a_changed_corpus_starts_afresh_and_says_why(tmp_path, monkeyp
     real_write = TokenStoreWriter.write_chunk
     monkeypatch.setattr(TokenStoreWriter, "write_chunk",
                         lambda self, part, ids, *a, **k: (written.extend(ids), real_write(self, part, ids, *a, **k)))
-    resumed = prepare(corpus_b, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=False)
+    resumed = prepare(corpus_b, splits, out, **RUN, resume=True, quiet=False)
     why = "train file part-00000.parquet was encoded from other documents (their ids or text differ from this corpus)"
     assert resume_lines(capsys.readouterr().err) == f"resume: starting afresh: {why}\n"
     assert resumed.report["resume"] == {"kept": None, "started_afresh": why}
@@ -196,13 +193,13 @@ def test_resume_on_a_changed_corpus_starts_afresh_and_says_why(tmp_path, monkeyp
 
 
 @pytest.fixture
-def interrupted(tmp_path, monkeypatch, small_files):
+def interrupted(tmp_path, monkeypatch):
     """(corpus, splits, out) of a run stopped by Ctrl-C after 11 chunks."""
     corpus, splits = default_corpus_paths()
     out = tmp_path / "out"
     restore = interrupt_with_ctrl_c_after(monkeypatch, 11)
     with pytest.raises(KeyboardInterrupt):
-        prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, quiet=True)
+        prepare(corpus, splits, out, **RUN, quiet=True)
     restore()
     return corpus, splits, out
 
@@ -212,7 +209,7 @@ def test_resume_refuses_files_without_a_record_of_their_documents(interrupted, c
     leftover = next(p for p in out.iterdir() if p.name.startswith(".store.tmp-"))
     (leftover / "_resume.json").unlink()  # e.g. left by a writer that was not given the documents
     capsys.readouterr()
-    resumed = prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=False)
+    resumed = prepare(corpus, splits, out, **RUN, resume=True, quiet=False)
     why = "train file part-00000.parquet has no record of the documents it was encoded from"
     assert resume_lines(capsys.readouterr().err) == f"resume: starting afresh: {why}\n"
     assert resumed.report["resume"] == {"kept": None, "started_afresh": why}
@@ -221,6 +218,6 @@ def test_resume_refuses_files_without_a_record_of_their_documents(interrupted, c
 def test_quiet_resume_prints_nothing(interrupted, capsys):
     corpus, splits, out = interrupted
     capsys.readouterr()
-    resumed = prepare(corpus, splits, out, tokenizer="char", context_length=8, threads=2, resume=True, quiet=True)
+    resumed = prepare(corpus, splits, out, **RUN, resume=True, quiet=True)
     assert capsys.readouterr().err == ""
     assert resumed.report["resume"]["kept"]["train"] == {"files": 6, "documents": 24}

@@ -12,13 +12,19 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.corpus import Partition
 from engine.errors import StoreError
+from engine.pipeline import prepare
 from engine.store import FORMAT_VERSION, EncodedDocument, TokenStore, TokenStoreWriter
+from engine.tokenizers.char import CharTokenizer
 from tests.fakes import ByteIdsTokenizer
+from tests.helpers import _small_corpus, small_store
 
 TOK = ByteIdsTokenizer()
 TEXTS = {
@@ -83,7 +89,8 @@ def test_layout_manifest_and_file_metadata(tmp_path):
     ]
     manifest = json.loads((root / "_engine.json").read_text())
     assert manifest["format_version"] == FORMAT_VERSION
-    assert manifest["tokenizer"] == {"kind": "test-byte-ids", "hash": TOK.hash, "bos_id": 0, "eos_id": 1, "file": "_tokenizer.json"}
+    assert manifest["tokenizer"] == {"kind": "test-byte-ids", "hash": TOK.hash, "bos_id": 0, "eos_id": 1,
+                                     "file": "_tokenizer.json"}
     assert [(f["name"], f["rows"]) for f in manifest["splits"]["train"]["files"]] == [
         ("split=train/part-00000.parquet", 2), ("split=train/part-00001.parquet", 2), ("split=train/part-00002.parquet", 1)
     ]
@@ -178,13 +185,17 @@ def test_real_char_tokenizer_round_trip(tmp_path):
 @pytest.mark.parametrize(
     "ids, values, offsets, fragment",
     [
-        (["a"], np.array([0, 1], np.int64), np.array([0, 2]), "train chunk: tokens must be a 1-D uint32 array, got int64 array of shape (2,)"),
-        (["a"], np.array([0, 1], np.uint32), np.array([0, 2], np.int32), "train chunk: offsets must be a 1-D int64 array, got int32"),
+        (["a"], np.array([0, 1], np.int64), np.array([0, 2]), "train chunk: tokens must be a 1-D uint32 array, got "
+                                                              "int64 array of shape (2,)"),
+        (["a"], np.array([0, 1], np.uint32), np.array([0, 2], np.int32), "train chunk: offsets must be a 1-D int64 "
+                                                                         "array, got int32"),
         (["a"], np.array([0, 1], np.uint32), np.array([0, 1, 2]), "train chunk: 3 offsets for 1 ids, expected 2"),
-        (["a"], np.array([0, 1], np.uint32), np.array([1, 2]), "train chunk: offsets run from 1 to 2, expected 0 to 2 (len(values))"),
+        (["a"], np.array([0, 1], np.uint32), np.array([1, 2]), "train chunk: offsets run from 1 to 2, expected 0 to 2 "
+                                                               "(len(values))"),
         (["a", "b"], np.array([0, 1], np.uint32), np.array([0, 3, 2]), "train document 'b': offsets decrease"),
         (["a", "b"], np.array([0, 1, 0], np.uint32), np.array([0, 2, 3]), "train document 'b': it has 1 token(s)"),
-        (["a", "b"], np.array([0, 1, 5, 1], np.uint32), np.array([0, 2, 4]), "train document 'b' does not start with BOS id 0: found 5"),
+        (["a", "b"], np.array([0, 1, 5, 1], np.uint32), np.array([0, 2, 4]), "train document 'b' does not start with "
+                                                                             "BOS id 0: found 5"),
         (["a"], np.array([0, 9, 9], np.uint32), np.array([0, 3]), "train document 'a' does not end with EOS id 1: found 9"),
         (["a", ""], np.array([0, 1, 0, 1], np.uint32), np.array([0, 2, 4]), "train document 1: id '' is not a non-empty string"),
         (["a", "a"], np.array([0, 1, 0, 1], np.uint32), np.array([0, 2, 4]), "duplicate document id 'a' (in train and train)"),
@@ -259,7 +270,8 @@ def test_replace_existing_store_and_refusals(tmp_path):
         write_store(path, overwrite=False)
     (tmp_path / "precious").mkdir()
     (tmp_path / "precious" / "notes.txt").write_text("keep me")
-    with pytest.raises(StoreError, match="precious: exists and is not a token store \\(no _engine.json\\); refusing to replace it"):
+    with pytest.raises(StoreError, match="precious: exists and is not a token store \\(no _engine.json\\); refusing "
+                                         "to replace it"):
         write_store(tmp_path / "precious")
     assert (tmp_path / "precious" / "notes.txt").read_text() == "keep me"
 
@@ -368,7 +380,8 @@ def test_corrupted_bytes_are_detected_by_verify(tmp_path):
     store = TokenStore.open(path)  # same size and footer: the cheap checks pass
     manifest = json.loads((path / "_engine.json").read_text())
     expected = manifest["splits"]["validation"]["files"][0]["sha256"]
-    with pytest.raises(StoreError, match=f"part-00000.parquet: sha256 is [0-9a-f]{{64}}, the manifest expects {expected}; the file is corrupt"):
+    with pytest.raises(StoreError, match=f"part-00000.parquet: sha256 is [0-9a-f]{{64}}, the manifest expects "
+                                         f"{expected}; the file is corrupt"):
         store.verify()
 
 
@@ -388,14 +401,6 @@ def test_row_count_and_missing_file_mismatch(tmp_path):
 
 
 # -- property: any documents, any chunking ---------------------------------------------------------
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st
-from engine.tokenizers.char import CharTokenizer
-from tests.helpers import small_store
-import pyarrow.dataset as ds
-from engine.pipeline import prepare
-from tests.helpers import _small_corpus
 
 CONTENT = st.lists(st.integers(0, 2**32 - 1), max_size=12)
 
@@ -536,7 +541,8 @@ def test_store_writer_checks_dtypes_ids_documents_and_options(tmp_path, char_tok
             writer.write_documents("train", [EncodedDocument("a", "train", VALUES[:3]), 5])
     with pytest.raises(StoreError, match="tokenizer is NoneType, expected an engine Tokenizer"):
         TokenStore.writer(tmp_path / "s", None)
-    with pytest.raises(StoreError, match="row_group_size='x': row_group_size, chunk_documents and max_rows_per_file must be >= 1"):
+    with pytest.raises(StoreError, match="row_group_size='x': row_group_size, chunk_documents and max_rows_per_file "
+                                         "must be >= 1"):
         TokenStore.writer(tmp_path / "s", char_tok, row_group_size="x")
     with pytest.raises(StoreError, match="timeout=-1: expected a number of seconds >= 0"):
         TokenStore.writer(tmp_path / "s", char_tok, timeout=-1)
@@ -551,7 +557,8 @@ def test_store_manifest_may_not_point_outside_the_store(tmp_path, char_tok):
     manifest = json.loads((path / "_engine.json").read_text())
     manifest["splits"]["train"]["files"][0]["name"] = "../elsewhere.parquet"
     (path / "_engine.json").write_text(json.dumps(manifest))
-    with pytest.raises(StoreError, match=r"manifest is malformed \(ValueError: file name '../elsewhere.parquet' leaves the store"):
+    with pytest.raises(StoreError, match=r"manifest is malformed \(ValueError: file name '../elsewhere.parquet' "
+                                         r"leaves the store"):
         TokenStore.open(path)
 
 
@@ -579,7 +586,8 @@ def test_flipped_byte_in_store_is_detected_by_verify(tmp_path):
     data[8] ^= 0x01  # inside the first data page: footer, size and row counts still match
     file.write_bytes(bytes(data))
     store = TokenStore.open(path)
-    with pytest.raises(StoreError, match=r"part-00000.parquet: sha256 is [0-9a-f]{64}, the manifest expects [0-9a-f]{64}; the file is corrupt"):
+    with pytest.raises(StoreError, match=r"part-00000.parquet: sha256 is [0-9a-f]{64}, the manifest expects "
+                                         r"[0-9a-f]{64}; the file is corrupt"):
         store.verify()
 
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from engine.errors import TokenizerError
 from engine.store import TokenStore
 from engine.tokenizers import base
-from engine.tokenizers.base import load_tokenizer
+from engine.tokenizers.loading import load_tokenizer
 from engine.tokenizers.bpe import BpeTokenizer, BpeTrainer
 from engine.tokenizers.byte_bpe import ByteBpeTokenizer
 from engine.tokenizers.char import CharTokenizer
@@ -203,7 +203,8 @@ def test_tokenizer_file_header_problems(saved_bpe, change, fragment):
 
 def test_foreign_json_files_are_not_tokenizers(tmp_path):
     (tmp_path / "list.json").write_text(json.dumps([1, 2]))
-    with pytest.raises(TokenizerError, match='list.json: not an engine tokenizer file \\(expected "format": "engine.tokenizer"\\)'):
+    with pytest.raises(TokenizerError, match='list.json: not an engine tokenizer file \\(expected "format": '
+                                             '"engine.tokenizer"\\)'):
         load_tokenizer(tmp_path / "list.json")
     # A JSON object with a "model" is read as a Hugging Face tokenizer.json, and checked as one.
     (tmp_path / "hf.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": {}, "merges": []}}))
@@ -220,18 +221,21 @@ def test_tokenizer_payload_with_matching_hash_but_bad_content(tmp_path):
     from engine.tokenizers.base import canonical_json
 
     def write(kind, payload, raw_payload=None):
-        digest = hashlib.sha256(canonical_json({"kind": kind, "payload": payload})).hexdigest() if raw_payload is None else "0" * 64
+        digest = (hashlib.sha256(canonical_json({"kind": kind, "payload": payload})).hexdigest()
+                  if raw_payload is None else "0" * 64)
         text = json.dumps({"format": "engine.tokenizer", "version": 1, "kind": kind, "hash": digest, "payload": payload})
         if raw_payload is not None:
             text = text.replace('"PAYLOAD"', raw_payload)
         (tmp_path / "t.json").write_text(text)
         return tmp_path / "t.json"
 
-    with pytest.raises(TokenizerError, match=r"t.json: malformed bpe tokenizer payload: bpe tokenizer: history entry 0 is \(1e\+400, 1\)|history entry 0"):
+    with pytest.raises(TokenizerError, match=r"t.json: malformed bpe tokenizer payload: bpe tokenizer: history entry "
+                                             r"0 is \(1e\+400, 1\)|history entry 0"):
         load_tokenizer(write("bpe", {"alphabet": "ab", "merges": [["a", "b"]], "history": [[1e400, 1]]}))
     with pytest.raises(TokenizerError, match=r"t.json: malformed char tokenizer payload \(KeyError: 'alphabet'\)"):
         load_tokenizer(write("char", {}))
-    with pytest.raises(TokenizerError, match=r"t.json: malformed char tokenizer payload: char tokenizer: alphabet must be distinct"):
+    with pytest.raises(TokenizerError, match=r"t.json: malformed char tokenizer payload: char tokenizer: alphabet "
+                                             r"must be distinct"):
         load_tokenizer(write("char", {"alphabet": "ba"}))
     with pytest.raises(TokenizerError, match=r"t.json: tokenizer file holds a lone surrogate \(U\+D800\) in its payload"):
         load_tokenizer(write("char", "PAYLOAD", raw_payload='{"alphabet": "\\ud800"}'))

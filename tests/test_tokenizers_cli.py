@@ -132,7 +132,7 @@ def test_tokenizers_train_takes_a_hash_split(tmp_path):
     rule = SplitManifest.by_hash({"train": 0.8, "validation": 0.1, "test": 0.1})
     train_text = "".join(json.loads(line)["text"] for line in corpus.read_text(encoding="utf-8").splitlines()
                          if line.strip() and rule.partition_of(json.loads(line)["id"]) == Partition.TRAIN)
-    from engine.tokenizers.base import load_tokenizer
+    from engine.tokenizers.loading import load_tokenizer
 
     assert load_tokenizer(out).vocab_size == 2 + len(set(train_text))
 

@@ -110,7 +110,8 @@ def _report_check(rows: list[dict]) -> bool:
 
 @click.command("bench")
 @click.option("--quick", is_flag=True, help="Smaller inputs: a quick check rather than the published numbers.")
-@click.option("--only", multiple=True, metavar="AREA", help="Only these areas (store, tokenizers, byte_bpe, windows, packing, ...).")
+@click.option("--only", multiple=True, metavar="AREA",
+              help="Only these areas (store, tokenizers, byte_bpe, windows, packing, ...).")
 @json_option
 @click.option("--markdown", is_flag=True, help="Print a Markdown table (as in README.md).")
 @click.option("--check", is_flag=True, help="Exit 1 when a measured row misses its numeric target (listed on stderr).")

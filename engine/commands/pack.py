@@ -28,7 +28,8 @@ from engine.store import TokenStore
 @store_argument
 @split_option
 @click.option("--row-length", "row_length", required=True, type=int, help="Positions per packed row (L).")
-@click.option("--strategy", default="bfd", show_default=True, type=click.Choice(tuple(dict.fromkeys(STRATEGIES + PACKED_STRATEGIES))),
+@click.option("--strategy", default="bfd", show_default=True,
+              type=click.Choice(tuple(dict.fromkeys(STRATEGIES + PACKED_STRATEGIES))),
               help="bfd: best-fit decreasing; sequential: next-fit in document order; bos_crop: every row "
                    "starts at a document start, what does not fit is cropped.")
 @click.option("--seed", type=int, default=None, help="Shuffle the rows with this seed (SPEC §6 Fisher-Yates).")

@@ -6,9 +6,10 @@ import json
 
 import click
 
+from engine.commands._messages import cli_spelling
 from engine.commands._options import column_options, json_option, split_options
 from engine.corpus.readers import INVALID_UTF8_POLICIES
-from engine.pipeline import EXECUTORS
+from engine.prepare_options import EXECUTORS
 from engine.tokenizers.base import TIE_BREAKS
 from engine.tokenizers.pretokenize import PATTERNS
 
@@ -36,22 +37,38 @@ def _fittable() -> str:
 @click.argument("corpus", required=False, type=click.Path(path_type=str))
 @split_options
 @column_options
-@click.option("--out", "out_dir", default="out", show_default=True, type=click.Path(path_type=str), help="Output directory (store/, tokenizer.json, report.json).")
-@click.option("--tokenizer", default="bpe", show_default=True, metavar="KIND|FILE", help=f"A kind to fit on the train partition ({_fittable()}), or the path of a tokenizer file to encode with (engine, Hugging Face tokenizer.json, tiktoken).")
-@click.option("--merges", default=None, type=int, help="BPE merges to train (bpe, byte-bpe; default 200 unless --vocab-size is given).")
-@click.option("--vocab-size", "vocab_size", default=None, type=int, help="BPE vocabulary size to stop at, specials included (bpe, byte-bpe).")
-@click.option("--pattern", type=click.Choice(list(PATTERNS)), default=None, help="Byte-level pre-tokenizer (byte-bpe; default gpt2), or the one a tiktoken file uses.")
-@click.option("--tie-break", "tie_break", type=click.Choice(list(TIE_BREAKS)), default=None, help="Equally frequent pairs: first (first occurrence) or hf (Hugging Face's order); default first (bpe, byte-bpe).")
-@click.option("--context", "context_length", default=64, show_default=True, type=int, help="Context length T for window counts.")
+@click.option("--out", "out_dir", default="out", show_default=True, type=click.Path(path_type=str),
+              help="Output directory (store/, tokenizer.json, report.json).")
+@click.option("--tokenizer", default="bpe", show_default=True, metavar="KIND|FILE",
+              help=f"A kind to fit on the train partition ({_fittable()}), or the path of a tokenizer file to encode "
+                   "with (engine, Hugging Face tokenizer.json, tiktoken).")
+@click.option("--merges", default=None, type=int,
+              help="BPE merges to train (bpe, byte-bpe; default 200 unless --vocab-size is given).")
+@click.option("--vocab-size", "vocab_size", default=None, type=int,
+              help="BPE vocabulary size to stop at, specials included (bpe, byte-bpe).")
+@click.option("--pattern", type=click.Choice(list(PATTERNS)), default=None,
+              help="Byte-level pre-tokenizer (byte-bpe; default gpt2), or the one a tiktoken file uses.")
+@click.option("--tie-break", "tie_break", type=click.Choice(list(TIE_BREAKS)), default=None,
+              help="Equally frequent pairs: first (first occurrence) or hf (Hugging Face's order); "
+                   "default first (bpe, byte-bpe).")
+@click.option("--context", "context_length", default=64, show_default=True, type=int,
+              help="Context length T for window counts.")
 @click.option("--stride", default=1, show_default=True, type=int, help="Stride S between window starts.")
-@click.option("--on-invalid-utf8", type=click.Choice(list(INVALID_UTF8_POLICIES)), default="error", show_default=True, help="What to do with bytes that are not UTF-8: replace each invalid sequence by U+FFFD, or skip the document (a continuous .txt loses only the invalid sequences); counted in the summary and report.json.")
+@click.option("--on-invalid-utf8", type=click.Choice(list(INVALID_UTF8_POLICIES)), default="error", show_default=True,
+              help="What to do with bytes that are not UTF-8: replace each invalid sequence by U+FFFD, or skip the "
+                   "document (a continuous .txt loses only the invalid sequences); counted in the summary and "
+                   "report.json.")
 @click.option("--skip-bad-lines", is_flag=True,
               help="Skip malformed JSONL lines (and Parquet/Arrow rows with a null text or id) instead of failing; "
                    "counted in the summary and report.json.")
-@click.option("--threads", type=int, default=None, help="Threads for counting and encoding (default: $ENGINE_THREADS, else all cores).")
-@click.option("--executor", type=click.Choice(list(EXECUTORS)), default="local", show_default=True, help="local: threads on this machine; ray: Ray Data on a cluster (pip install 'engine[distributed]').")
-@click.option("--ray-address", "ray_address", default=None, metavar="ADDR", help="Ray cluster to join with --executor ray (e.g. auto, ray://host:10001); default: start a local one.")
-@click.option("--resume", is_flag=True, help="Continue an interrupted run over the same --out: keep its finished files, encode the rest.")
+@click.option("--threads", type=int, default=None,
+              help="Threads for counting and encoding (default: $ENGINE_THREADS, else all cores).")
+@click.option("--executor", type=click.Choice(list(EXECUTORS)), default="local", show_default=True,
+              help="local: threads on this machine; ray: Ray Data on a cluster (pip install 'engine[distributed]').")
+@click.option("--ray-address", "ray_address", default=None, metavar="ADDR",
+              help="Ray cluster to join with --executor ray (e.g. auto, ray://host:10001); default: start a local one.")
+@click.option("--resume", is_flag=True,
+              help="Continue an interrupted run over the same --out: keep its finished files, encode the rest.")
 @json_option
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def command(corpus, splits, hash_split, train_fraction, as_json, **options):
@@ -76,7 +93,8 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
       engine prepare
       engine prepare corpus.jsonl --splits splits.json --out out --context 256
       engine prepare corpus.jsonl --hash-split 0.98,0.01,0.01 --tokenizer byte-bpe --vocab-size 32768
-      engine prepare corpus.jsonl --hash-split 0.98,0.01,0.01 --tokenizer byte-bpe --vocab-size 4096 --pattern cl100k --tie-break hf
+      engine prepare corpus.jsonl --hash-split 0.98,0.01,0.01 --tokenizer byte-bpe --vocab-size 4096 \\
+        --pattern cl100k --tie-break hf
       engine prepare data/tinyshakespeare.txt --tokenizer char --train-fraction 0.9 --json
       engine prepare big.jsonl --hash-split 0.98,0.01,0.01 --tokenizer tokenizer.json --threads 16
       engine prepare pages.parquet --hash-split 0.98,0.01,0.01 --text-column body --id-column url
@@ -110,8 +128,6 @@ def _echo_read(read: dict | None) -> None:
     """How the corpus was read: notes (made ids) and every count of what was skipped, replaced or dropped."""
     if read is None:
         return
-    from engine.cli import cli_spelling
-
     for note in read["notes"]:
         click.echo(f"note: {note}")
     counted = ("skipped_bad_lines", "skipped_invalid_utf8_documents", "replaced_invalid_utf8_sequences",

@@ -55,7 +55,8 @@ def compare(text_file: Path, train_fraction: float, merges: int, context: int, p
     from engine.corpus import read_text_file
     from engine.tokenizers.stats import compare_tokenizers, format_comparison, plot_history
 
-    report = compare_tokenizers(read_text_file(text_file, on_invalid_utf8=on_invalid_utf8), train_fraction=train_fraction, merges=merges, context=context)
+    report = compare_tokenizers(read_text_file(text_file, on_invalid_utf8=on_invalid_utf8),
+                                train_fraction=train_fraction, merges=merges, context=context)
     if plot_path is not None:
         plot_history(report, plot_path)
     if as_json:

@@ -39,6 +39,7 @@ from engine.corpus.documents import (
 )
 from engine.corpus import long_lines as long_line_reader
 from engine.errors import ConfigurationError, CorpusError
+from engine.store_files import LOCK_SUFFIX, MANIFEST_NAME, STORE_NAME
 
 __all__ = [
     "Document",
@@ -317,10 +318,8 @@ def iter_folder(
 
 def _engine_output(folder: Path, excluded: set[str]) -> bool:
     """Whether a folder of a folder corpus is left out: excluded, a token store or a ``prepare`` output."""
-    from engine.store.layout import MANIFEST_NAME, STORE_NAME  # engine.store imports engine.corpus
-
     return (os.path.realpath(folder) in excluded or (folder / MANIFEST_NAME).is_file()
-            or (folder / f"{STORE_NAME}.lock").is_file() or (folder / STORE_NAME / MANIFEST_NAME).is_file())
+            or (folder / f"{STORE_NAME}{LOCK_SUFFIX}").is_file() or (folder / STORE_NAME / MANIFEST_NAME).is_file())
 
 
 def _folder_records(root: Path, relative: list[str], on_invalid_utf8: str,

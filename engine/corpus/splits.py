@@ -9,7 +9,6 @@ text is split by position (``CorpusPartitions.from_text``).
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import json
 import math
@@ -23,6 +22,7 @@ from engine.corpus.collection import Corpus
 from engine.corpus.readers import Document, json_error_text
 from engine.checks import check_fraction, check_partition
 from engine.errors import ConfigurationError, CorpusError
+from engine.partition import PARTITIONS, Partition  # re-exported: the corpus's partitions
 
 __all__ = [
     "Partition",
@@ -35,20 +35,6 @@ __all__ = [
     "ManifestCheck",
     "CorpusPartitions",
 ]
-
-
-class Partition(str, enum.Enum):
-    """The three partitions; every document belongs to exactly one."""
-
-    TRAIN = "train"
-    VALIDATION = "validation"
-    TEST = "test"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-PARTITIONS = (Partition.TRAIN, Partition.VALIDATION, Partition.TEST)
 
 
 def parse_ratios(text: str | None) -> dict[str, float] | None:

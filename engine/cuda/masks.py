@@ -16,7 +16,8 @@ Each kernel mirrors a CPU kernel in ``engine.kernels.masks`` and gives identical
   longest run.
 
 Every ``launch_*`` takes ``threads=`` and ``max_blocks=``; the simulator tests pass grids smaller
-than the work so every grid-stride loop runs more than once. Outputs stay on the device; ``engine.masks`` copies to the host only when asked (``to_host``).
+than the work so every grid-stride loop runs more than once. Outputs stay on the device;
+``engine.masks`` copies to the host only when asked (``to_host``).
 ``KERNELS`` lists every kernel's Python function with the signatures it is launched with, so
 the tests can compile each one to PTX for a real architecture without a GPU.
 """

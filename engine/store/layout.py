@@ -10,9 +10,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from engine.buffers import EncodedDocument
-from engine.corpus import Partition
+from engine.partition import Partition
 from engine.checks import check_partition
 from engine.errors import StoreError
+from engine.store_files import MANIFEST_NAME, RESUME_NAME, STORE_NAME, TOKENIZER_NAME  # re-exported
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "MANIFEST_NAME", "TOKENIZER_NAME", "ROW_GROUP_SIZE", "CHUNK_DOCUMENTS", "TOKENS_TYPE",
@@ -25,15 +26,6 @@ __all__ = [
 
 FORMAT = "engine.token_store"
 FORMAT_VERSION = 1
-MANIFEST_NAME = "_engine.json"
-# "_" prefix (like the manifest's): dataset readers (pyarrow.dataset, pq.read_table(DIR)) skip the
-# file, so DIR reads as one Parquet dataset partitioned by split.
-TOKENIZER_NAME = "_tokenizer.json"
-# Only inside a writer's temporary directory: per finished file, the digest of the source documents
-# it was encoded from, so that a resumed run can prove the file belongs to its corpus.
-RESUME_NAME = "_resume.json"
-# ``engine prepare --out OUT`` writes its store to OUT/store (beside OUT/store.lock while it writes).
-STORE_NAME = "store"
 ROW_GROUP_SIZE = 16384
 CHUNK_DOCUMENTS = 4096
 TOKENS_TYPE = pa.large_list(pa.uint32())

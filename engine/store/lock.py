@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from engine.errors import StoreError
+from engine.store_files import LOCK_SUFFIX
 
 __all__ = ["WriterLock", "pid_alive"]
 
@@ -26,7 +27,7 @@ class WriterLock:
     """``DIR.lock`` holding the writer's pid, created atomically (hard link of a complete file)."""
 
     def __init__(self, store_path: Path, *, wait: bool, timeout: float, poll: float = 0.05):
-        self.path = store_path.with_name(store_path.name + ".lock")
+        self.path = store_path.with_name(store_path.name + LOCK_SUFFIX)
         self.store_path, self.wait, self.timeout, self.poll = store_path, wait, timeout, poll
 
     def _holder(self) -> int | None:

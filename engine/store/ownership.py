@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from engine.corpus import PARTITIONS
+from engine.partition import PARTITIONS
 from engine.errors import StoreError
 from engine.store.layout import FORMAT, FORMAT_VERSION, MANIFEST_NAME, TOKENIZER_NAME, split_dir
 
@@ -31,7 +31,8 @@ def _manifest_files(manifest) -> set[str] | str:
             return f"split {part.value} lists no files"
         for entry in files:
             name = entry.get("name") if isinstance(entry, dict) else None
-            if not isinstance(name, str) or not name.startswith(f"{split_dir(part)}/part-") or "/" in name[len(split_dir(part)) + 1:]:
+            prefix = f"{split_dir(part)}/"
+            if not isinstance(name, str) or not name.startswith(prefix + "part-") or "/" in name[len(prefix):]:
                 return f"split {part.value} lists a file named {name!r}"
             names.add(name)
     return names

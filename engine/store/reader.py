@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.buffers import TokenBuffers
-from engine.corpus import PARTITIONS, Partition
+from engine.partition import PARTITIONS, Partition
 from engine.checks import read_json
 from engine.errors import StoreError
 from engine.store.layout import (
@@ -171,7 +171,8 @@ class TokenStore:
             raise StoreError(f"{file}: missing (the manifest lists it with {entry['rows']} rows)")
         size = file.stat().st_size
         if size != entry["bytes"]:
-            raise StoreError(f"{file}: size is {size} bytes, the manifest expects {entry['bytes']}; the file is truncated or changed")
+            raise StoreError(f"{file}: size is {size} bytes, the manifest expects {entry['bytes']}; "
+                             "the file is truncated or changed")
         try:
             meta = pq.read_metadata(file)
         except (OSError, pa.ArrowException, ValueError) as exc:
@@ -244,7 +245,7 @@ class TokenStore:
 
     def tokenizer(self):
         """The tokenizer saved in the store, checked against the manifest's hash."""
-        from engine.tokenizers.base import load_tokenizer
+        from engine.tokenizers.loading import load_tokenizer
 
         name = self._manifest["tokenizer"].get("file")  # stores of an earlier layout name "tokenizer.json"
         name = name if isinstance(name, str) and name and Path(name).name == name else TOKENIZER_NAME

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.corpus import PARTITIONS, Partition
+from engine.partition import PARTITIONS, Partition
 from engine.corpus.unique import SeenIds
 from engine.errors import StoreError
 from engine.store.layout import RESUME_NAME, TOKENIZER_NAME, split_dir, store_partition
@@ -53,7 +53,7 @@ class ResumableWriter:
 
     def _resumable(self, leftover: Path) -> bool:
         """A leftover temporary store can be continued iff it was started with this same tokenizer."""
-        from engine.tokenizers.base import load_tokenizer
+        from engine.tokenizers.loading import load_tokenizer
         from engine.errors import TokenizerError
 
         try:

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.corpus import PARTITIONS, Partition
+from engine.partition import PARTITIONS, Partition
 from engine.corpus.unique import SeenIds, find_duplicate
 from engine.errors import StoreError, is_interrupt
 from engine.store.layout import (
@@ -275,7 +275,8 @@ class TokenStoreWriter(ResumableWriter):
             raise StoreError(f"{part.value} chunk: {offsets.shape[0]} offsets for {len(ids)} ids, expected {len(ids) + 1}")
         if offsets[0] != 0 or offsets[-1] != values.shape[0]:
             raise StoreError(
-                f"{part.value} chunk: offsets run from {offsets[0]} to {offsets[-1]}, expected 0 to {values.shape[0]} (len(values))"
+                f"{part.value} chunk: offsets run from {offsets[0]} to {offsets[-1]}, "
+                f"expected 0 to {values.shape[0]} (len(values))"
             )
         lengths = np.diff(offsets)
         bad = np.flatnonzero(lengths < 2)
@@ -294,7 +295,8 @@ class TokenStoreWriter(ResumableWriter):
                 f"{part.value} chunk: offsets[{i}] = {offsets[i]} is outside the values buffer; "
                 f"expected 0 <= offset <= {values.shape[0]} (len(values))"
             )
-        for name, positions, expected in (("start with BOS", offsets[:-1], self.bos_id), ("end with EOS", offsets[1:] - 1, self.eos_id)):
+        for name, positions, expected in (("start with BOS", offsets[:-1], self.bos_id),
+                                          ("end with EOS", offsets[1:] - 1, self.eos_id)):
             wrong = np.flatnonzero(values[positions] != expected)
             if wrong.size:
                 i = int(wrong[0])
@@ -371,7 +373,8 @@ class TokenStoreWriter(ResumableWriter):
             if not isinstance(doc, EncodedDocument):
                 raise StoreError(f"{part.value} document {index}: got {type(doc).__name__}, expected EncodedDocument")
             if store_partition(doc.partition) is not part:
-                raise StoreError(f"document {doc.id!r} belongs to {Partition(doc.partition).value} but is written to {part.value}")
+                raise StoreError(f"document {doc.id!r} belongs to {Partition(doc.partition).value} "
+                                 f"but is written to {part.value}")
             if not isinstance(doc.tokens, np.ndarray) or doc.tokens.dtype != np.uint32 or doc.tokens.ndim != 1:
                 got = getattr(doc.tokens, "dtype", type(doc.tokens).__name__)
                 raise StoreError(f"{part.value} document {doc.id!r}: tokens must be a 1-D uint32 array, got {got}")

@@ -130,11 +130,13 @@ class ByteBpeTokenizer(Tokenizer):
         lefts, rights, merged, priorities = [], [], [], []
         if self.merges is not None:
             for k, (a, b) in enumerate(self.merges):
-                if not (0 <= a < len(self.tokens) and 0 <= b < len(self.tokens)) or self.tokens[a] is None or self.tokens[b] is None:
+                if (not (0 <= a < len(self.tokens) and 0 <= b < len(self.tokens)) or self.tokens[a] is None
+                        or self.tokens[b] is None):
                     raise TokenizerError(f"merge {k} ({a}, {b}) names an id that is not a byte token")
                 target = id_of.get(self.tokens[a] + self.tokens[b])
                 if target is None:
-                    raise TokenizerError(f"merge {k} ({a}, {b}) makes {self.tokens[a] + self.tokens[b]!r}, which is not in the vocabulary")
+                    raise TokenizerError(f"merge {k} ({a}, {b}) makes {self.tokens[a] + self.tokens[b]!r}, which is not "
+                                         "in the vocabulary")
                 lefts.append(a), rights.append(b), merged.append(target), priorities.append(k)
         else:
             for t, i in id_of.items():
@@ -285,7 +287,8 @@ class ByteBpeTokenizer(Tokenizer):
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise TokenizerError(f"decoded bytes are not valid UTF-8 at byte {exc.start} (use decode_bytes for partial sequences)") from None
+            raise TokenizerError(f"decoded bytes are not valid UTF-8 at byte {exc.start} "
+                                 "(use decode_bytes for partial sequences)") from None
 
     def tokenize(self, text: str) -> list[str]:
         """Pieces in GPT-2's printable byte alphabet (a space shows as ``Ġ``), as tokenizer.json writes them."""

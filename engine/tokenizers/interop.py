@@ -68,7 +68,8 @@ def load_tiktoken(path: str | os.PathLike, *, pattern: str = "gpt2", special_tok
             continue
         fields = [f.decode("utf-8", "replace") for f in line.split()]
         if len(fields) != 2:
-            raise TokenizerError(f"{path}:{number}: expected '<base64 token> <rank>', got {line[:60].decode('utf-8', 'replace')!r}")
+            got = line[:60].decode("utf-8", "replace")
+            raise TokenizerError(f"{path}:{number}: expected '<base64 token> <rank>', got {got!r}")
         try:
             token = base64.b64decode(fields[0].encode("ascii", "replace"), validate=True)
         except (binascii.Error, ValueError):

@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
 from engine.errors import ConfigurationError
-
-if TYPE_CHECKING:
-    from engine.tokenizers.base import Tokenizer
 
 __all__ = [
     "KIND_MODULES", "register_tokenizer", "fittable_kinds", "fittable_class", "trainer_for", "FitOptions",
@@ -36,11 +33,15 @@ KIND_MODULES = (
     "engine.tokenizers.byte_bpe",
 )
 
-_REGISTRY: dict[str, type["Tokenizer"]] = {}  # file kind -> class
-_FITTABLE: dict[str, type["Tokenizer"]] = {}  # prepare --tokenizer NAME -> class
+# A ``Tokenizer`` subclass: engine.tokenizers.base defines the class and imports this module, so
+# the registry names it by its role only.
+TokenizerClass = type
+
+_REGISTRY: dict[str, TokenizerClass] = {}  # file kind -> class
+_FITTABLE: dict[str, TokenizerClass] = {}  # prepare --tokenizer NAME -> class
 
 
-def register_tokenizer(cls: type["Tokenizer"]) -> type["Tokenizer"]:
+def register_tokenizer(cls: TokenizerClass) -> TokenizerClass:
     """Class decorator: ``load_tokenizer`` rebuilds files of ``cls.kind``; ``prepare`` fits ``cls.fit_name``."""
     _REGISTRY[cls.kind] = cls
     if cls.fit_name is not None:
@@ -120,7 +121,7 @@ class Trainer(Protocol):
 
     def span(self, window: str, pos: int, final: bool) -> tuple[int, str]: ...
 
-    def train_from_counts(self, types: Sequence, counts: np.ndarray) -> "Tokenizer": ...
+    def train_from_counts(self, types: Sequence, counts: np.ndarray) -> Any: ...  # a Tokenizer
 
 
 def fittable_kinds() -> tuple[str, ...]:
@@ -130,7 +131,7 @@ def fittable_kinds() -> tuple[str, ...]:
     return tuple(sorted(_FITTABLE, key=lambda name: order.get(_FITTABLE[name].__module__, len(order))))
 
 
-def fittable_class(name: str) -> type[Tokenizer]:
+def fittable_class(name: str) -> TokenizerClass:
     """The class ``prepare --tokenizer name`` fits; ConfigurationError naming the known names."""
     _import_kinds()
     cls = _FITTABLE.get(name)

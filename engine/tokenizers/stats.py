@@ -119,7 +119,8 @@ def vocabulary_after_merges(alphabet_size: int, merges: list) -> list[int]:
 
 def format_comparison(report: dict) -> str:
     """The comparison as a fixed-width text table plus the BPE history at a few points."""
-    header = f"{'scheme':<6} {'vocab':>7} {'train tokens':>13} {'valid tokens':>13} {'chars/token':>11} {'unknown':>8} {'context chars':>13}"
+    header = (f"{'scheme':<6} {'vocab':>7} {'train tokens':>13} {'valid tokens':>13} {'chars/token':>11} "
+              f"{'unknown':>8} {'context chars':>13}")
     lines = [
         f"train: {report['train_characters']} characters, validation: {report['validation_characters']} characters",
         header,

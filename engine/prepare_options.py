@@ -1,0 +1,267 @@
+"""``PrepareOptions``: one ``prepare`` run, checked once, on construction, before anything is read.
+
+The CLI, ``prepare(**keywords)``, the local executor (``engine.local``) and the Ray executor
+(``engine.distributed``) all take it. ``PrepareLimits`` holds the sizes the run cuts its work
+into (read batches, encode chunks, the store's row groups and files): they bound memory and fix the
+store's layout, never what it holds, and a test passes small ones to exercise the boundaries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.checks import positive_int
+from engine.corpus import PARTITIONS, CorpusPartitions, SplitManifest, check_columns_apply, is_continuous_text
+from engine.corpus.readers import CORPUS_FORMS, INVALID_UTF8_POLICIES, TEXT_COLUMN
+from engine.corpus.splits import parse_ratios
+from engine.errors import ConfigurationError, CorpusError
+from engine.parallel import resolve_threads
+from engine.store_files import STORE_NAME
+from engine.tokenizers.base import FitOptions, Tokenizer, Trainer, fittable_kinds, trainer_for
+from engine.tokenizers.loading import load_tokenizer
+
+__all__ = [
+    "PrepareOptions", "PrepareLimits", "EXECUTORS", "PREPARE_PARAMETERS", "default_corpus_paths",
+    "hash_split_ratios", "check_option_names",
+]
+
+EXECUTORS = ("local", "ray")
+# The unknown token of kinds that have one: prepare never stops on an unseen word.
+UNKNOWN_TOKEN = "<unk>"
+# ``prepare()``'s own parameters; its other keywords are PrepareOptions's fields after these.
+PREPARE_PARAMETERS = ("corpus_path", "splits_path", "out_dir")
+
+
+@dataclass(frozen=True)
+class PrepareLimits:
+    """The sizes a ``prepare`` run cuts its work into, each a positive int (checked on construction).
+
+    ``read_batch_documents`` / ``read_batch_chars``: a read batch closes at either; ``encode_chunk_documents``
+    / ``encode_chunk_chars``: an encode chunk closes at either (kernels hold ~40 bytes of scratch per
+    character, so 1M characters keep one running chunk near 40 MB whatever the corpus size);
+    ``store_row_group_rows`` / ``store_file_rows``: the store's row groups and files hold fixed row
+    counts, so its bytes depend on the documents only (not on chunking or threads) and a resumed run
+    keeps an interrupted run's finished files (resume with the limits the run began with).
+    """
+
+    read_batch_documents: int = 1024
+    read_batch_chars: int = 1 << 20
+    encode_chunk_documents: int = 2048
+    encode_chunk_chars: int = 1 << 20
+    store_row_group_rows: int = 1024
+    store_file_rows: int = 1 << 17
+
+    def __post_init__(self) -> None:
+        for item in dataclasses.fields(self):
+            object.__setattr__(self, item.name, positive_int(getattr(self, item.name), f"limits.{item.name}"))
+
+
+def default_corpus_paths() -> tuple[Path, Path]:
+    """The bundled corpus and manifest: ``data/`` of the checkout, else ``./data``."""
+    here = Path(__file__).resolve().parent.parent / "data"
+    base = here if (here / "corpus.jsonl").exists() else Path("data")
+    return base / "corpus.jsonl", base / "splits.json"
+
+
+# -- options -----------------------------------------------------------------------------------
+
+HASH_SPLIT_FORMS = ('hash_split takes a mapping {"train": r, "validation": r, "test": r}, a sequence of three numbers '
+                    '(train, validation, test) or a string "R,R,R" like "0.8,0.1,0.1" (--hash-split R,R,R)')
+# Names people reach for that ``prepare()`` spells otherwise (its parameters, the CLI's flags).
+OPTION_ALIASES = {"splits": "splits_path", "out": "out_dir", "corpus": "corpus_path", "context": "context_length"}
+
+
+def hash_split_ratios(value: Any) -> dict:
+    """``hash_split`` in any accepted form -> the ratio mapping ``SplitManifest.by_hash`` takes.
+
+    A mapping (kept as given: missing partitions are 0), a sequence of three numbers (train,
+    validation, test) or the CLI's ``"R,R,R"`` string (parsed by the ``--hash-split`` parser).
+    The ratios themselves are checked by ``SplitManifest.by_hash`` only; every error is a
+    ``ConfigurationError`` that names the accepted forms.
+    """
+    if isinstance(value, np.ndarray):
+        value = value.tolist()  # numbers as Python floats; a 0-d array becomes a number (refused below)
+    if isinstance(value, str):
+        try:
+            ratios = parse_ratios(value)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"hash_split={value!r}: not three comma-separated numbers; "
+                                     f"{HASH_SPLIT_FORMS}") from exc
+    elif isinstance(value, Mapping):
+        ratios = dict(value)
+    elif isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
+        if len(value) != 3:
+            raise ConfigurationError(f"hash_split={value!r}: {len(value)} value(s), expected 3; {HASH_SPLIT_FORMS}")
+        ratios = dict(zip((p.value for p in PARTITIONS), value))
+    else:
+        raise ConfigurationError(f"hash_split={value!r} ({type(value).__name__}): not one of the accepted forms; "
+                                 f"{HASH_SPLIT_FORMS}")
+    try:
+        SplitManifest.by_hash(ratios)  # the ratio checks: non-negative, finite, summing to 1
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"hash_split / --hash-split: {exc}; {HASH_SPLIT_FORMS}") from None
+    return ratios
+
+
+def check_option_names(options: Mapping[str, Any]) -> None:
+    """ConfigurationError for a keyword ``prepare()`` does not take, with the names it may have meant.
+
+    The names are ``prepare``'s own parameters plus the ``PrepareOptions`` fields after the ones
+    those parameters fill (``corpus_path`` -> ``corpus``, ...); ``OPTION_ALIASES`` adds explicit hints.
+    """
+    parameters = list(PREPARE_PARAMETERS)
+    fields = [f.name for f in dataclasses.fields(PrepareOptions) if f.init]
+    keywords = fields[len(parameters):]  # the fields prepare() passes on as **options
+    valid = parameters + keywords
+    problems = []
+    for name in options:
+        if name in keywords:
+            continue
+        alias = OPTION_ALIASES.get(name)
+        close = [alias] if alias in valid else difflib.get_close_matches(name, valid, n=3)
+        if close:
+            quoted = [repr(c) for c in close]
+            hint = f"did you mean {quoted[0] if len(quoted) == 1 else ', '.join(quoted[:-1]) + ' or ' + quoted[-1]}?"
+        else:
+            hint = f"expected one of: {', '.join(valid)}"
+        problems.append(f"unknown option {name!r} ({hint})")
+    if problems:
+        raise ConfigurationError("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class PrepareOptions:
+    """One ``prepare`` run, checked on construction (messages use the CLI's spellings; those about
+    the split name ``prepare()``'s keywords too).
+
+    ``corpus`` None: the bundled ``data/corpus.jsonl`` with ``data/splits.json``. ``tokenizer``: a
+    kind ``prepare`` fits (``fittable_kinds()``: char, word, bpe, byte-bpe) or a tokenizer file.
+    ``merges``, ``vocab_size``, ``pattern``, ``tie_break``: what the fit reads (``FitOptions``;
+    None: the kind's default; ``pattern`` also names a tiktoken file's pre-tokenizer).
+    ``text_column``/``id_column`` name the columns of a JSONL or Parquet/Arrow corpus (without an
+    id column, ids are made from file and row; ``report["read"]`` says so). ``threads``
+    None: ``$ENGINE_THREADS`` or all cores (Ray: the cluster's CPUs). ``executor``: ``local`` or
+    ``ray`` (``ray_address`` to join a cluster). ``resume`` keeps an interrupted local run's files.
+    ``hash_split``: a mapping, three numbers (train, validation, test) or ``"R,R,R"``; stored as the
+    mapping (``hash_split_ratios``). ``limits``: the sizes the run cuts its work into (``PrepareLimits``).
+    Derived: ``continuous`` (one ``.txt`` file, split by position) and ``fit`` (None for a file).
+    """
+
+    corpus: Path | None = None
+    splits: Path | None = None
+    out_dir: Path = Path("out")
+    tokenizer: str = "bpe"
+    merges: int | None = None
+    vocab_size: int | None = None
+    pattern: str | None = None
+    tie_break: str | None = None
+    context_length: int = 64
+    stride: int = 1
+    train_fraction: float = 0.9
+    hash_split: Mapping[str, float] | Sequence[float] | str | None = None
+    on_invalid_utf8: str = "error"
+    skip_bad_lines: bool = False
+    text_column: str = TEXT_COLUMN
+    id_column: str | None = None
+    threads: int | None = None
+    resume: bool = False
+    quiet: bool = False
+    executor: str = "local"
+    ray_address: str | None = None
+    limits: PrepareLimits = PrepareLimits()
+    continuous: bool = field(init=False, default=False)
+    fit: FitOptions | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.limits, PrepareLimits):
+            raise ConfigurationError(f"limits is {type(self.limits).__name__}; expected a PrepareLimits")
+        from engine.windows import CausalWindowConfig  # Numba loads on first use, not with the CLI
+
+        CausalWindowConfig(self.context_length, self.stride)
+        if self.threads is not None:
+            resolve_threads(self.threads)
+        if self.on_invalid_utf8 not in INVALID_UTF8_POLICIES:
+            raise ConfigurationError(f"--on-invalid-utf8 {self.on_invalid_utf8!r} is unknown "
+                                     f"(expected one of: {', '.join(INVALID_UTF8_POLICIES)})")
+        if self.executor not in EXECUTORS:
+            raise ConfigurationError(f"--executor {self.executor!r} is unknown (expected one of: {', '.join(EXECUTORS)})")
+        if self.executor != "ray" and self.ray_address is not None:
+            raise ConfigurationError("--ray-address applies to --executor ray only")
+        if self.executor == "ray" and self.resume:
+            raise ConfigurationError("--resume applies to --executor local only")
+        fit = FitOptions(self.merges, self.vocab_size, self.pattern, self.tie_break, UNKNOWN_TOKEN)
+        if self.tokenizer in fittable_kinds():
+            self._set("fit", fit)
+            trainer_for(self.tokenizer, fit)  # the kind's own checks (e.g. a vocabulary too small), now
+        elif not Path(self.tokenizer).exists():
+            raise ConfigurationError(f"--tokenizer {self.tokenizer!r}: expected one of "
+                                     f"{', '.join(fittable_kinds())} or an existing tokenizer file")
+        else:
+            for option in ("vocab_size", "tie_break"):
+                if getattr(fit, option) is not None:
+                    raise ConfigurationError(f"--{option.replace('_', '-')} applies when prepare fits a tokenizer "
+                                             f"(--tokenizer {', '.join(fittable_kinds())}), not to a tokenizer file")
+        self._resolve_corpus()
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)  # resolving fields on construction; frozen afterwards
+
+    def _resolve_corpus(self) -> None:
+        corpus, splits = self.corpus, self.splits
+        if corpus is None:
+            corpus, default_splits = default_corpus_paths()
+            if splits is None and self.hash_split is None:
+                splits = default_splits
+        corpus = Path(corpus)
+        self._set("corpus", corpus)
+        self._set("splits", Path(splits) if splits is not None else None)
+        self._set("out_dir", Path(self.out_dir))
+        if not corpus.exists():
+            raise CorpusError(f"{corpus}: corpus not found (expected {CORPUS_FORMS})")
+        check_columns_apply(corpus, self.text_column, self.id_column)
+        continuous = is_continuous_text(corpus)
+        self._set("continuous", continuous)
+        if continuous:
+            if splits is not None or self.hash_split is not None:
+                raise ConfigurationError(
+                    f"{corpus}: a continuous text is split by position (--train-fraction / train_fraction); "
+                    "--splits / splits_path and --hash-split / hash_split apply to multi-document corpora only")
+            CorpusPartitions.from_text("", self.train_fraction)  # checks the fraction
+            return
+        if splits is not None and self.hash_split is not None:
+            raise ConfigurationError("pass either --splits FILE / splits_path=FILE or --hash-split R,R,R / "
+                                     "hash_split=RATIOS, not both")
+        if splits is None and self.hash_split is None:
+            raise ConfigurationError(
+                f"{corpus}: a multi-document corpus needs a split: pass --splits FILE / splits_path=FILE (a manifest "
+                '{"train": [...], "validation": [...], "test": [...]}) or --hash-split 0.8,0.1,0.1 / '
+                "hash_split=(0.8, 0.1, 0.1)")
+        if self.hash_split is not None:
+            self._set("hash_split", hash_split_ratios(self.hash_split))  # checks the form and the ratios
+        if self.executor == "ray" and (self.on_invalid_utf8 != "error" or self.skip_bad_lines):
+            raise ConfigurationError("--on-invalid-utf8 and --skip-bad-lines apply to --executor local only")
+        if self.executor == "ray" and (self.text_column != TEXT_COLUMN or self.id_column is not None):
+            raise ConfigurationError("--text-column and --id-column apply to --executor local only")
+
+    @property
+    def store_path(self) -> Path:
+        return self.out_dir / STORE_NAME
+
+    def manifest(self) -> SplitManifest:
+        """The split of a multi-document corpus (read from ``splits``, or the hash rule)."""
+        return SplitManifest.from_json(self.splits) if self.splits is not None else SplitManifest.by_hash(self.hash_split)
+
+    def trainer(self) -> Trainer:
+        """The fit's ``Trainer`` (only when ``fit`` is set)."""
+        return trainer_for(self.tokenizer, self.fit)
+
+    def load_tokenizer(self) -> Tokenizer:
+        """The tokenizer file's tokenizer (only when ``fit`` is None)."""
+        return load_tokenizer(self.tokenizer, pattern=self.pattern)

@@ -1,0 +1,72 @@
+"""``load_tokenizer``: any tokenizer file, recognised by its content.
+
+An engine file (``Tokenizer.save``, rebuilt by ``engine.tokenizers.base.tokenizer_from_json``), a
+Hugging Face ``tokenizer.json`` with a byte-level BPE model, or a tiktoken rank file
+(``engine.tokenizers.interop``). It sits above both: interop builds byte-level BPE tokenizers on
+``base``, so the dispatch over every format lives here rather than in ``base``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from engine.errors import ConfigurationError, TokenizerError
+from engine.tokenizers.base import Tokenizer, _import_kinds, tokenizer_from_json
+from engine.tokenizers.interop import load_hf_tokenizer_json, load_tiktoken
+
+__all__ = ["load_tokenizer"]
+
+
+def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> Tokenizer:
+    """Load a tokenizer file, recognised by its content: an engine file (``Tokenizer.save``), a
+    Hugging Face ``tokenizer.json`` with a byte-level BPE model, or a tiktoken rank file
+    (``<base64 token> <rank>`` lines). A tiktoken file does not name its pre-tokenizer: ``pattern``
+    does, else it is ``cl100k`` for a file of exactly 100,256 ranks (cl100k_base), ``o200k`` for
+    one of exactly 199,998 ranks (o200k_base) and ``gpt2`` otherwise. Files without special tokens
+    get ``<|endoftext|>`` after the last id (``tokenizer.notes`` says so)."""
+    _import_kinds()  # registered before dispatching on "kind"
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise TokenizerError(f"{path}: tokenizer file not found") from None
+    except OSError as exc:
+        raise TokenizerError(f"{path}: cannot read tokenizer file: {exc.strerror}") from None
+    if _looks_like_tiktoken(raw):
+        ranks = sum(1 for line in raw.splitlines() if line.strip())
+        chosen = pattern or {100_256: "cl100k", 199_998: "o200k"}.get(ranks, "gpt2")
+        tok = load_tiktoken(path, pattern=chosen)
+        tok.notes = (f"tiktoken rank file: pre-tokenizer pattern {chosen}"
+                     + ("" if pattern else " (pattern= / --pattern chooses another)"), *tok.notes)
+        return tok
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        if raw.lstrip()[:1] in (b"{", b"["):
+            raise TokenizerError(f"{path}: tokenizer file is not valid JSON ({exc}); is it truncated?") from None
+        raise TokenizerError(f"{path}: not a tokenizer file: expected JSON (an engine file or a Hugging Face "
+                             "tokenizer.json) or a tiktoken rank file ('<base64 token> <rank>' lines)") from None
+    if isinstance(obj, dict) and "model" in obj and "format" not in obj:
+        tok = load_hf_tokenizer_json(path)
+    else:
+        tok = tokenizer_from_json(obj, str(path))
+    own = getattr(tok, "pattern", None)
+    if pattern is not None and pattern != own:
+        raise ConfigurationError(f"{path}: pattern= / --pattern {pattern} applies to a tiktoken rank file, which "
+                                 "names no pre-tokenizer; this file fixes its own "
+                                 f"({own or 'none: it is no byte-level BPE'})")
+    return tok
+
+
+_TIKTOKEN_LINE = re.compile(rb"[A-Za-z0-9+/]+=*[ \t]+[0-9]+")
+
+
+def _looks_like_tiktoken(raw: bytes) -> bool:
+    """True when the first non-empty line is ``<base64> <rank>`` (JSON never starts that way)."""
+    for line in raw[:4096].splitlines():
+        if line.strip():
+            return _TIKTOKEN_LINE.fullmatch(line.strip()) is not None
+    return False
