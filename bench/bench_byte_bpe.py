@@ -38,8 +38,12 @@ def tiktoken_of(tokenizer):
 
 
 def once(benchmark, fn, setup, rounds=ROUNDS):
-    """``rounds`` timed calls of ``fn``, each after an untimed ``setup``."""
-    benchmark.pedantic(fn, setup=setup, rounds=rounds, iterations=1)
+    """``rounds`` timed calls of ``fn``, each after an untimed ``setup`` (its result dropped:
+    pytest-benchmark would take it for the call's arguments)."""
+    def before():
+        setup()
+
+    benchmark.pedantic(fn, setup=before, rounds=rounds, iterations=1)
 
 
 @pytest.fixture(scope="module")
