@@ -1,8 +1,8 @@
 """First runs on an empty Numba cache vs warm runs (see peers_cold_start.py for the cases).
 
 Run: ``pytest bench/bench_cold_start.py --benchmark-only -s`` (ENGINE_BENCH_QUICK=1: one round),
-or ``python bench/bench_cold_start.py [--quick]`` for the rows alone; ``engine bench --only
-cold_start --check`` checks them against their targets (cold <= 4x warm).
+or ``python bench/bench_cold_start.py [--quick]`` for the rows alone. The rows are information
+(``peers_cold_start.INFO`` says why their cold <= 4x warm target was retired).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers_cold_start import CASES, TARGET, cold_and_warm  # noqa: E402
+from peers_cold_start import CASES, cold_and_warm  # noqa: E402
 
 
 @pytest.mark.parametrize("label, case", CASES, ids=["prepare", "byte_train", "pack_documents"])
@@ -23,9 +23,9 @@ def test_cold_start(benchmark, label, case):
     rounds = 1 if os.environ.get("ENGINE_BENCH_QUICK") else 3
     times = benchmark.pedantic(lambda: cold_and_warm(case, rounds), rounds=1, iterations=1)
     ratio = times["cold_s"] / times["warm_s"]
-    benchmark.extra_info.update({"case": label, **times, "ratio": ratio, "target_at_most": TARGET})
+    benchmark.extra_info.update({"case": label, **times, "ratio": ratio})
     print(f"\n{label}: cold {times['cold_s']:.2f} s, warm {times['warm_s']:.2f} s, {ratio:.1f}x "
-          f"(target <= {TARGET:g}x; CPU {times['cold_cpu_s']:.2f} s / {times['warm_cpu_s']:.2f} s)")
+          f"(CPU {times['cold_cpu_s']:.2f} s / {times['warm_cpu_s']:.2f} s)")
 
 
 if __name__ == "__main__":

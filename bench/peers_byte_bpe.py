@@ -2,13 +2,20 @@
 
 Corpora: the standard library's .py files (the files of scripts/make_stdlib_corpus.py, about
 32 MB; 3 MB with ``quick``), Tiny Shakespeare (data/tinyshakespeare.txt), and the bundled en/el/ru
-corpus (data/corpus.jsonl) repeated to about 4 MB (1 MB with ``quick``). Vocabulary: 32,768
-trained on the stdlib corpus by engine with the HF tie rule (4,096 with ``quick``), cached in
-bench/.cache, used for all three. Every encode row checks that tiktoken gives the same ids
-before timing, and times engine and the peer alternately (best of each). Engine's cache of merged
-pieces outlives a call (one per thread, bounded), so the best run meets pieces that an earlier
-call merged, as every batch after the first does in ``engine prepare``; tiktoken merges each piece
-that is no token at every occurrence.
+corpus (data/corpus.jsonl, each of its texts once: about 10 kB). Vocabulary: 32,768 trained on the
+stdlib corpus by engine with the HF tie rule (4,096 with ``quick``), cached in bench/.cache, used
+for all three. Every encode row checks that tiktoken gives the same ids before timing.
+
+The encode rows time what ``engine prepare`` does: each text encoded once, on text the encoder has
+not met. Engine keeps a cache of merged pieces that outlives a call (one per thread, bounded), and
+Hugging Face's BPE model keeps one too; a second call on the same text would be answered from what
+the first merged. So every timed run starts from emptied caches (``clear_piece_caches``; HF's
+``model._clear_cache``), warms up on other text (Tiny Shakespeare before the stdlib rows, the
+first megabyte of the stdlib before the others: compilation, and the cache filling as it goes),
+then encodes the corpus once; the row shows the fastest of those runs (``*_median_s``: their
+median). tiktoken keeps no cache across calls; its runs get the same warm-up. Engine and the peer
+are timed in turns.
+
 Rows report seconds for engine and the peer and ``ratio = peer_s / engine_s`` (above 1: engine
 is faster), except the long-piece row, whose ratio is time("a" * 1e6) / time("a" * 1e5), and the
 2-thread row, whose peer is engine itself on 1 thread.
@@ -22,7 +29,8 @@ import os
 import sys
 import sysconfig
 from pathlib import Path
-from timing import DATA_DIR, best_of, best_of_interleaved, hf_parallelism, row as bench_row, shakespeare_path
+from timing import (DATA_DIR, best_of, best_of_interleaved, hf_parallelism, median, row as bench_row,
+                    runs_interleaved, shakespeare_path)
 
 
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -44,14 +52,19 @@ def stdlib_texts(max_bytes: int | None = None) -> list[str]:
     return texts
 
 
-def multilingual_texts(size_bytes: int) -> tuple[list[str], int, int]:
-    """The bundled en/el/ru corpus (data/corpus.jsonl) repeated to about ``size_bytes`` of UTF-8:
-    (texts, repetitions, bytes)."""
-    once = [json.loads(line)["text"] for line in (DATA_DIR / "corpus.jsonl").read_text("utf-8").splitlines()
+def multilingual_texts() -> list[str]:
+    """The texts of the bundled en/el/ru corpus (data/corpus.jsonl), each once."""
+    return [json.loads(line)["text"] for line in (DATA_DIR / "corpus.jsonl").read_text("utf-8").splitlines()
             if line.strip()]
-    each = sum(len(t.encode()) for t in once)
-    times = max(1, size_bytes // each)
-    return once * times, times, each * times
+
+
+def unseen(tokenizer, warmup: list[str], threads: int = 1):
+    """Setup of an engine run on text it has not met: its piece caches emptied, then a warm-up on
+    ``warmup`` (other text; the caches keep what it merged)."""
+    def setup():
+        tokenizer.clear_piece_caches()
+        tokenizer.encode_batch(warmup, threads=threads)
+    return setup
 
 
 def trained_tokenizer(texts, vocab_size: int, tag: str):
@@ -79,48 +92,65 @@ def _rows(quick: bool) -> list[dict]:
     texts = stdlib_texts(3_000_000 if quick else None)
     megabytes = sum(len(t.encode()) for t in texts) / 1e6
     vocab_size = 4096 if quick else 32768
-    repeat = 3 if quick else 2
+    repeat = 3 if quick else 5
     out = []
 
     def row(*args, **kwargs):
         out.append(bench_row(*args, **kwargs))
 
+    def timed_row(name, engine_runs, peer, peer_runs, **target):
+        row(name, min(engine_runs), peer, min(peer_runs), engine_median_s=median(engine_runs),
+            peer_median_s=median(peer_runs), runs=len(engine_runs), **target)
+
     tokenizer = trained_tokenizer(texts, vocab_size, "quick" if quick else "full")
     tokenizer.encode_batch(texts[:3])  # compile outside the timed regions
     threads = os.cpu_count() or 1
     ids = [a.tolist() for a in tokenizer.encode_batch(texts)]
-    engine_one = best_of(lambda: tokenizer.encode_batch(texts, threads=1), repeat)
+    shakespeare = [shakespeare_path().read_text("utf-8")]
+    first_megabyte = stdlib_texts(1_000_000)
+    stdlib_warmup = unseen(tokenizer, shakespeare)
+    engine_one = None
     try:
         import tiktoken
 
         ranks = {t: i for i, t in enumerate(tokenizer.tokens) if t is not None}
         enc = tiktoken.Encoding("bench", pat_str=PATTERNS["gpt2"], mergeable_ranks=ranks, special_tokens={})
-        corpora = [(f"stdlib {megabytes:.0f} MB", texts), ("tinyshakespeare 1 MB", [shakespeare_path().read_text("utf-8")])]
-        multilingual = multilingual_texts(1_000_000 if quick else 4_000_000)
-        corpora.append((f"en/el/ru corpus x{multilingual[1]} {multilingual[2] / 1e6:.0f} MB", multilingual[0]))
-        for name, corpus in corpora:
+        multilingual = multilingual_texts()
+        corpora = [
+            (f"stdlib {megabytes:.0f} MB", texts, shakespeare, repeat),
+            ("tinyshakespeare 1 MB", shakespeare, first_megabyte, 2 * repeat + 1),
+            (f"en/el/ru corpus {sum(len(t.encode()) for t in multilingual) / 1e3:.0f} kB", multilingual,
+             first_megabyte, 10 * repeat + 1),  # milliseconds a run: many runs
+        ]
+        for name, corpus, warmup, rounds in corpora:
             if [a.tolist() for a in tokenizer.encode_batch(corpus)] != [enc.encode_ordinary(t) for t in corpus]:
                 raise RuntimeError(f"tiktoken ids differ from engine ids on {name}")
-            ours, theirs = best_of_interleaved(lambda: tokenizer.encode_batch(corpus, threads=1),
-                                        lambda: [enc.encode_ordinary(t) for t in corpus], 3 if quick else 5)
+            ours, theirs = runs_interleaved(
+                lambda: tokenizer.encode_batch(corpus, threads=1), lambda: [enc.encode_ordinary(t) for t in corpus],
+                rounds, engine_setup=unseen(tokenizer, warmup),
+                peer_setup=lambda: [enc.encode_ordinary(t) for t in warmup])
             if corpus is texts:
-                engine_one = ours
-            row(f"encode {name}, 1 thread", ours, "tiktoken encode_ordinary", theirs, at_least=8)
-        engine_all = best_of(lambda: tokenizer.encode_batch(texts, threads=threads), repeat)
+                engine_one = min(ours)
+            timed_row(f"encode {name} once, 1 thread", ours, "tiktoken encode_ordinary", theirs, at_least=5)
         if enc.encode_ordinary_batch(texts, num_threads=threads) != ids:
             raise RuntimeError("tiktoken batch ids differ from engine ids")
-        peer = best_of(lambda: enc.encode_ordinary_batch(texts, num_threads=threads), repeat)
-        row(f"encode {megabytes:.0f} MB, {threads} threads", engine_all, "tiktoken encode_ordinary_batch", peer,
-            at_least=3)
+        ours, theirs = runs_interleaved(
+            lambda: tokenizer.encode_batch(texts, threads=threads),
+            lambda: enc.encode_ordinary_batch(texts, num_threads=threads), 2 if quick else 3,
+            engine_setup=unseen(tokenizer, shakespeare, threads),
+            peer_setup=lambda: enc.encode_ordinary_batch(shakespeare, num_threads=threads))
+        timed_row(f"encode {megabytes:.0f} MB once, {threads} threads", ours, "tiktoken encode_ordinary_batch",
+                  theirs, at_least=3)
     except ImportError:
         pass
     if threads >= 2:
         if [a.tolist() for a in tokenizer.encode_batch(texts, threads=2)] != ids:
             raise RuntimeError("engine ids on 2 threads differ from 1 thread")
         # five rounds each: a two-thread run needs both cores free, the row most hurt by other work
-        two, one = best_of_interleaved(lambda: tokenizer.encode_batch(texts, threads=2),
-                                       lambda: tokenizer.encode_batch(texts, threads=1), 5)
-        row(f"encode {megabytes:.0f} MB, 2 threads", two, "engine on 1 thread", one, at_least=1.8)
+        two, one = runs_interleaved(lambda: tokenizer.encode_batch(texts, threads=2),
+                                    lambda: tokenizer.encode_batch(texts, threads=1), 5,
+                                    engine_setup=unseen(tokenizer, shakespeare, 2), peer_setup=stdlib_warmup)
+        timed_row(f"encode {megabytes:.0f} MB once, 2 threads", two, "engine on 1 thread", one, at_least=1.8)
     try:
         import tokenizers
         from tokenizers import pre_tokenizers, trainers
@@ -132,8 +162,16 @@ def _rows(quick: bool) -> list[dict]:
         # ids checked on the first 200 files: one more full HF pass would take longer than the timing
         if [hf.encode(t, add_special_tokens=False).ids for t in texts[:200]] != ids[:200]:
             raise RuntimeError("Hugging Face ids differ from engine ids")
-        peer = best_of(lambda: [hf.encode(t, add_special_tokens=False) for t in texts], 1)
-        row(f"encode {megabytes:.0f} MB, 1 thread", engine_one, "HF tokenizers encode", peer, at_least=20)
+
+        def hf_warmup():  # as for engine: its cache of merged words emptied, a warm-up on other text
+            hf.model._clear_cache()
+            [hf.encode(t, add_special_tokens=False) for t in shakespeare]
+
+        if engine_one is None:
+            engine_one = best_of(lambda: tokenizer.encode_batch(texts, threads=1), repeat, setup=stdlib_warmup)
+        # one HF run (it takes seconds); engine's is the fastest of the stdlib row's runs
+        peer = best_of(lambda: [hf.encode(t, add_special_tokens=False) for t in texts], 1, setup=hf_warmup)
+        row(f"encode {megabytes:.0f} MB once, 1 thread", engine_one, "HF tokenizers encode", peer, at_least=20)
 
         def train_hf():
             model = tokenizers.Tokenizer(tokenizers.models.BPE())

@@ -31,13 +31,15 @@ def hf_parallelism(enabled: bool):
             os.environ["TOKENIZERS_PARALLELISM"] = old
 
 
-def best_of(fn, rounds: int, *, warmup: bool = False) -> float:
+def best_of(fn, rounds: int, *, warmup: bool = False, setup=None) -> float:
     """Fastest of ``rounds`` calls of ``fn`` in seconds; ``warmup`` runs it once untimed first
-    (Numba compilation and caches stay out of the timing)."""
+    (Numba compilation and caches stay out of the timing); ``setup`` runs untimed before each call."""
     if warmup:
         fn()
     best = float("inf")
     for _ in range(rounds):
+        if setup is not None:
+            setup()
         start = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - start)
@@ -47,11 +49,29 @@ def best_of(fn, rounds: int, *, warmup: bool = False) -> float:
 def best_of_interleaved(engine_fn, peer_fn, rounds: int) -> tuple[float, float]:
     """Fastest of ``rounds`` runs each of ``engine_fn`` and ``peer_fn``, taken in turns, so both
     see the same moments of a shared machine; ``(engine_s, peer_s)``."""
-    engine_s = peer_s = float("inf")
+    engine_runs, peer_runs = runs_interleaved(engine_fn, peer_fn, rounds)
+    return min(engine_runs), min(peer_runs)
+
+
+def runs_interleaved(engine_fn, peer_fn, rounds: int, *, engine_setup=None,
+                     peer_setup=None) -> tuple[list[float], list[float]]:
+    """Seconds of ``rounds`` runs each of ``engine_fn`` and ``peer_fn``, taken in turns; each run
+    after its side's ``setup`` (untimed: a fresh state, a warm-up). ``(engine runs, peer runs)``."""
+    engine_runs, peer_runs = [], []
     for _ in range(rounds):
-        engine_s = min(engine_s, best_of(engine_fn, 1))
-        peer_s = min(peer_s, best_of(peer_fn, 1))
-    return engine_s, peer_s
+        for setup, fn, runs in ((engine_setup, engine_fn, engine_runs), (peer_setup, peer_fn, peer_runs)):
+            if setup is not None:
+                setup()
+            start = time.perf_counter()
+            fn()
+            runs.append(time.perf_counter() - start)
+    return engine_runs, peer_runs
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def row(benchmark: str, engine_s: float, peer: str, peer_s: float, *, at_least: float | None = None,
@@ -59,7 +79,8 @@ def row(benchmark: str, engine_s: float, peer: str, peer_s: float, *, at_least: 
         ratio: float | None = None, **extra) -> dict:
     """One row of ``engine bench``: ``ratio`` = ``peer_s / engine_s`` unless given; the target is
     numeric (``at_least`` / ``at_most`` bound the ratio, ``engine_under_s`` engine's seconds) and
-    ``target`` is the text derived from it. ``extra`` fields (measurements) ride along."""
+    ``target`` is the text derived from it. ``extra`` fields (measurements) ride along; ``info``
+    (a one-line reason) makes the row information only: shown, never checked."""
     from engine.commands.bench import target_text
 
     out = {"benchmark": benchmark, "engine_s": engine_s, "peer": peer, "peer_s": peer_s,

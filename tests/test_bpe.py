@@ -185,8 +185,10 @@ def test_shakespeare_hf_tie_break_matches_hugging_face(shakespeare_text):
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), n_merges=st.integers(0, 12), length=st.integers(0, 90))
 def test_merge_word_both_rules_match_naive(data, n_merges, length):
-    """The shared merge core, both rules and both paths, on merge lists that rebuild pieces."""
+    """The shared merge core, both rules and both paths, on merge lists that rebuild pieces; and the
+    byte-level encoders' ``merge_short_first`` (merge positions and token ranks as priorities)."""
     from engine.kernels.bpe_encode import build_pair_table, merge_word
+    from engine.kernels.bpe_merge import first_entry_table, merge_short_first
     from tests.naive_byte_bpe import naive_encode_merges
     from tests.naive_tokenizers import merge_word as naive_merge
 
@@ -217,6 +219,19 @@ def test_merge_word_both_rules_match_naive(data, n_merges, length):
             scratch = np.empty(max(length, 1), dtype=np.int64)
             kept = merge_word(parts, length, long_word, rule, *table, scratch)
             assert parts[:kept].tolist() == expected, (rule, long_word)
+    # the byte-level encoders' merge: each pair's first entry, one row per pair
+    parts = np.array([symbol[c] for c in word], dtype=np.int64)
+    kept = merge_short_first(parts, length, first_entry_table(table[0], made, priorities),
+                             np.empty(max(length, 1), dtype=np.int64))
+    assert parts[:kept].tolist() == unordered
+    # tiktoken's priorities: the rank of the token made, so pairs that make one token tie (leftmost wins)
+    ranks = {}
+    for k, (a, b) in enumerate(merges):
+        ranks.setdefault((symbol[a], symbol[b]), (symbol[a + b], symbol[a + b]))
+    parts = np.array([symbol[c] for c in word], dtype=np.int64)
+    kept = merge_short_first(parts, length, first_entry_table(table[0], made, made),
+                             np.empty(max(length, 1), dtype=np.int64))
+    assert parts[:kept].tolist() == naive_encode_merges(bytes(symbol[c] for c in word), list(range(256)), ranks)
 
 
 # -- enormous documents ---------------------------------------------------------------------------

@@ -158,6 +158,29 @@ def test_piece_cache_hits_and_eviction_give_the_same_ids(trained, monkeypatch, s
     assert state[1] <= pool_bytes and state[2] <= pool_ids
 
 
+def test_clear_piece_caches_starts_them_afresh(trained):
+    """After ``clear_piece_caches`` an encode meets every piece as new: its caches hold exactly what a
+    fresh tokenizer's hold after the same encode, and the ids are the same."""
+    import pickle
+
+    text = "zqxj kvwy zqxj wyvk qqxz " * 3
+    fresh = pickle.loads(pickle.dumps(trained))  # no caches yet
+    want = fresh.encode(text).tolist()
+    (table, _, ids_pool, state), = fresh._piece_caches
+    first_state, first_rows = state.tolist(), table[table[:, 0] != 0].tolist()
+    assert first_state[0] > 0
+    trained.encode("other pieces: kvwq zzqx xjqv")
+    trained.encode(text)
+    trained.clear_piece_caches()
+    for cache_table, _, _, cache_state in trained._piece_caches:
+        assert not cache_table.any() and cache_state.tolist() == [0, 0, 0]
+    assert trained.encode(text).tolist() == want
+    used = [c for c in trained._piece_caches if c[3][0]]
+    assert len(used) == 1 and used[0][3].tolist() == first_state
+    assert used[0][0][used[0][0][:, 0] != 0].tolist() == first_rows
+    assert used[0][2][:first_state[2]].tolist() == ids_pool[:first_state[2]].tolist()
+
+
 def test_a_pickled_tokenizer_carries_no_piece_cache(trained):
     import pickle
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from engine.kernels import kernel
 from engine.kernels.bpe_merge import (EMPTY_KEY, FNV_OFFSET, GOLDEN, LONG_WORD, build_pair_table, hash_span, key_slot,
-                                      merge_short, merge_word, record_long, same_span)
+                                      merge_short, merge_short_first, merge_word, record_long, same_span)
 from engine.kernels.pretokenize import ascii_table, scan_pieces
 from engine.kernels.wordsplit import word_end
 
@@ -246,8 +246,8 @@ CACHE_ENTRIES, CACHE_BYTES_USED, CACHE_IDS_USED = range(3)
 
 
 @kernel
-def _encode_miss(buf, pos, length, key, slot, byte_ids, pairs, nexts, made, priorities, parts,
-                 part_priority, out, out_pos, cache, cache_bytes, cache_ids, cache_state):
+def _encode_miss(buf, pos, length, key, slot, byte_ids, first, parts, part_priority, out, out_pos, cache, cache_bytes,
+                 cache_ids, cache_state):
     """Merge a piece of up to ``MAX_CACHED_PIECE`` bytes found in neither table, write its ids at
     ``out[out_pos:]`` and remember them in the cache (at ``slot``, the free slot its probe ended on;
     its bytes too when they are longer than a key); returns the new ``out_pos``.
@@ -256,7 +256,7 @@ def _encode_miss(buf, pos, length, key, slot, byte_ids, pairs, nexts, made, prio
     stays bounded, and the encoder linear."""
     for i in range(length):
         parts[i] = byte_ids[buf[pos + i]]
-    m = merge_short(parts, length, False, pairs, nexts, made, priorities, part_priority)
+    m = merge_short_first(parts, length, first, part_priority)
     for i in range(m):
         out[out_pos + i] = parts[i]
     cache_size = cache.shape[0]
@@ -355,13 +355,14 @@ def begin_document(out, out_offsets, document_offsets, d, out_pos, wrap, bos):
 
 @kernel
 def encode_bytes(
-    buf, document_offsets, classes, pattern, byte_ids, pairs, nexts, made, priorities,
+    buf, document_offsets, classes, pattern, byte_ids, first,
     token_table, token_pool, token_offsets, cache, cache_bytes, cache_ids, cache_state, bos, eos, wrap, out,
     out_offsets,
 ):
     """Encode every document of ``buf`` into ``out`` (uint32); ``out_offsets[d]`` = start of document d.
 
-    Byte b starts as symbol ``byte_ids[b]``; pieces merge by the byte-level (not ordered) rule. A
+    Byte b starts as symbol ``byte_ids[b]``; pieces merge by the byte-level (not ordered) rule
+    (``merge_short_first`` over ``first``, a ``bpe_merge.first_entry_table``). A
     piece found in ``token_table`` (``build_piece_table``) is that token; any other piece of up to
     ``MAX_CACHED_PIECE`` bytes is merged on its first occurrence and its ids are remembered in the
     piece cache, which outlives the call (the caller keeps one per thread): ``cache`` uint64
@@ -402,9 +403,8 @@ def encode_bytes(
                             out[out_pos] = byte_ids[buf[i]]
                             out_pos += 1
                     else:
-                        out_pos = _encode_miss(
-                            buf, pos, end - pos, key, slot, byte_ids, pairs, nexts, made, priorities,
-                            parts, part_priority, out, out_pos, cache, cache_bytes, cache_ids, cache_state)
+                        out_pos = _encode_miss(buf, pos, end - pos, key, slot, byte_ids, first, parts, part_priority,
+                                               out, out_pos, cache, cache_bytes, cache_ids, cache_state)
                     pos = end
                     k += 1
         if wrap:

@@ -30,7 +30,8 @@ from engine.kernels import kernel
 
 __all__ = [
     "EMPTY_KEY", "NO_PRIORITY", "LONG_WORD", "GOLDEN", "FNV_OFFSET", "hash_span", "same_span", "pair_slot", "key_slot",
-    "build_pair_table", "merge_word", "merge_short", "record_long", "merge_long_pieces",
+    "build_pair_table", "first_entry_table", "merge_word", "merge_short", "merge_short_first", "record_long",
+    "merge_long_pieces",
 ]
 
 EMPTY_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -152,6 +153,67 @@ def merge_short(parts, m, ordered, pairs, nexts, made, priorities, part_priority
         floor = best_priority + 1 if ordered else 0
         for i in range(max(best - 1, 0), min(best + 1, m - 1)):
             part_priority[i] = _packed(_entry(parts[i], parts[i + 1], floor, pairs, nexts, priorities), priorities)
+    return m
+
+
+@kernel
+def first_entry_table(pairs, made, priorities):
+    """The byte-level rule's view of a pair table: ``(pairs.shape[0], 2)`` int64 rows ``(pair key,
+    (priority << 32) | made)`` of each pair's first entry, in the same slots as ``pairs`` (-1 in a
+    free row). One row answers a lookup (``merge_short_first``), where ``pairs`` needs two more
+    loads (``priorities``, ``made``) in other arrays."""
+    table = np.full(pairs.shape, -1, dtype=np.int64)
+    for slot in range(pairs.shape[0]):
+        e = pairs[slot, 1]
+        if pairs[slot, 0] >= 0 and e >= 0:
+            table[slot, 0] = pairs[slot, 0]
+            table[slot, 1] = (priorities[e] << 32) | made[e]
+    return table
+
+
+@kernel(inline="always")
+def _first_merge(table, a, b):
+    """``(priority << 32) | made`` of pair (a, b) in a ``first_entry_table``, or ``NO_PRIORITY``."""
+    mask = table.shape[0] - 1
+    key = (np.int64(a) << 32) | np.int64(b)
+    slot = pair_slot(np.uint64(key), mask)
+    while True:
+        k = table[slot, 0]
+        if k == key:
+            return table[slot, 1]
+        if k == -1:
+            return NO_PRIORITY
+        slot = (slot + 1) & mask
+
+
+@kernel
+def merge_short_first(parts, m, table, part_priority):
+    """``merge_short`` under the byte-level rule (every pair takes its first entry), through a
+    ``first_entry_table``: the same merges in the same order, one load per pair lookup.
+
+    ``part_priority[i]`` holds the pair at ``i`` as ``(priority << 32) | made``. A whole value orders
+    pairs as their priorities do: two pairs of one priority make the same token (a priority is a
+    merge's position, or the rank of the token it makes), so the scan's ``<`` still keeps the leftmost."""
+    for i in range(m - 1):
+        part_priority[i] = _first_merge(table, parts[i], parts[i + 1])
+    while m > 1:
+        best = 0
+        best_value = part_priority[0]
+        for i in range(1, m - 1):
+            if part_priority[i] < best_value:
+                best_value = part_priority[i]
+                best = i
+        if best_value == NO_PRIORITY:
+            break
+        parts[best] = best_value & 0xFFFFFFFF
+        for i in range(best + 1, m - 1):
+            parts[i] = parts[i + 1]
+            part_priority[i] = part_priority[i + 1]
+        m -= 1
+        if best > 0:
+            part_priority[best - 1] = _first_merge(table, parts[best - 1], parts[best])
+        if best < m - 1:
+            part_priority[best] = _first_merge(table, parts[best], parts[best + 1])
     return m
 
 

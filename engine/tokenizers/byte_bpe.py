@@ -27,7 +27,7 @@ from engine.checks import check_count
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import (build_pair_table, build_piece_table, encode_bytes, new_piece_cache,
                                        self_merging_tokens)
-from engine.kernels.bpe_merge import merge_long_pieces
+from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces
 from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
 from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.base import (MAX_VOCAB_SIZE, FitOptions, Tokenizer, _iter_texts, check_ids, check_special_ids,
@@ -162,9 +162,19 @@ class ByteBpeTokenizer(Tokenizer):
         state["_piece_caches"] = []  # caches belong to one process; a copy starts with none
         return state
 
+    def clear_piece_caches(self) -> None:
+        """Empty this tokenizer's caches of merged pieces, keeping their memory: the next encode
+        meets every piece as new, as on text it has never seen. Ids never depend on the caches;
+        the benchmarks call this so that a timed run meets no piece an earlier run merged. A cache
+        in use by another thread's call at that moment is left as it is."""
+        for table, _, _, state in list(self._piece_caches):
+            table.fill(0)
+            state.fill(0)
+
     # -- encoding -----------------------------------------------------------------------------
     def _encoder(self) -> tuple:
-        """``(pairs, nexts, lefts, rights, made, priorities, piece_table)``, built once, on first use.
+        """``(pairs, nexts, lefts, rights, made, priorities, piece_table, first)``, built once, on first
+        use (``first``: the pairs' first entries, ``bpe_merge.first_entry_table``).
 
         A pair merges by its first entry. Pieces that are a token whose own bytes merge into it (all
         tokens under ``whole_piece_first``) are looked up directly in ``build_piece_table``'s table.
@@ -180,23 +190,23 @@ class ByteBpeTokenizer(Tokenizer):
                 wanted = self_merging_tokens(self._token_pool, self._token_offsets, self._byte_ids, *merge_table)
             piece_table = np.zeros((_power_of_two_at_least(2 * int(wanted.sum()) + 1), 2), dtype=np.uint64)
             build_piece_table(self._token_pool, self._token_offsets, wanted, piece_table)
-            tables = self._encoder_tables = (*merge_table, piece_table)
+            first = first_entry_table(merge_table[0], merge_table[4], merge_table[5])
+            tables = self._encoder_tables = (*merge_table, piece_table, first)
         return tables
 
     def _run(self, buf: np.ndarray, document_offsets: np.ndarray, wrap: bool) -> tuple[np.ndarray, np.ndarray]:
         documents = document_offsets.shape[0] - 1
         out = np.empty(buf.shape[0] + 2 * documents, dtype=np.uint32)
         out_offsets = np.empty(documents + 1, dtype=np.int64)
-        pairs, nexts, _, _, made, priorities, piece_table = self._encoder()
+        pairs, nexts, _, _, made, priorities, piece_table, first = self._encoder()
         try:
             cache = self._piece_caches.pop()  # atomic: a cache is in one call at a time
         except IndexError:
             cache = new_piece_cache(PIECE_CACHE_SLOTS, PIECE_CACHE_BYTES, PIECE_CACHE_IDS)
         try:
             count, long_pieces, long_count = encode_bytes(
-                buf, document_offsets, code_point_classes(), self._pattern_code, self._byte_ids, pairs, nexts, made,
-                priorities, piece_table, self._token_pool, self._token_offsets, *cache,
-                self.bos_id, self.eos_id, wrap, out, out_offsets,
+                buf, document_offsets, code_point_classes(), self._pattern_code, self._byte_ids, first, piece_table,
+                self._token_pool, self._token_offsets, *cache, self.bos_id, self.eos_id, wrap, out, out_offsets,
             )
         finally:
             self._piece_caches.append(cache)
