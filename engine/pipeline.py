@@ -79,6 +79,12 @@ EXECUTORS = ("local", "ray")
 UNKNOWN_TOKEN = "<unk>"
 
 
+# Context length T when none is given: 64, and 32 for the bundled corpus, whose held-out documents
+# hold 39 to 74 tokens (with the default bpe), so that every partition of the demo gives windows.
+DEFAULT_CONTEXT_LENGTH = 64
+BUNDLED_CONTEXT_LENGTH = 32
+
+
 def default_corpus_paths() -> tuple[Path, Path]:
     """The bundled corpus and manifest: ``data/`` of the checkout, else ``./data``."""
     here = Path(__file__).resolve().parent.parent / "data"
@@ -157,7 +163,8 @@ class PrepareOptions:
     """One ``prepare`` run, checked on construction (messages use the CLI's spellings; those about
     the split name ``prepare()``'s keywords too).
 
-    ``corpus`` None: the bundled ``data/corpus.jsonl`` with ``data/splits.json``. ``tokenizer``: a
+    ``corpus`` None: the bundled ``data/corpus.jsonl`` with ``data/splits.json``. ``context_length``
+    None: ``DEFAULT_CONTEXT_LENGTH`` (64), or ``BUNDLED_CONTEXT_LENGTH`` (32) for the bundled corpus. ``tokenizer``: a
     kind ``prepare`` fits (``fittable_kinds()``: char, word, bpe, byte-bpe) or a tokenizer file.
     ``merges``, ``vocab_size``, ``pattern``, ``tie_break``: what the fit reads (``FitOptions``;
     None: the kind's default; ``pattern`` also names a tiktoken file's pre-tokenizer).
@@ -178,7 +185,7 @@ class PrepareOptions:
     vocab_size: int | None = None
     pattern: str | None = None
     tie_break: str | None = None
-    context_length: int = 64
+    context_length: int | None = None
     stride: int = 1
     train_fraction: float = 0.9
     hash_split: Mapping[str, float] | Sequence[float] | str | None = None
@@ -197,6 +204,8 @@ class PrepareOptions:
     def __post_init__(self) -> None:
         from engine.windows import CausalWindowConfig
 
+        if self.context_length is None:
+            self._set("context_length", BUNDLED_CONTEXT_LENGTH if self.corpus is None else DEFAULT_CONTEXT_LENGTH)
         CausalWindowConfig(self.context_length, self.stride)
         if self.threads is not None:
             resolve_threads(self.threads)

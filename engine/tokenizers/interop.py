@@ -45,8 +45,12 @@ def _choose_wrappers(specials: dict[str, int], bos: str | None, eos: str | None,
             raise TokenizerError(
                 f"{source}: cannot tell which special tokens wrap documents among {sorted(specials)}; "
                 "pass bos= and eos= (CLI: --bos/--eos)")
-    bos = eos if bos is None else bos
-    eos = bos if eos is None else eos
+    elif bos is None or eos is None:  # one name alone would silently wrap with the same token on both sides
+        given, missing = ("bos", "eos") if eos is None else ("eos", "bos")
+        value = bos if eos is None else eos
+        raise TokenizerError(
+            f"{source}: {given} token {value!r} given without {missing}: name both (CLI: --bos and --eos; "
+            f"the same token twice, e.g. --bos {value!r} --eos {value!r}, wraps documents GPT-2 style)")
     for name, value in (("bos", bos), ("eos", eos)):
         if value not in specials:
             raise TokenizerError(f"{source}: {name} token {value!r} is not a special token (specials: {sorted(specials)})")
