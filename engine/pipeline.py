@@ -16,9 +16,10 @@ corpus larger than memory fits:
 3. pass 2 streams every document again, cuts each partition's documents into chunks
    (``Chunker``: at most ``ENCODE_CHUNK_DOCUMENTS`` documents or ``ENCODE_CHUNK_CHARS``
    characters), encodes chunks on ``threads`` threads (``engine.parallel.OrderedPool``), writes
-   each as Parquet row groups in document order, and counts windows and tails (SPEC §5) from each
-   chunk's offsets (``chunk_tally``). The store appears atomically. With a tokenizer file there is
-   nothing to fit, so one pass does it all and the manifest is checked before the store is committed.
+   each as Parquet row groups in document order, and counts windows and tails (the window rule
+   of engine.windows) from each chunk's offsets (``chunk_tally``). The store appears atomically.
+   With a tokenizer file there is nothing to fit, so one pass does it all and the manifest is
+   checked before the store is committed.
 
 The local executor lives in ``engine.local``, the report and ``--out`` handling in
 ``engine.outputs``, the Ray executor in ``engine.distributed``.
@@ -326,7 +327,7 @@ class Chunker:
 
 def window_counts(offsets: np.ndarray, context_length: int, stride: int) -> dict[str, int]:
     """Complete windows, incomplete tails, tail tokens and short documents (fewer than T + 1 tokens, so
-    no complete window) over documents given by ``offsets`` (SPEC §5)."""
+    no complete window) over documents given by ``offsets`` (the window rule of engine.windows)."""
     from engine.windows import CausalWindowConfig, document_window_counts
 
     config = CausalWindowConfig(context_length, stride)

@@ -8,6 +8,14 @@
   ``ByteLevel`` pre-tokenizer (gpt2) or ``Split(regex) + ByteLevel(use_regex=false)``.
   Imported tokenizers keep the file's merge order and ids.
 
+The import rule: ``encode(text)`` of an imported tokenizer gives exactly the ids of the file's own
+reference encoder (tiktoken ``encode_ordinary``; Hugging Face ``tokenizers``
+``encode(text, add_special_tokens=False)``) for every text. A component the engine does not
+implement (a normalizer, a model other than BPE, ``byte_fallback``, ``add_prefix_space``...) is
+refused by name, never approximated. The tokens that wrap documents are named by the caller
+(``bos=`` and ``eos=`` together, or neither: then ``<|endoftext|>`` for both, or ``<bos>``/``<eos>``,
+or the one special token there is); naming only one of them is an error.
+
 Every loader raises ``TokenizerError`` naming the file (and line for tiktoken) on bad input.
 """
 
