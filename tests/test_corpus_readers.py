@@ -1,5 +1,5 @@
 """engine.corpus.readers and engine.corpus.arrow: JSONL, Parquet, Arrow IPC, folders and text files;
-bad lines, invalid UTF-8 and ids named with file and line (SPEC §2)."""
+bad lines, invalid UTF-8 and ids named with file and line (engine.corpus.readers)."""
 
 import io
 import json

@@ -1,4 +1,4 @@
-"""Token-weighted means (SPEC §7) on the worked seed-7 epoch: 1.020833 and 0.4375, not 4/6 of it."""
+"""Token-weighted means (engine.loss) on the worked seed-7 epoch: 1.020833 and 0.4375, not 4/6 of it."""
 
 from __future__ import annotations
 
