@@ -2,7 +2,8 @@
 
 Packed batches through TokenDataset equal plain-loop packing (naive_pack) with the row order of
 the Fisher–Yates of engine.kernels.shuffle per epoch (seed rule of engine.batches); mixtures equal
-``mixture.batch(k)``, which test_mixing checks against the plain-loop schedule. Resume is checked under other world sizes and worker counts.
+``mixture.batch(k)``, which test_mixing checks against the plain-loop schedule. Resume is checked
+under other world sizes and worker counts.
 """
 
 from __future__ import annotations
