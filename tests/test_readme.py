@@ -95,7 +95,7 @@ def python_api(workdir):
     batch, epoch = first["batch"], first["epoch"]
     assert batch.index == 12 and batch.inputs.shape == batch.targets.shape == (32, 64)
     assert batch.inputs.dtype == np.uint32 and audit_epoch(epoch).ok
-    assert repr(batch.provenance[0]).startswith("Provenance(partition=<Partition.TRAIN: 'train'>, document_index=")
+    assert repr(batch.provenance[0]).startswith("Provenance(partition=<Partition.TRAIN: 'train'>, document_index=12, ")
     # the second block reads the user's corpus.jsonl: the bundled corpus stands in for it
     shutil.copy(workdir / "data" / "corpus.jsonl", workdir / "corpus.jsonl")
     second = run_block(("Python API", 1))
