@@ -114,8 +114,8 @@ def packed_rows_with_attention(workdir):
     # and per-token losses [rows, L]
     generator = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(rows, 2, 4096, 8, generator=generator) for _ in range(3))
-    namespace = run_block(("Packed rows with PyTorch attention", 0),
-                          {"torch": torch, "store": store, "q": q, "k": k, "v": v, "token_loss": torch.ones(rows, 4096)})
+    given = {"torch": torch, "store": store, "q": q, "k": k, "v": v, "token_loss": torch.ones(rows, 4096)}
+    namespace = run_block(("Packed rows with PyTorch attention", 0), given)
     out, padding = namespace["out"], torch.from_numpy(namespace["seg"] < 0)
     assert out.shape == (rows, 2, 4096, 8) and padding.any()
     assert torch.all(out.permute(0, 2, 1, 3)[padding] == 0)  # padding outputs zeroed
