@@ -6,7 +6,7 @@
   ``tokenizers`` (same regex via ``Split(Regex(...), behavior="isolated")``, ``initial_alphabet``
   = the training characters, vocab = alphabet + merges + 2 specials, TOKENIZERS_PARALLELISM=false).
   With ``tie_break="hf"`` engine produces exactly Hugging Face's merges (checked on the first,
-  untimed Hugging Face run); the timed engine run uses the SPEC tie rule (same work). The
+  untimed Hugging Face run); the timed engine run uses the first-occurrence tie rule (same work). The
   plain-loop trainer's merges must equal engine's.
 - Training 5,000 merges (target: under a second) vs Hugging Face at 5,000.
 - Encoding the whole text with the 200 merges vs the memoised pure-Python encoder (same pieces,

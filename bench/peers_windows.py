@@ -7,7 +7,7 @@ Workloads (Tiny Shakespeare as ONE document: id = UTF-8 byte + 2, wrapped in BOS
   ``np.take(data, starts[:, None] + arange(T), out=...)`` into the same preallocated inputs and
   targets, and the classic ``torch.stack([data[i:i+T] for i in ix])`` loop (nanoGPT's
   ``get_batch``; skipped without torch); both give engine's first batch, checked before timing;
-- shuffling descriptors: SPEC's Fisher–Yates/SplitMix64 kernel on int64 descriptors in place vs
+- shuffling descriptors: the Fisher–Yates/SplitMix64 kernel (engine.kernels.shuffle) on int64 descriptors in place vs
   ``numpy.random.Generator.shuffle`` in place and ``torch.randperm(out=...)`` (each a permutation
   of the descriptors, checked before timing);
 - counting windows and enumerating ``(document_index, start)`` for 10 million documents

@@ -1,10 +1,13 @@
 """engine: corpus -> tokenizer -> token store -> windows, batches, packed rows and masks.
 
 Names are imported on first use (PEP 562), so ``import engine`` and the CLI's start-up stay cheap
-and an interrupt while the heavy modules (Numba, pyarrow) load is handled by the CLI.
+and an interrupt while the heavy modules (Numba, pyarrow) load is handled by the CLI. Subpackages and
+modules are attributes the same way: ``import engine; engine.tokenizers.load_tiktoken(...)`` imports
+``engine.tokenizers`` on that first use (``engine.torch`` imports torch only when it is used).
 """
 
 import importlib
+import importlib.util
 
 # What a user needs, by area; everything else stays importable from its module (``engine.masks.mask_buffer``,
 # ``engine.tokenizers.load_tiktoken``, ``engine.epoch_index.save_epoch_index``, ...).
@@ -61,17 +64,11 @@ __version__ = "0.1.0"
 __all__ = ["__version__", *sorted(_EXPORTS, key=str.lower)]
 
 
-_SUBPACKAGES = ("corpus", "tokenizers", "store", "kernels", "commands", "cuda")
-"""Subpackages reachable as attributes of ``engine`` on first use (``engine.torch`` stays an explicit import)."""
-
-
 def __getattr__(name: str):
     module = _EXPORTS.get(name)
     if module is None:
-        if name in _SUBPACKAGES:  # engine.tokenizers.load_tiktoken(...) after a bare `import engine`
-            value = importlib.import_module(f"engine.{name}")
-            globals()[name] = value
-            return value
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f"{__name__}.{name}")  # importing a submodule binds it here
         raise AttributeError(f"module 'engine' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value

@@ -1,6 +1,7 @@
-"""Evidence about an epoch, computed by rebuilding and gathering — never assumed (SPEC §5, §6).
+"""Evidence about an epoch, computed by rebuilding and gathering — never assumed.
 
-``audit_epoch`` checks one ``MiniBatchEpoch`` against what SPEC says it must be:
+``audit_epoch`` checks one ``MiniBatchEpoch`` against the window rule of ``engine.windows`` and the
+epoch rules of ``engine.batches``:
 - coverage: the expected windows are recomputed with plain numpy from the partition's offsets
   (``(n - (T+1)) // S + 1`` per document, starts ``0, S, 2S, ...``), independently of the kernels;
   every batch is then built with ``epoch.batch(k)`` and its rows' descriptors collected, so each

@@ -1,21 +1,40 @@
-"""Epochs of causal windows and the mini-batches cut from them (SPEC §6).
+"""Epochs of causal windows and the mini-batches cut from them.
 
-An epoch is built from ONE partition: documents of another partition, repeated ids and empty ids
-are ``BatchError``. Its windows are listed in document order, then by start, as packed int64
-descriptors (``offsets[document_index] + start``, 8 bytes per window; see
-``engine.kernels.windows``). ``BatchOrder.shuffled(seed, epoch=e)`` permutes the descriptors — never
-the tokens — with Fisher–Yates driven by SplitMix64 (``engine.kernels.shuffle``) seeded with ``seed``
-in epoch 0 and with ``mix(seed + e * 0x9E3779B97F4A7C15)`` in epoch ``e >= 1`` (SPEC §6): windows
-never change between epochs, only their order. ``epoch.with_epoch(e)`` rebuilds the order of
-another epoch of the same run.
+The epoch rules (cited as "the epoch rules of engine.batches"; "the seed rule of engine.batches"
+is the fourth):
 
-Batch ``k`` is descriptors ``[k*B, min((k+1)*B, W))``: the last batch holds the remainder and is
-never padded or dropped. ``epoch.batch(k)`` gathers only that batch's rows, straight from the
-partition's token buffers into the final ``[width, T]`` arrays, so no batch before it is built and
-``(seed, k)`` is all a resumed run needs. With ``rank=r, world_size=w`` it returns rank ``r``'s
-share of global batch ``k``: the contiguous rows ``[r*width//w, (r+1)*width//w)``. The shares are
-disjoint, cover the batch exactly and differ in size by at most one row; a ``w`` above the batch's
-width is a BatchError (``engine.checks.rank_rows``, the rule of every batch source).
+1. Membership. An epoch is built from ONE partition's documents; a document of another partition,
+   a repeated document id or an empty id is a ``BatchError``. Its windows are every window of those
+   documents (the window rule of ``engine.windows``), the same in every epoch of a run.
+2. Order. Windows are identified by descriptors ``(document_index, start)``, listed in document
+   order, then by increasing start (stored packed as one int64, ``offsets[document_index] + start``,
+   8 bytes per window; see ``engine.kernels.windows``). ``BatchOrder.sequential()`` keeps that
+   order; ``BatchOrder.shuffled(seed)`` permutes the descriptors — never the tokens — with the
+   SplitMix64 Fisher–Yates of ``engine.kernels.shuffle`` whose initial state is the epoch's seed.
+   The same seed replays the same order exactly; another seed may change the order, never the
+   membership.
+3. Batches. Batch ``k`` is descriptors ``[k*B, min((k+1)*B, W))`` of that order (``W`` windows):
+   every batch has ``B`` rows but the last, which holds the remainder ``W - (ceil(W/B) - 1)*B``; no
+   batch is padded and none is dropped. A batch is two row-major ``[width, T]`` arrays, ``inputs``
+   and ``targets``, and one ``Provenance`` per row: partition, document index, document id, start.
+   Batch ``k`` is built without building batches ``0 .. k-1`` (resumption).
+4. Seed rule. Epoch ``e`` (0-based) of a run seeded with ``s`` shuffles with ``s`` itself when
+   ``e = 0`` and with ``s_e = mix(s + e * 0x9E3779B97F4A7C15 mod 2^64)`` when ``e >= 1``, where
+   ``mix`` is SplitMix64's output function (``engine.kernels.shuffle``); so ``s_e`` is the ``e``-th
+   output of SplitMix64 seeded with ``s``. Seeds are integers in ``0 .. 2^64 - 1``. Only the order
+   changes between epochs; a sequential order is the same in every epoch.
+5. Training state and ranks. A run's data state is ``(seed, epoch, next batch k, global batch size
+   B)``. With ``w`` data-parallel ranks, rank ``r`` takes rows ``[r*width//w, (r+1)*width//w)`` of
+   every global batch of ``width`` rows (floor division): the shares are contiguous, disjoint,
+   cover the batch and differ by at most one row, and the global sequence of batches does not
+   depend on ``w``, so a run saved at batch ``k`` under ``w`` ranks resumes exactly under any other
+   ``w'`` (elastic resume). ``w`` larger than a batch's width is a BatchError, not an empty share (``engine.checks.rank_rows``,
+   the rule of every batch source).
+
+``epoch.with_epoch(e)`` rebuilds the order of another epoch of the same run. ``epoch.batch(k)``
+gathers only that batch's rows, straight from the partition's token buffers into the final
+``[width, T]`` arrays, so ``(seed, epoch, k)`` is all a resumed run needs; ``rank=r, world_size=w``
+gives rank ``r``'s share of global batch ``k``.
 
 Cost: building is one pass over the offsets, one int64 write per window and (shuffled) one
 Fisher–Yates pass; a batch costs ``2 * width * T`` id copies plus a few microseconds of Python.
@@ -65,7 +84,7 @@ class BatchSource(Protocol):
       dtypes.
     - ``order``: ``.seed`` (an int; ``None`` when sequential; a tuple of the sources' seeds for a
       mixture) and ``.epoch``, the 0-based epoch of the run this source is.
-    - ``with_epoch(e)``: the same source in epoch ``e`` of the run (SPEC §6 seed rule).
+    - ``with_epoch(e)``: the same source in epoch ``e`` of the run (the seed rule above).
     - ``batch(k, out=None, *, rank=None, world_size=None, dtype=None)``: global batch ``k``, or
       rank ``r``'s rows ``[r*width//w, (r+1)*width//w)`` of it, built without building any other
       batch. The result has ``inputs`` and ``targets`` ``[rows, context_length]`` and one array of
@@ -98,9 +117,9 @@ class BatchOrder:
     """Epoch order: ``sequential()`` keeps document order; ``shuffled(seed, epoch=e)`` permutes it.
 
     ``seed`` is the run's seed and ``epoch`` the 0-based epoch of the run. The shuffle of epoch 0
-    is seeded with ``seed``; epoch ``e >= 1`` with ``mix(seed + e * 0x9E3779B97F4A7C15)`` (SPEC §6),
-    the ``e``-th output of SplitMix64 seeded with ``seed``. A sequential order is the same in
-    every epoch, so its ``epoch`` is always 0.
+    is seeded with ``seed``; epoch ``e >= 1`` with ``mix(seed + e * 0x9E3779B97F4A7C15)`` (the seed
+    rule of the module docstring), the ``e``-th output of SplitMix64 seeded with ``seed``. A
+    sequential order is the same in every epoch, so its ``epoch`` is always 0.
     """
 
     seed: int | None = None
@@ -139,7 +158,7 @@ class BatchOrder:
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
-    """SPEC §6: ``seed`` for epoch 0, else ``mix(seed + epoch * 0x9E3779B97F4A7C15)`` (mod 2^64)."""
+    """The seed rule: ``seed`` for epoch 0, else ``mix(seed + epoch * 0x9E3779B97F4A7C15)`` (mod 2^64)."""
     if epoch == 0:
         return seed
     z = (seed + epoch * 0x9E3779B97F4A7C15) & _MASK64
@@ -420,7 +439,7 @@ class MiniBatchEpoch:
                                     batches=MiniBatchConfig(self.batch_size, order))
 
     def with_epoch(self, epoch: int) -> "MiniBatchEpoch":
-        """Epoch ``epoch`` (0-based) of the same run: same windows, order per SPEC §6's seed rule.
+        """Epoch ``epoch`` (0-based) of the same run: same windows, order per the seed rule above.
 
         A sequential epoch is the same in every epoch and returns itself."""
         order = self.order.with_epoch(epoch)

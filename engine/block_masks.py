@@ -1,9 +1,13 @@
-"""FlexAttention block masks from segment ids: the four tables of ``BlockMask.from_kv_blocks`` (SPEC §8).
+"""FlexAttention block masks from segment ids: the four tables of ``BlockMask.from_kv_blocks``.
 
-For segment ids ``[B, L]`` (``-1`` = padding) and block size ``Q`` (queries and keys alike),
+The block rule (cited as "the block rule of engine.block_masks"). For segment ids ``[B, L]``
+(``-1`` = padding) and block size ``Q`` (default 128; queries and keys alike), query block ``qb``
+holds queries ``[qb*Q, min((qb+1)*Q, L))`` and key block ``kb`` keys ``[kb*Q, min((kb+1)*Q, L))``.
+Under the attention rule of ``engine.masks`` (query ``i`` sees key ``j`` iff ``j <= i``, same id,
+both real; a padding query sees itself), the block pair ``(qb, kb)`` is *full* when every
+``(i, j)`` in it is allowed, *partial* when some but not all are, and absent when none is.
 ``block_mask_tensors`` returns, per row and query block, the count and ascending indices of the
-*partial* key blocks and of the *full* key blocks of the document-causal rule (query ``i`` sees
-key ``j`` iff ``j <= i``, same id, both real; a padding query sees itself):
+partial key blocks and of the full key blocks:
 
 - ``kv_num_blocks`` / ``full_kv_num_blocks``: int32 ``[B, 1, nq]``;
 - ``kv_indices`` / ``full_kv_indices``: int32 ``[B, 1, nq, nk]``, ``nq = nk = ceil(L / Q)``; the

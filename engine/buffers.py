@@ -1,4 +1,4 @@
-"""Token buffers: the one form in which consumers take encoded documents (SPEC §4-§7).
+"""Token buffers: the one form in which consumers take encoded documents.
 
 ``TokenBuffers(values, offsets, ids, partition)`` holds the documents of one partition flat:
 document ``i`` is ``values[offsets[i]:offsets[i+1]]`` with id ``ids[i]``; ``values`` is a 1-D

@@ -1,7 +1,8 @@
 """The one exception root and its subclasses.
 
 Every message says what was wrong, where (file, line, document id, offset, coordinate) and what
-was expected. The CLI turns an ``EngineError`` into one line on stderr and exit status 2.
+was expected. Bad input never leaves partial output behind and never changes data already
+written. The CLI turns an ``EngineError`` into one line on stderr and exit status 2.
 """
 
 from __future__ import annotations

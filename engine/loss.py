@@ -1,11 +1,14 @@
-"""Token-weighted means of loss and gradient (SPEC §7).
+"""Token-weighted means of loss and gradient.
 
-A batch's mean is the sum over its ACTUAL target tokens divided by their count (``width * T`` for
-plain windows, the number of scored targets under a loss mask) — never by capacity, padding or a
-row count. ``TokenMeanAccumulator`` keeps raw float64 sums and the token count; pieces merge as raw
-sums, and ``finish`` divides once. A mean of means would weight a short piece like a full one.
+The rule (cited as "token-weighted, engine.loss"): a batch's loss and gradient are sums over its
+ACTUAL target tokens divided by their count (``width * T`` for plain windows, the number of scored
+targets where a loss mask applies) — never by capacity, padding or a count of rows. Partial results
+merge as raw sums and counts and are divided once at the end; a mean of means is wrong (it would
+weight a short piece like a full one). A non-finite loss or gradient coordinate is rejected before
+anything is changed: all or nothing.
 
-Every update is all or nothing: the contribution and the new sums are checked to be finite before
+``TokenMeanAccumulator`` keeps raw float64 sums and the token count; pieces merge as raw sums, and
+``finish`` divides once. Every update checks the contribution and the new sums to be finite before
 anything is stored; a non-finite value, a wrong gradient width or finishing with no tokens raises
 ``BatchError`` naming the token and coordinate. ``add_batch`` sums with numpy (pairwise
 summation), so it may differ from one ``add_token`` per row in the last bits; values that are

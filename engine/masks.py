@@ -1,18 +1,22 @@
-"""Attention masks, position ids and variable-length boundaries from segment ids (SPEC §8).
+"""Attention masks, position ids and variable-length boundaries from segment ids.
 
 ``segment_ids`` is an integer array ``[B, L]``: ids ``>= 0`` name the segment (document piece)
-a position belongs to, ``-1`` marks padding. The rule every output follows:
+a position belongs to, ``-1`` marks padding. The attention rule (cited as "the attention rule of
+engine.masks"), which every output follows:
 
     query ``i`` may attend key ``j``  iff  ``j <= i`` and ``seg[i] == seg[j]`` and both are real;
     a padding query attends only itself (a harmless fallback key, so softmax never sees an
     all-masked row); zero its output and ignore its loss.
 
-A segment id names ONE contiguous run of its row (SPEC §8: ids are unique inside a row, so packed
-rows always are): a real id that reappears after another run (``[0, 0, 1, 1, 0, 0]``, or
-``[0, -1, 0]``) is malformed, and every function here refuses such a row with a PackingError
-naming the row, position and id, on both devices. So the dense/additive masks, ``position_ids``
-(restart per run) and ``varlen_boundaries`` (one sequence per run) always describe the same
-segments. Padding (``-1``) may appear anywhere, any number of times.
+So no real query ever sees a padding key, and changing any padding value (its id, its token)
+changes no real output.
+
+A segment id names ONE contiguous run of its row (segment ids are unique inside a row, the
+packing rules of engine.packing, so packed rows always are): a real id that reappears after
+another run (``[0, 0, 1, 1, 0, 0]``, or ``[0, -1, 0]``) is malformed, and every function here
+refuses such a row with a PackingError naming the row, position and id, on both devices. So the
+dense/additive masks, ``position_ids`` (restart per run) and ``varlen_boundaries`` (one sequence
+per run) always describe the same segments. Padding (``-1``) may appear anywhere, any number of times.
 
 Outputs: ``attention_mask(kind="dense")`` bool ``[B, L, L]`` (True = may attend),
 ``kind="additive"`` float32 ``[B, L, L]`` (0 / -inf, add to the scores before softmax),

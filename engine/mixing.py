@@ -1,4 +1,4 @@
-"""Weighted mixtures of sources, batch by batch (SPEC §8b).
+"""Weighted mixtures of sources, batch by batch.
 
 ``Mixture([(source, weight), ...], batch_size=B)`` draws samples from sources ``i = 0..m-1`` —
 each a ``MiniBatchEpoch`` (a sample is one window) or each a ``PackedEpoch`` (a sample is one
@@ -10,8 +10,9 @@ count up front.
 
 Source ``i`` yields its samples in its own epoch order: its ``t``-th sample is slot
 ``t mod N_i`` of its epoch ``t div N_i``; epoch 0 is the source as given, epoch ``e >= 1`` is the
-same windows or rows reordered with ``epoch_seed(seed, e)`` (SPEC §6; a sequential source keeps
-its order). Batch ``k`` is samples ``[kB, (k+1)B)``: the schedule is stepped from the nearest
+same windows or rows reordered with ``epoch_seed(seed, e)`` (the seed rule of engine.batches; a sequential source keeps
+its order); a source that runs out simply continues with its next epoch. Batch ``k`` is samples
+``[kB, (k+1)B)``, each row's provenance naming its source too: the schedule is stepped from the nearest
 checkpoint (one every 65536 samples, kept as they are passed) without building any batch, then
 only those ``B`` rows are gathered. A mixture never ends; ``report`` tells each source's share
 and the epochs it has used. ``state_dict()`` / ``load_state_dict()`` hold the next batch and
@@ -233,7 +234,7 @@ class Mixture:
             built.move_to_end(e)
             return built[e]
         base = self._sources[i]
-        epoch = base.with_epoch(e)  # packed or windowed: SPEC §6's seed rule; sequential stays as it is
+        epoch = base.with_epoch(e)  # packed or windowed: the seed rule of engine.batches; sequential stays as it is
         built[e] = epoch
         while len(built) > _EPOCHS_KEPT + 1:
             oldest = next(k for k in built if k != 0)

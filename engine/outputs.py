@@ -63,22 +63,20 @@ class PrepareResult:
 
 
 
-def window_warning(split: str, documents: int, windows: int, short: int, context_length: int) -> str | None:
-    """The warning line of a partition whose documents give no complete window, or hold documents
-    shorter than T + 1 (``short``); None when neither (``prepare`` and ``engine batches`` print it)."""
+def window_warning(split: str, documents: int, windows: int, context_length: int) -> str | None:
+    """The warning line of a partition whose documents give no complete window at all, else None
+    (``prepare`` and ``engine batches`` print it). Some documents shorter than T + 1 are no problem:
+    they are counted (``short_documents``, the table's ``short`` column), not warned about."""
     if documents and not windows:
         return (f"{split}: no complete window: all {documents:,} document(s) are shorter than "
                 f"T + 1 = {context_length + 1:,} tokens (use a smaller --context)")
-    if short:
-        return (f"{split}: {short:,} of {documents:,} document(s) are shorter than T + 1 = {context_length + 1:,} "
-                "tokens and give no complete window")
     return None
 
 
 def window_warnings(tallies: dict[Partition, PartitionTally], context_length: int) -> list[str]:
-    """One line per partition whose documents give no complete window, or hold short documents."""
-    lines = (window_warning(part.value, tallies[part].documents, tallies[part].windows, tallies[part].short_documents,
-                            context_length) for part in PARTITIONS)
+    """One line per partition whose documents give no complete window."""
+    lines = (window_warning(part.value, tallies[part].documents, tallies[part].windows, context_length)
+             for part in PARTITIONS)
     return [line for line in lines if line is not None]
 
 

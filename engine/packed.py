@@ -1,4 +1,11 @@
-"""Packed epochs: a plan of rows over one partition, a seeded row order, and batches built on demand (SPEC §8).
+"""Packed epochs: a plan of rows over one partition, a seeded row order, and batches built on demand.
+
+The packed-epoch rule: a packed epoch plans rows over ONE partition (the packing rules of
+``engine.packing``; ``bfd`` places pieces by best-fit decreasing, largest first, ties by document
+order), then permutes the ROW indices with the SplitMix64 Fisher–Yates of ``engine.kernels.shuffle``,
+seeded per epoch by the seed rule of ``engine.batches``; batch ``k`` is rows ``[k*B, (k+1)*B)`` of that
+order, the last batch smaller (never padded with empty rows, never dropped). Every in-document
+transition of the partition is scored exactly once per packed epoch (``bfd``; ``bos_crop`` crops).
 
 ``PackedEpoch.build(documents_or_store, partition, row_length=L, batches=MiniBatchConfig(B, order))``
 plans every row of the partition once, in memory linear in the number of pieces (documents, plus
@@ -11,7 +18,7 @@ one per ``L`` transitions of a long document; about 64 bytes each), never materi
   ``buffer_size`` documents; what does not fit the row is cropped and never scored
   (``cropped_share`` reports the share; see ``engine.kernels.packed_epoch``).
 
-The ROW indices are then permuted by the SplitMix64 Fisher–Yates of SPEC §6 with the epoch's seed
+The ROW indices are then permuted by that Fisher–Yates with the epoch's seed
 (``epoch_seed(seed, e)``); ``BatchOrder.sequential()`` keeps plan order. ``batch(k)`` materialises
 rows ``[kB, (k+1)B)`` of that order only — inputs, targets (uint32, or int64 with ``dtype``),
 segment ids, position ids, loss weights and one provenance record per segment — so a resumed run
@@ -118,7 +125,7 @@ class PackedEpoch:
               roles: Any = None, epoch: int | None = None, buffer_size: int = 1000) -> "PackedEpoch":
         """Plan the rows of ``partition`` (a TokenStore, zero-copy, or a list of EncodedDocument).
 
-        ``epoch``: which epoch of the run (seed rule of SPEC §6); default ``batches.order.epoch``
+        ``epoch``: which epoch of the run (the seed rule of engine.batches); default ``batches.order.epoch``
         where the order carries one, else 0. ``roles``: 0/1 flags per source token (one array per
         document, or one flat array) to weight the loss; default every real target scored.
         """
@@ -153,7 +160,7 @@ class PackedEpoch:
 
     def with_epoch(self, epoch: int) -> "PackedEpoch":
         """Epoch ``epoch`` of the same run: the same plan, rows reordered with ``epoch_seed(seed, epoch)``
-        of the order's seed (SPEC §6); a sequential order is the same every epoch."""
+        of the order's seed (the seed rule of engine.batches); a sequential order is the same every epoch."""
         epoch = check_count(epoch, "epoch")
         row_order, seed = _row_order(self.rows, self.batch_config.order, epoch)
         return PackedEpoch(source=self.source, partition=self.partition, document_ids=self.document_ids,
@@ -397,7 +404,7 @@ def _row_buffers(rows: int, length: int, out: Any, dtype: Any) -> tuple[np.ndarr
 
 def _row_order(rows: int, order, epoch: int) -> tuple[np.ndarray, int | None]:
     """Plan row indices in epoch ``epoch``'s order (read-only) and the Fisher–Yates seed used (None
-    for a sequential order): SplitMix64 seeded with ``epoch_seed(order.seed, epoch)`` (SPEC §6, §8)."""
+    for a sequential order): SplitMix64 seeded with ``epoch_seed(order.seed, epoch)`` (module docstring)."""
     row_order = np.arange(rows, dtype=np.int64)
     seed = None
     if order.is_shuffled:

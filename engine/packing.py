@@ -1,11 +1,22 @@
-"""Pack documents into rows of ``L`` input/target positions with segment ids (SPEC §8).
+"""Pack documents into rows of ``L`` input/target positions with segment ids.
 
-Input/target space: a segment built from source tokens ``z[a : b+1]`` fills ``b - a`` positions
-with inputs ``z[a:b]`` and targets ``z[a+1:b+1]``, so no target crosses a segment. A document of
-``n`` tokens has ``n - 1`` transitions; one longer than a row is cut into pieces of ``L``
-transitions that overlap by one source token, so every transition is scored exactly once.
-A document of fewer than 2 tokens has no transition: it is skipped and listed in
-``PackedBatch.skipped_documents``.
+The packing rules (cited as "the packing rules of engine.packing"):
+
+- A row of length ``L`` holds several documents, or pieces of long documents, as *segments*; each
+  segment has a segment id unique inside its row, and its position ids restart at 0.
+- Packing works in input/target space: a segment built from source tokens ``z[a : b+1]`` fills
+  ``b - a`` positions with inputs ``z[a:b]`` and targets ``z[a+1:b+1]``, so no target ever crosses
+  a segment. A document of ``n`` tokens has ``n - 1`` transitions; one longer than a row is cut into
+  pieces of at most ``L`` transitions that overlap by one source token — piece ``i`` is
+  ``z[i*L : min((i+1)*L, n-1) + 1]`` — so every transition inside the document is scored exactly once.
+  A document of fewer than 2 tokens has no transition: it is skipped and listed in
+  ``PackedBatch.skipped_documents``.
+- Unused positions are padding: segment id ``-1``, never scored (loss weight 0), and they attend
+  to nothing real (the attention rule of ``engine.masks``); changing a padding value changes no
+  real output.
+- Loss weights: a per-token role flag (1 = trained to produce it, e.g. a response token) is shifted
+  with the targets: the weight at input position ``t`` of a segment is the flag of its target, the
+  source token ``t + 1``. Without flags every real target is scored.
 
 Strategies (both deterministic):
 - ``"bfd"`` best-fit decreasing: pieces sorted by length, longest first, ties in document order
@@ -18,8 +29,7 @@ Inside a row, segment ids are 0, 1, 2, ... in placement order, which is also lef
 Row arrays ``[rows, L]``: ``inputs``/``targets`` uint32 (or the ``dtype=`` asked: int32, int64; 0 on
 padding), ``segment_ids`` int32 (-1 on padding), ``position_ids`` int32 (restart at 0 per segment, 0 on padding),
 ``loss_weights`` uint8 (1 = scored, 0 = not: padding, or a target whose role flag is 0).
-Role flags (0/1 per source token) are shifted with the targets: the weight at input position
-``t`` is the flag of source token ``t + 1`` of the segment. Cost: ``O(D + P log L + tokens)``.
+Cost: ``O(D + P log L + tokens)``.
 """
 
 from __future__ import annotations
@@ -207,7 +217,7 @@ class PackedBatch:
 
     @property
     def scored_targets(self) -> int:
-        """Positions whose loss counts: the denominator of a token-weighted mean (SPEC §7)."""
+        """Positions whose loss counts: the denominator of a token-weighted mean (engine.loss)."""
         return int(self.loss_weights.sum(dtype=np.int64))
 
     @property

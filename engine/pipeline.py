@@ -18,8 +18,8 @@ imports this module. The local executor streams, so a corpus larger than memory 
    (``Chunker``: at most ``limits.encode_chunk_documents`` documents or
    ``limits.encode_chunk_chars`` characters, ``PrepareLimits``), encodes chunks on ``threads``
    threads (``engine.parallel.OrderedPool``), writes each as Parquet row groups in document order,
-   and counts windows and tails (SPEC §5) from each chunk's offsets (``chunk_tally``). The store
-   appears atomically. With a tokenizer file there is nothing to fit, so one pass does it all and
+   and counts windows and tails (the window rule of engine.windows) from each chunk's offsets
+   (``chunk_tally``). The store appears atomically. With a tokenizer file there is nothing to fit, so one pass does it all and
    the manifest is checked before the store is committed.
 
 The local executor lives in ``engine.local``, the Ray executor in ``engine.distributed``, the

@@ -35,6 +35,11 @@ __all__ = [
 EXECUTORS = ("local", "ray")
 # The unknown token of kinds that have one: prepare never stops on an unseen word.
 UNKNOWN_TOKEN = "<unk>"
+
+# Context length T when none is given: 64, and 32 for the bundled corpus, whose held-out documents
+# hold 39 to 74 tokens (with the default bpe), so that every partition of the demo gives windows.
+DEFAULT_CONTEXT_LENGTH = 64
+BUNDLED_CONTEXT_LENGTH = 32
 # ``prepare()``'s own parameters; its other keywords are PrepareOptions's fields after these.
 PREPARE_PARAMETERS = ("corpus_path", "splits_path", "out_dir")
 
@@ -141,7 +146,8 @@ class PrepareOptions:
     """One ``prepare`` run, checked on construction (messages use the CLI's spellings; those about
     the split name ``prepare()``'s keywords too).
 
-    ``corpus`` None: the bundled ``data/corpus.jsonl`` with ``data/splits.json``. ``tokenizer``: a
+    ``corpus`` None: the bundled ``data/corpus.jsonl`` with ``data/splits.json``. ``context_length``
+    None: ``DEFAULT_CONTEXT_LENGTH`` (64), or ``BUNDLED_CONTEXT_LENGTH`` (32) for the bundled corpus. ``tokenizer``: a
     kind ``prepare`` fits (``fittable_kinds()``: char, word, bpe, byte-bpe) or a tokenizer file.
     ``merges``, ``vocab_size``, ``pattern``, ``tie_break``: what the fit reads (``FitOptions``;
     None: the kind's default; ``pattern`` also names a tiktoken file's pre-tokenizer).
@@ -162,7 +168,7 @@ class PrepareOptions:
     vocab_size: int | None = None
     pattern: str | None = None
     tie_break: str | None = None
-    context_length: int = 64
+    context_length: int | None = None
     stride: int = 1
     train_fraction: float = 0.9
     hash_split: Mapping[str, float] | Sequence[float] | str | None = None
@@ -184,6 +190,8 @@ class PrepareOptions:
             raise ConfigurationError(f"limits is {type(self.limits).__name__}; expected a PrepareLimits")
         from engine.windows import CausalWindowConfig  # Numba loads on first use, not with the CLI
 
+        if self.context_length is None:
+            self._set("context_length", BUNDLED_CONTEXT_LENGTH if self.corpus is None else DEFAULT_CONTEXT_LENGTH)
         CausalWindowConfig(self.context_length, self.stride)
         if self.threads is not None:
             resolve_threads(self.threads)

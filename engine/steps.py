@@ -71,7 +71,7 @@ class Chunker:
 
 def window_counts(offsets: np.ndarray, context_length: int, stride: int) -> dict[str, int]:
     """Complete windows, incomplete tails, tail tokens and short documents (fewer than T + 1 tokens, so
-    no complete window) over documents given by ``offsets`` (SPEC §5)."""
+    no complete window) over documents given by ``offsets`` (the window rule of engine.windows)."""
     from engine.windows import CausalWindowConfig, document_window_counts  # Numba loads on first use
 
     config = CausalWindowConfig(context_length, stride)

@@ -1,4 +1,4 @@
-"""PyTorch input pipeline: a resumable, elastic ``IterableDataset`` over any batch source (SPEC §6).
+"""PyTorch input pipeline: a resumable, elastic ``IterableDataset`` over any batch source (engine.batches).
 
 ``TokenDataset(source)`` used as ``ds.loader(num_workers=N)`` (or ``DataLoader(ds,
 batch_size=None, ...)``) yields, in the run's order, one dict per global batch (or per rank's
@@ -83,7 +83,7 @@ shared buffer) and a few microseconds of Python; ``import engine`` does not impo
 Block masks: ``block_mask(segment_ids, block_size=128)`` is a FlexAttention ``BlockMask`` for
 packed rows, built from segment ids by ``engine.block_mask_tensors`` (a CPU kernel; the numba-cuda
 kernel for CUDA tensors) and ``BlockMask.from_kv_blocks``, with the document-causal ``mask_mod``
-of SPEC §8 for the partial blocks; it equals ``create_block_mask`` for the same rule, field by
+of ``engine.masks`` for the partial blocks; it equals ``create_block_mask`` for the same rule, field by
 field, in milliseconds instead of seconds.
 """
 
@@ -580,8 +580,8 @@ class TokenLoader(DataLoader):
 # -- FlexAttention block masks for packed rows ---------------------------------------------------
 
 def document_causal_mask_mod(segment_ids):
-    """The ``mask_mod`` of SPEC §8 over an int32 tensor ``[B, L]``: ``kv <= q``, same id, both real;
-    a padding query keeps itself as its one fallback key."""
+    """The ``mask_mod`` of engine.masks' attention rule over an int32 tensor ``[B, L]``: ``kv <= q``,
+    same id, both real; a padding query keeps itself as its one fallback key."""
 
     def mask_mod(b, h, q_idx, kv_idx):
         own = segment_ids[b, q_idx]

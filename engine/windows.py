@@ -1,8 +1,26 @@
-"""Causal windows: one input/target pair cut from ONE encoded document (SPEC §5).
+"""Causal windows: one input/target pair cut from ONE encoded document.
 
-For a document ``z``, context length ``T >= 1`` and stride ``S >= 1``, candidate starts are
-``s = kS``; a start yields a window iff ``s + T < len(z)``, with input ``z[s:s+T]`` and target
-``z[s+1:s+T+1]``. ``count(n) = 0 if n < T+1 else (n - (T+1)) // S + 1``.
+The rule (every caller of windows cites it here, as "the window rule of engine.windows"). For one
+encoded document ``z`` of ``n = len(z)`` tokens, context length ``T >= 1`` and stride ``S >= 1``:
+
+- candidate starts are ``s = k*S`` for ``k = 0, 1, 2, ...``; a start yields a window iff
+  ``s + T < n`` (the ``T + 1`` source tokens ``z[s], ..., z[s+T]`` all exist);
+- the window at ``s`` is input ``x = z[s : s+T]`` and target ``y = z[s+1 : s+T+1]``: target ``i`` is
+  the token right after input ``i``, so the last target of a window may be the document's EOS;
+- ``count(n) = 0 if n < T + 1 else (n - (T + 1)) // S + 1``, exact for every 64-bit size (Python
+  ints here; the int64 kernels clamp ``T`` and ``S`` where no count can change, see below);
+- the *incomplete tail* is the suffix ``z[c*S:]`` at the first candidate start that cannot fill a
+  window (``c = count(n)``), or nothing when ``c*S >= n``; it may overlap the last windows (it is
+  what is left too short to START another window, not tokens thrown away);
+- ``T = 0``, ``S = 0``, ``T + 1 >= 2^64`` (``T`` above ``2^64 - 2``) or ``S`` above ``2^64 - 1`` are a
+  ``ConfigurationError``;
+- windows restart at every document and at every partition boundary: no window holds tokens of two
+  documents, and a partition is never flattened into one stream.
+
+Random sampling with replacement from ONE continuous stream of ``N`` tokens (the classic
+``get_batch``, ``sample_windows``) is the exception that reads a stream: each start is drawn
+uniformly from the ``N - T`` valid starts ``0 .. N - T - 1`` by ``sample_below(N - T)`` of SplitMix64
+seeded with ``seed`` (``engine.kernels.shuffle``), one draw per row in row order; same seed, same batch.
 
 ``CausalWindowConfig`` holds ``T`` and ``S`` and works on one document (Python ints, so counts never
 overflow; windows are zero-copy numpy views). The array functions work on a whole partition's
@@ -329,7 +347,7 @@ class SampledBatch(NamedTuple):
 
 
 def sample_windows(tokens, batch_size: int, context_length: int, seed: int, *, dtype=None) -> SampledBatch:
-    """The classic random batch from ONE continuous stream, with replacement (SPEC §5).
+    """The classic random batch from ONE continuous stream, with replacement (module docstring).
 
     Each of ``batch_size`` starts is ``sample_below(N - T)`` from SplitMix64 seeded with ``seed``
     (uniform over all ``N - T`` valid starts), drawn in row order; same seed, same batch.

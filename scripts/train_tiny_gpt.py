@@ -57,7 +57,7 @@ train = engine.MiniBatchEpoch.build(store, "train", windows=windows, batches=eng
     args.batch_size, engine.BatchOrder.shuffled(args.seed)))
 validation = engine.MiniBatchEpoch.build(store, "validation", windows=windows,
                                          batches=engine.MiniBatchConfig(args.batch_size))
-dataset = TokenDataset(train, epochs=None)  # int64 ids; epoch e reshuffled per SPEC §6
+dataset = TokenDataset(train, epochs=None)  # int64 ids; epoch e reshuffled (seed rule of engine.batches)
 loader = dataset.loader(num_workers=args.workers)  # a DataLoader that keeps dataset.state_dict()
 
 
@@ -111,7 +111,7 @@ print(f"{sum(p.numel() for p in model.parameters()):,} parameters; vocab {vocab_
 
 @torch.no_grad()
 def validation_loss() -> tuple[float, int]:
-    """Mean loss over the first eval batches' target tokens (token-weighted, SPEC §7)."""
+    """Mean loss over the first eval batches' target tokens (token-weighted, engine.loss)."""
     model.eval()
     total = engine.TokenMeanAccumulator()
     for batch in TokenDataset(validation):

@@ -148,7 +148,7 @@ def reference_attention(values, additive_mask, segment_ids):
 
 
 def naive_block_tables(segment_ids, block_size):
-    """The four block tables of SPEC §8 from the dense rule, as torch's ``create_block_mask`` lays
+    """The four block tables of engine.block_masks from the dense rule, as torch's ``create_block_mask`` lays
     them out: per (row, query block) the partial (full) key blocks ascending, then the rest ascending.
     Pairs past the row's end count as not allowed."""
     segment_ids = [list(row) for row in segment_ids]
@@ -177,7 +177,7 @@ def naive_block_tables(segment_ids, block_size):
 
 
 def naive_epoch_seed(seed, epoch):
-    """SPEC §6: epoch 0 uses the seed, epoch e >= 1 the SplitMix64 mix of seed + e * gamma."""
+    """The seed rule of engine.batches: epoch 0 uses the seed, epoch e >= 1 SplitMix64's mix of seed + e * gamma."""
     if epoch == 0:
         return seed
     mask = (1 << 64) - 1
@@ -238,7 +238,7 @@ def naive_rows_from_pieces(documents, row_length, pieces, rows, roles=None):
 
 
 def naive_mixture_sources(weights, count):
-    """SPEC §8b with plain floats: for each sample the source of the largest deficit
+    """The mixture rule of engine.mixing with plain floats: for each sample the source of the largest deficit
     ``w_i * (n + 1) - taken_i`` (weights normalised), ties to the smaller index."""
     total = sum(float(w) for w in weights)
     normalised = [float(w) / total for w in weights]

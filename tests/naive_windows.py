@@ -1,6 +1,7 @@
 """Plain-loop twins of engine/kernels/windows.py and engine/kernels/shuffle.py: slow and obvious.
 
-Everything here is Python ints and lists, written straight from SPEC §5 and §6.
+Everything here is Python ints and lists, written straight from the rules stated in engine.windows,
+engine.kernels.shuffle and engine.batches.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ MASK64 = (1 << 64) - 1
 
 
 class SplitMix64:
-    """SPEC §6 generator; the seed is the initial state."""
+    """SplitMix64 as engine.kernels.shuffle states it; the seed is the initial state."""
 
     def __init__(self, seed: int) -> None:
         self.state = seed & MASK64
@@ -30,7 +31,7 @@ class SplitMix64:
 
 
 def fisher_yates(items: list, seed: int) -> tuple[list, int]:
-    """Shuffled copy of ``items`` and the generator state after, per SPEC §6."""
+    """Shuffled copy of ``items`` and the generator state after (the Fisher–Yates of engine.kernels.shuffle)."""
     out = list(items)
     rng = SplitMix64(seed)
     for upper in range(len(out) - 1, 0, -1):

@@ -1,4 +1,4 @@
-"""Epochs and mini-batches (SPEC §6): the seed-7 worked epoch, Fisher–Yates against its twin, errors."""
+"""Epochs and mini-batches (the epoch rules of engine.batches): the seed-7 worked epoch, Fisher–Yates, errors."""
 
 from __future__ import annotations
 
@@ -34,7 +34,16 @@ def origins(epoch):
     return [f"{p.document_id}@{p.start}" for batch in epoch for p in batch.provenance]
 
 
-# -- the worked epoch (reference/mini-batches.txt) ---------------------------------------------
+# -- the worked epoch ---------------------------------------------------------------------------
+# Two train documents, train-a = [0, 10, 11, 12, 1] and train-b = [0, 20, 21, 1], T = 2, S = 1, B = 3.
+# train-a (5 tokens) gives starts 0, 1, 2 and train-b (4 tokens) starts 0, 1: five windows, listed
+# a@0, a@1, a@2, b@0, b@1. Fisher–Yates seeded with 7 draws j = sample_below(upper + 1) for
+# upper = 4, 3, 2, 1 and gets j = 2, 0, 0, 1 (four SplitMix64 outputs, none rejected, so the state
+# after is 7 + 4 * 0x9E3779B97F4A7C15 mod 2^64 = 8709371129873690715):
+#   swap 4<->2: a@0 a@1 b@1 b@0 a@2;  swap 3<->0: b@0 a@1 b@1 a@0 a@2;
+#   swap 2<->0: b@1 a@1 b@0 a@0 a@2;  swap 1<->1: unchanged.
+# Batch 0 is the first three windows (3 rows x 2 = 6 target tokens); batch 1 holds the remaining
+# two (4 target tokens): smaller, never padded to 3 rows, never dropped.
 
 
 def test_seed_7_worked_epoch():
@@ -306,7 +315,7 @@ def test_descriptors_are_read_only_and_8_bytes_per_window():
         epoch.positions[0] = 0
 
 
-# -- epochs of a run (SPEC §6 seed rule) --------------------------------------------------------
+# -- epochs of a run (the seed rule of engine.batches) ------------------------------------------
 
 
 def test_epoch_seed_rule_matches_splitmix64_outputs():

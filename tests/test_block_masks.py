@@ -1,5 +1,5 @@
-"""FlexAttention block tables (SPEC §8) against the naive twin, torch's create_block_mask field by
-field, and the CUDA kernels (simulator and PTX for sm_90)."""
+"""FlexAttention block tables (the block rule of engine.block_masks) against the naive twin, torch's
+create_block_mask field by field, and the CUDA kernels (simulator and PTX for sm_90)."""
 
 from __future__ import annotations
 

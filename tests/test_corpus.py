@@ -1,4 +1,4 @@
-"""engine.corpus.collection: Corpus, the documents in memory, and the bundled corpus (SPEC §2)."""
+"""engine.corpus.collection: Corpus, the documents in memory, and the bundled corpus."""
 
 from __future__ import annotations
 

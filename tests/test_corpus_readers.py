@@ -1,5 +1,5 @@
 """engine.corpus.readers and engine.corpus.arrow: JSONL, Parquet, Arrow IPC, folders and text files;
-bad lines, invalid UTF-8 and ids named with file and line (SPEC §2)."""
+bad lines, invalid UTF-8 and ids named with file and line (engine.corpus.readers)."""
 
 import io
 import json
@@ -619,7 +619,7 @@ def test_prepare_made_ids_are_noted_and_stored(tmp_path):
     assert TokenStore.open(out / "store").ids("train") == ["c.jsonl:000001", "c.jsonl:000002"]
 
 
-def test_short_documents_and_windowless_partitions_are_counted_and_warned(tmp_path):
+def test_short_documents_are_counted_and_windowless_partitions_warned(tmp_path):
     # char tokens = characters + BOS + EOS; T = 4 needs 5 tokens: "abc" (5) gives a window, "a" (3) none.
     path = write_lines(tmp_path / "c.jsonl", ['{"id": "long", "text": "abc"}', '{"id": "short", "text": "a"}',
                                               '{"id": "v", "text": "ab"}'])
@@ -632,11 +632,14 @@ def test_short_documents_and_windowless_partitions_are_counted_and_warned(tmp_pa
     assert (parts["train"]["windows"], parts["train"]["short_documents"]) == (1, 1)
     assert (parts["validation"]["windows"], parts["validation"]["short_documents"]) == (0, 1)
     assert (parts["test"]["documents"], parts["test"]["short_documents"]) == (0, 0)
+    # A short document is counted (the table's "short" column); only a partition without any window is warned about.
     assert report["warnings"] == [
-        "train: 1 of 2 document(s) are shorter than T + 1 = 5 tokens and give no complete window",
         "validation: no complete window: all 1 document(s) are shorter than T + 1 = 5 tokens (use a smaller --context)",
     ]
     assert result.stderr == "".join(f"warning: {w}\n" for w in report["warnings"])
+    rows = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines() if line.split()}
+    assert rows["partition"] == ["documents", "characters", "tokens", "windows", "short", "tails"]
+    assert rows["train"] == ["2", "4", "8", "1", "1", "2"] and rows["validation"] == ["1", "2", "4", "0", "1", "1"]
     # With --json the warnings are in the JSON, and stdout stays one JSON document.
     _, as_json = _prepare(tmp_path, path, "--splits", splits, "--context", "4", "--json")
     assert as_json.exit_code == 0 and as_json.stderr == ""

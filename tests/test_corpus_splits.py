@@ -1,4 +1,4 @@
-"""engine.corpus.splits: split manifests, the hash split and the positional split of one text (SPEC §2)."""
+"""engine.corpus.splits: split manifests, the hash split and the positional split of one text."""
 
 import hashlib
 import json

@@ -152,7 +152,7 @@ def test_malformed_files(tmp_path, hf_pair):
     with pytest.raises(TokenizerError, match="expected a \"model\" of type \"BPE\""):
         load_hf_tokenizer_json(js)
     with pytest.raises(TokenizerError, match="bos token '<nope>' is not a special token"):
-        load_hf_tokenizer_json(hf_pair[1], bos="<nope>")
+        load_hf_tokenizer_json(hf_pair[1], bos="<nope>", eos="<nope>")
 
 
 def test_cli_import_both_formats(hf_pair, tmp_path, three):

@@ -1,4 +1,4 @@
-"""Mixtures of sources (SPEC §8b) against the plain-loop schedule and independently built epochs."""
+"""Mixtures of sources (the rule of engine.mixing) against the plain-loop schedule and independently built epochs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Packed epochs (SPEC §8): plan, seeded row order, batch(k), ranks, audit — against plain-loop twins."""
+"""Packed epochs (engine.packed): plan, seeded row order, batch(k), ranks, audit — against plain-loop twins."""
 
 from __future__ import annotations
 

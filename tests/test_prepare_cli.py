@@ -13,6 +13,10 @@ from engine.store import TokenStore
 from engine.tokenizers.loading import load_tokenizer
 
 
+def lines_of(output: str) -> dict[str, list[str]]:
+    return {line.split()[0]: line.split()[1:] for line in output.splitlines() if line.split()}
+
+
 def count_windows(n: int, T: int, S: int) -> int:
     return 0 if n < T + 1 else (n - (T + 1)) // S + 1
 
@@ -25,17 +29,21 @@ def bundled_run(tmp_path_factory):
     return out, result.output
 
 
+COLUMNS = ("documents", "characters", "tokens", "windows", "short_documents", "incomplete_tails")
+
+
 def test_prepare_bundled_table_matches_report(bundled_run):
     out, output = bundled_run
     report = json.loads((out / "report.json").read_text())
     parts = report["partitions"]
     assert [parts[p]["documents"] for p in ("train", "validation", "test")] == [39, 5, 5]
-    lines = {line.split()[0]: line.split()[1:] for line in output.splitlines() if line.split()}
+    assert lines_of(output)["partition"] == ["documents", "characters", "tokens", "windows", "short", "tails"]
+    lines = lines_of(output)
     for name in ("train", "validation", "test"):
         p = parts[name]
-        expected = [f"{p[k]:,}" for k in ("documents", "characters", "tokens", "windows", "incomplete_tails")]
+        expected = [f"{p[k]:,}" for k in COLUMNS]
         assert lines[name] == expected
-    total = [f"{sum(parts[n][k] for n in parts):,}" for k in ("documents", "characters", "tokens", "windows", "incomplete_tails")]
+    total = [f"{sum(parts[n][k] for n in parts):,}" for k in COLUMNS]
     assert lines["total"] == total
 
 
@@ -62,11 +70,33 @@ def test_prepare_numbers_are_recomputed_from_the_corpus(bundled_run):
         assert p["tokens"] == p["characters"] + 2 * len(ids)
         lengths = [len(docs[i]) + 2 for i in ids]
         assert p["windows"] == sum(count_windows(n, 8, 1) for n in lengths)
+        assert p["short_documents"] == sum(n < 9 for n in lengths)
         assert sorted(store.ids(Partition(name))) == sorted(ids)
         values, offsets = store.arrays(Partition(name))
         for doc in store.documents(Partition(name)):
             np.testing.assert_array_equal(doc.tokens, tok.encode_document(docs[doc.id]))
             assert tok.decode(doc.tokens) == docs[doc.id]
+
+
+def test_the_first_command_prints_no_warning(tmp_path):
+    """README's first command, ``engine prepare`` on the bundled corpus: T defaults to 32 there (its held-out
+    documents hold 39 to 74 tokens), so every partition gives windows and stderr holds progress, no warning."""
+    result = CliRunner().invoke(main, ["prepare", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert not [line for line in result.stderr.splitlines() if "warning" in line.lower()], result.stderr
+    assert "windows: context 32, stride 1" in result.stdout.splitlines()
+    lines = lines_of(result.stdout)
+    assert {name: lines[name][3:] for name in ("train", "validation", "test", "total")} == {
+        "train": ["3,571", "4", "39"], "validation": ["126", "0", "5"], "test": ["85", "0", "5"],
+        "total": ["3,782", "4", "49"]}
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["context_length"] == 32 and report["warnings"] == []
+    # the same corpus named explicitly is any other corpus: T = 64, and its test partition gives no window
+    corpus, splits = default_corpus_paths()
+    explicit = prepare(corpus, splits, out_dir=tmp_path / "explicit", quiet=True)
+    assert explicit.report["context_length"] == 64
+    assert explicit.report["warnings"] == [
+        "test: no complete window: all 5 document(s) are shorter than T + 1 = 65 tokens (use a smaller --context)"]
 
 
 def test_prepare_continuous_text_json(tmp_path):

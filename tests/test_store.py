@@ -1,4 +1,5 @@
-"""Token store: layout, round trip, zero-copy views, atomic writes, locks, corruption (SPEC §4)."""
+"""Token store (the store rules of engine.store): layout, round trip, zero-copy views, atomic writes, locks,
+corruption."""
 
 from __future__ import annotations
 

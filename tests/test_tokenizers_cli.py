@@ -150,3 +150,30 @@ def test_cli_invalid_utf8_policy_for_compare(tmp_path):
     result = CliRunner().invoke(main, ["tokenizers", "compare", str(text), "--merges", "2", "--context", "2",
                                        "--on-invalid-utf8", "replace", "--json"])
     assert result.exit_code == 0 and json.loads(result.stdout)
+
+
+def byte_ranks(path):
+    """A tiktoken rank file of the 256 single bytes (rank = byte value), no merges."""
+    import base64
+
+    path.write_text("".join(f"{base64.b64encode(bytes([b])).decode()} {b}\n" for b in range(256)), encoding="ascii")
+    return path
+
+
+@pytest.mark.parametrize("given, value, missing", [("--bos", "<s>", "eos"), ("--eos", "</s>", "bos")])
+def test_import_names_both_wrappers_or_neither(tmp_path, given, value, missing):
+    """``--bos X`` alone used to make X the EOS too; one of the two alone is now an error naming both flags."""
+    ranks, out = byte_ranks(tmp_path / "bytes.tiktoken"), tmp_path / "t.json"
+    specials = ["--special", "<s>=256", "--special", "</s>=257"]
+    result = run("tokenizers", "import", ranks, *specials, given, value, "--out", out)
+    assert result.exit_code == 2 and not out.exists()
+    assert result.output == (
+        f"error: {ranks}: {given[2:]} token {value!r} given without {missing}: name both (CLI: --bos and --eos; "
+        f"the same token twice, e.g. --bos {value!r} --eos {value!r}, wraps documents GPT-2 style)\n")
+    result = run("tokenizers", "import", ranks, *specials, "--bos", "<s>", "--eos", "</s>", "--out", out)
+    assert result.exit_code == 0, result.output
+    tok = load_tokenizer(out)
+    assert (tok.bos, tok.bos_id, tok.eos, tok.eos_id) == ("<s>", 256, "</s>", 257)
+    assert tok.encode_document("hi").tolist() == [256, 104, 105, 257]
+    result = run("tokenizers", "import", ranks, *specials, "--bos", "<s>", "--eos", "<s>", "--out", out)
+    assert result.exit_code == 0 and load_tokenizer(out).encode_document("").tolist() == [256, 256]

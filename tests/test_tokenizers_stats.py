@@ -1,4 +1,4 @@
-"""engine.tokenizers.stats: compare_tokenizers cuts continuous text where the corpus does (SPEC §3)."""
+"""engine.tokenizers.stats: compare_tokenizers cuts continuous text where the corpus does."""
 
 from engine.corpus import CorpusPartitions
 from engine.tokenizers.stats import compare_tokenizers

@@ -1,8 +1,9 @@
 """engine.torch over packed epochs and mixtures: the same batch source protocol as MiniBatchEpoch.
 
 Packed batches through TokenDataset equal plain-loop packing (naive_pack) with the row order of
-SPEC §6's Fisher–Yates per epoch; mixtures equal ``mixture.batch(k)``, which test_mixing checks
-against the plain-loop schedule. Resume is checked under other world sizes and worker counts.
+the Fisher–Yates of engine.kernels.shuffle per epoch (seed rule of engine.batches); mixtures equal
+``mixture.batch(k)``, which test_mixing checks against the plain-loop schedule. Resume is checked
+under other world sizes and worker counts.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def packed(source, batch_size=B, seed=SEED):
 
 
 def naive_packed_sequence(documents, batch_size, seed, epochs):
-    """(epoch, k, {field: rows}) of every batch: plain-loop rows in SPEC §6's row order per epoch."""
+    """(epoch, k, {field: rows}) of every batch: plain-loop rows in the seed rule's row order per epoch."""
     rows, _, _ = naive_pack([d.tokens.tolist() for d in documents], L, "bfd")
     count = len(rows["inputs"])
     out = []

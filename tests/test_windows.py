@@ -1,4 +1,4 @@
-"""Causal windows (SPEC §5): the worked examples, kernels against their plain-loop twins, sampling."""
+"""Causal windows (the window rule of engine.windows): worked examples, kernels vs plain-loop twins, sampling."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from engine.windows import (
 )
 from tests import naive_windows as naive
 
+# The worked document: BOS = 0, content 41 42 43 44, EOS = 1 (positions 0..5, n = 6).
 WORKED = np.array([0, 41, 42, 43, 44, 1], dtype=np.uint32)
 
 
@@ -27,7 +28,12 @@ def pairs(config, tokens):
     return [(w.start, w.input.tolist(), w.target.tolist()) for w in config.windows(tokens)]
 
 
-# -- the worked examples (reference/causal-windows.txt) -----------------------------------------
+# -- worked examples --------------------------------------------------------------------------
+# With T = 3 one window needs T + 1 = 4 source tokens, so the 6-token document has starts 0, 1, 2
+# (count = (6 - 4) // 1 + 1 = 3); the third target ends with EOS (after 44 the document ends). Start
+# 3 leaves [43, 44, 1], three tokens: too few to start a window, so it is the incomplete tail (those
+# tokens are all inside earlier windows; nothing is padded). With S = 2 the candidates are 0, 2, 4:
+# start 1 is skipped by the stride and start 4 leaves [44, 1], the tail.
 
 
 def test_worked_pairs_T3_S1():
@@ -358,7 +364,7 @@ def test_count_functions_check_offsets():
 
 @pytest.mark.parametrize("T, S", [(2**63, 1), (2**64 - 2, 2**64 - 1), (3, 2**63), (3, 2**64 - 1)])
 def test_64_bit_sizes_beyond_int64_work_in_kernels_epochs_and_audit(T, S):
-    """SPEC sizes are 64-bit: T up to 2^64 - 2 and S up to 2^64 - 1 are valid. Kernels see them
+    """Sizes are 64-bit (engine.windows): T up to 2^64 - 2 and S up to 2^64 - 1 are valid. Kernels see them
     clamped to int64, which changes no count (no array holds 2^63 tokens)."""
     from engine.audit import audit_epoch
     from engine.batches import BatchOrder, MiniBatchConfig, MiniBatchEpoch

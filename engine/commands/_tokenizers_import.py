@@ -38,8 +38,8 @@ def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str
             special: tuple[str, ...], out: Path) -> None:
     """Import FILE (tiktoken rank file or tokenizer.json) as an engine byte-level BPE tokenizer.
 
-    The tokenizer keeps the ids of FILE; --bos/--eos name the special tokens that wrap each
-    document (they may be the same token; default <|endoftext|> when present).
+    The tokenizer keeps the ids of FILE; --bos and --eos name the special tokens that wrap each
+    document: give both (they may be the same token) or neither (then <|endoftext|> when present).
 
     \b
     Example:
@@ -71,8 +71,8 @@ import_command = click.command("import")(
                      help="Input format (default: detected from the extension and content).")(
             click.option("--pattern", type=click.Choice(list(PATTERNS)), default="gpt2", show_default=True,
                          help="Pre-tokenizer of a tiktoken file (tokenizer.json names its own).")(
-                click.option("--bos", default=None, help="Special token written before each document.")(
-                    click.option("--eos", default=None, help="Special token written after each document.")(
+                click.option("--bos", default=None, help="Special token written before each document (with --eos).")(
+                    click.option("--eos", default=None, help="Special token written after each document (with --bos).")(
                         click.option("--special", multiple=True, metavar="TOKEN=ID",
                                      help="A special token of a tiktoken file (repeatable).")(
                             click.option("--out", type=click.Path(path_type=Path), required=True,

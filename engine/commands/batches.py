@@ -117,7 +117,7 @@ def build_command(store_path, split, context_length, stride, batch_size, seed, s
         "last_batch_shape": [epoch.batch_width(count - 1), windows.context_length] if count else None,
         "shuffle_state_after": epoch.shuffle_state_after,
         "short_documents": short,
-        "warnings": _warnings(split, description["document_count"], epoch.window_count, short, windows.context_length),
+        "warnings": _warnings(split, description["document_count"], epoch.window_count, windows.context_length),
         "audit": None,
         "out": None,
     }
@@ -138,13 +138,13 @@ def build_command(store_path, split, context_length, stride, batch_size, seed, s
         raise BatchError(f"epoch audit failed: {audit_report.summary()}")
 
 
-def _warnings(split: str, documents: int, windows: int, short: int, context_length: int) -> list[str]:
+def _warnings(split: str, documents: int, windows: int, context_length: int) -> list[str]:
     """``prepare``'s window warning for the split, or one for a split without documents."""
     from engine.outputs import window_warning
 
     if not documents:
         return [f"{split}: no complete window: the split holds no documents"]
-    line = window_warning(split, documents, windows, short, context_length)
+    line = window_warning(split, documents, windows, context_length)
     return [] if line is None else [line]
 
 
@@ -154,7 +154,8 @@ def format_build(report: dict, audit_report) -> str:
     lines = [
         f"store        {report['store']} (tokenizer {report['tokenizer_hash'][:12]})",
         f"split        {report['split']}: {report['documents']} documents, {report['tokens']} tokens",
-        f"windows      {report['window_count']} (T={report['context_length']}, S={report['stride']})",
+        f"windows      {report['window_count']} (T={report['context_length']}, S={report['stride']})"
+        + (f"; {report['short_documents']} document(s) shorter than T + 1 give none" if report["short_documents"] else ""),
         f"batches      {report['batch_count']} of up to {report['batch_size']} rows ({order})",
         f"first batch  {shape(report['first_batch_shape'])}",
         f"last batch   {shape(report['last_batch_shape'])}",

@@ -1,11 +1,11 @@
-"""``engine pack``: pack one split of a token store into rows with segment ids (SPEC §8).
+"""``engine pack``: pack one split of a token store into rows with segment ids (the packing rules of engine.packing).
 
 ``engine pack STORE --split train --row-length L [--strategy bfd|sequential|bos_crop] [--seed S]
 [--batch-size B] [--out DIR] [--json]`` writes ``DIR/rows.parquet`` (list columns inputs, targets,
 segment_ids, position_ids, loss_weights; one Parquet row per packed row) and
 ``DIR/segments.parquet`` (provenance), into a temporary directory renamed into place, and prints
 rows, segments, fill efficiency and waste (padding share; for bos_crop also the cropped share).
-With ``--seed`` the rows are written in the packed epoch's shuffled row order (SPEC §8), and
+With ``--seed`` the rows are written in the packed epoch's shuffled row order (engine.packed), and
 ``--batch-size`` reports how many batches of ``B`` rows the epoch holds.
 """
 
@@ -32,7 +32,8 @@ from engine.store import TokenStore
               type=click.Choice(tuple(dict.fromkeys(STRATEGIES + PACKED_STRATEGIES))),
               help="bfd: best-fit decreasing; sequential: next-fit in document order; bos_crop: every row "
                    "starts at a document start, what does not fit is cropped.")
-@click.option("--seed", type=int, default=None, help="Shuffle the rows with this seed (SPEC §6 Fisher-Yates).")
+@click.option("--seed", type=int, default=None,
+              help="Shuffle the rows with this seed (the SplitMix64 Fisher-Yates of engine.kernels.shuffle).")
 @click.option("--batch-size", "batch_size", type=int, default=None, help="Report batches of B rows.")
 @click.option("--buffer-size", "buffer_size", type=int, default=1000, show_default=True,
               help="bos_crop: documents held to choose the best fit from.")

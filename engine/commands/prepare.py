@@ -51,8 +51,9 @@ def _fittable() -> str:
 @click.option("--tie-break", "tie_break", type=click.Choice(list(TIE_BREAKS)), default=None,
               help="Equally frequent pairs: first (first occurrence) or hf (Hugging Face's order); "
                    "default first (bpe, byte-bpe).")
-@click.option("--context", "context_length", default=64, show_default=True, type=int,
-              help="Context length T for window counts.")
+@click.option("--context", "context_length", default=None, type=int,
+              help="Context length T for window counts [default: 64; 32 for the bundled corpus, whose "
+                   "documents are short].")
 @click.option("--stride", default=1, show_default=True, type=int, help="Stride S between window starts.")
 @click.option("--on-invalid-utf8", type=click.Choice(list(INVALID_UTF8_POLICIES)), default="error", show_default=True,
               help="What to do with bytes that are not UTF-8: replace each invalid sequence by U+FFFD, or skip the "
@@ -78,15 +79,16 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
     one continuous .txt file (split by position). Without CORPUS the bundled data/corpus.jsonl and data/splits.json are used.
     Writes OUT/store (Parquet, partitioned by split), OUT/tokenizer.json and OUT/report.json, and
     prints documents, characters, tokens and complete windows (context T, stride S) per partition;
-    "tails" counts the documents that end in an incomplete tail (tokens after the last complete
-    window's start that cannot fill another window of T+1 tokens; SPEC section 5).
+    "short" counts the documents shorter than T+1 tokens (they give no window) and "tails" the
+    documents that end in an incomplete tail (the suffix at the first candidate start that cannot
+    fill a window; the rule of engine.windows).
     The corpus is streamed twice (count the train partition and fit, then encode), so it need not
     fit in memory. --tokenizer byte-bpe trains a byte-level BPE (GPT-2 style: any text encodes, so
     held-out documents never stop the run); char, word and bpe stop on a held-out character their
     training text lacked.
     Skipped lines and documents, replaced or dropped invalid UTF-8 and ids made from file and row
-    are counted in the summary and report.json; partitions without a complete window and documents
-    shorter than T+1 tokens are warned about on stderr (with --json: in its "warnings").
+    are counted in the summary and report.json; a partition without any complete window is warned
+    about on stderr (with --json: in its "warnings").
 
     \b
     Example:
@@ -118,9 +120,11 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
     click.echo(f"windows: context {report['context_length']}, stride {report['stride']}")
     rows = []
     for name, p in report["partitions"].items():
-        rows.append([name, p["documents"], p["characters"], p["tokens"], p["windows"], p["incomplete_tails"]])
-    total = ["total"] + [sum(r[i] for r in rows) for i in range(1, 6)]
-    click.echo(format_table(["partition", "documents", "characters", "tokens", "windows", "tails"], rows + [total]))
+        rows.append([name, p["documents"], p["characters"], p["tokens"], p["windows"], p["short_documents"],
+                     p["incomplete_tails"]])
+    total = ["total"] + [sum(r[i] for r in rows) for i in range(1, 7)]
+    click.echo(format_table(["partition", "documents", "characters", "tokens", "windows", "short", "tails"],
+                            rows + [total]))
     click.echo(f"wrote {result.store_path}, {result.tokenizer_path}, {result.report_path}")
 
 

@@ -104,7 +104,7 @@ def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | No
 @click.option("--pattern", type=click.Choice(list(PATTERNS)), default="gpt2", show_default=True,
               help="Byte-level BPE pre-tokenizer pattern.")
 @click.option("--tie-break", type=click.Choice(list(TIE_BREAKS)), default="first", show_default=True,
-              help="BPE tie rule: first occurrence (SPEC) or Hugging Face order.")
+              help="BPE tie rule: the pair that occurs first in the training text, or Hugging Face's order.")
 @split_options
 @column_options
 @click.option("--unknown", default=None, help="Word tokenizer: map unseen pieces to this token (e.g. '<unk>').")

@@ -1,4 +1,4 @@
-"""Documents, corpus readers and split manifests (SPEC §2).
+"""Documents, corpus readers and split manifests (the split rules: engine.corpus.splits).
 
 - ``engine.corpus.readers``: ``Document``, ``ReadReport``, the streaming readers (JSONL, Parquet and
   Arrow IPC, folders of text files, one continuous text) and ``open_corpus``, the one dispatch by

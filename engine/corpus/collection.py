@@ -1,4 +1,4 @@
-"""``Corpus``: the documents of a corpus in memory, in order, indexed by id (SPEC §2)."""
+"""``Corpus``: the documents of a corpus in memory, in order, indexed by id."""
 
 from __future__ import annotations
 

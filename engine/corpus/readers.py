@@ -1,4 +1,4 @@
-"""Documents and the streaming corpus readers (SPEC §2).
+"""Documents and the streaming corpus readers.
 
 Readers are generators (``iter_jsonl``, ``iter_parquet``, ``iter_parquet_batches``,
 ``iter_folder``) that hold one line, one record batch or one file at a time; ``open_corpus``

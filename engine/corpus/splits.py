@@ -1,4 +1,19 @@
-"""Partitions and split manifests (SPEC §2).
+"""Partitions and split manifests.
+
+The split rules (cited as "the split rules of engine.corpus.splits"):
+
+- Every document belongs to exactly one partition: ``train``, ``validation`` or ``test``.
+- A split manifest is JSON ``{"train": [ids], "validation": [ids], "test": [ids]}`` and must name
+  every corpus document exactly once: an unknown id, an id in two partitions, a duplicate or empty
+  id, and a document the manifest forgets are ``CorpusError``s that name the id (and the file and
+  line where one is known).
+- A continuous text (a play, a log) is split by position, never at random: the first
+  ``floor(len(text) * train_fraction)`` characters train (default fraction 0.9), the rest
+  validates; nothing is sampled across that cut.
+- A hash split (``SplitManifest.by_hash``: each id hashed with a fixed function into the ratios)
+  serves corpora too large for a manifest.
+- Only training documents may fit anything: tokenizer merges, vocabularies, statistics used for
+  fitting (``prepare`` and ``engine tokenizers train`` read the train partition only).
 
 ``SplitManifest`` names every document's partition (explicit lists from JSON, or a rule hashing
 ids); ``manifest.partition(corpus)`` checks it names every document exactly once and gives

@@ -1,4 +1,4 @@
-"""numba-cuda kernels for FlexAttention block tables (SPEC §8), imported lazily.
+"""numba-cuda kernels for FlexAttention block tables (the block rule of engine.block_masks), imported lazily.
 
 Each thread runs the same per-task function as the CPU kernel in ``engine.kernels.block_masks``
 (its ``py_func``, inlined into the CUDA kernel), so both give identical tables:

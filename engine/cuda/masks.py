@@ -1,4 +1,6 @@
-"""numba-cuda kernels for attention masks, position ids and cu_seqlens (SPEC §8), imported lazily.
+"""numba-cuda kernels for attention masks, position ids and cu_seqlens, imported lazily.
+
+They follow the attention rule of ``engine.masks``.
 
 Each kernel mirrors a CPU kernel in ``engine.kernels.masks`` and gives identical output:
 

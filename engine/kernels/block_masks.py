@@ -1,4 +1,4 @@
-"""CPU kernels for FlexAttention block masks from segment ids (SPEC §8).
+"""CPU kernels for FlexAttention block masks from segment ids (the block rule of engine.block_masks).
 
 Rule (as ``engine.kernels.masks``): query ``i`` may attend key ``j`` iff ``j <= i``, same id and
 both real (``seg >= 0``); a padding query attends only itself. With block size ``Q`` over both

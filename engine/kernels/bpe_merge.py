@@ -7,9 +7,10 @@ priority ``priorities[e]`` (lower merges first). A word (or pre-tokenizer piece)
 merged by ``merge_word``: repeatedly the adjacent pair of lowest priority, leftmost on ties, one
 occurrence at a time. Two rules for the pairs a merge creates:
 
-- ``ordered`` (character level, SPEC §3: "apply merge k = 0..N-1 in order, each left to right
-  without overlap"): a pair created by the merge of priority p takes its first entry of priority
-  > p, so a pair that a later merge makes again merges again at that later rank;
+- ``ordered`` (character level, the encoding rule of engine.tokenizers.bpe: "apply merge
+  k = 0..N-1 in order, each left to right without overlap"): a pair created by the merge of
+  priority p takes its first entry of priority > p, so a pair that a later merge makes again
+  merges again at that later rank;
 - not ordered (byte level, GPT-2 / tiktoken): a pair always takes its first entry.
 
 Up to ``long_word`` symbols a linear scan of the parts is used (O(L^2), fastest for the usual

@@ -1,4 +1,6 @@
-"""BPE training over integer symbols, shared by character-level and byte-level BPE (SPEC §3).
+"""BPE training over integer symbols, shared by character-level and byte-level BPE.
+
+The training rule is stated in ``engine.tokenizers.bpe`` (classic) and ``engine.tokenizers.byte_bpe``.
 
 Counting (byte level): pieces from the pre-tokenizer are hashed (FNV-1a) into an
 open-addressing table of word types; a type's bytes are copied once into a pool, its count is

@@ -1,4 +1,4 @@
-"""CPU kernels for attention masks, position ids and variable-length boundaries (SPEC §8).
+"""CPU kernels for attention masks, position ids and variable-length boundaries (the attention rule of engine.masks).
 
 Rule: query ``i`` may attend key ``j`` iff ``j <= i``, ``seg[i] == seg[j]`` and both are real
 (``seg >= 0``); a padding query (``seg == -1``) gets itself as its one fallback key.

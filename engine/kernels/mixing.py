@@ -1,4 +1,4 @@
-"""CPU kernel for the mixture schedule (SPEC §8b).
+"""CPU kernel for the mixture schedule (the rule of engine.mixing).
 
 Sample ``n`` comes from the source with the largest deficit ``w_i * (n + 1) - taken_i``, ties to
 the smaller ``i``, evaluated in float64 (``w_i`` the normalised weights, ``taken_i`` the samples

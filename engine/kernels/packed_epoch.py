@@ -1,4 +1,4 @@
-"""CPU kernels for packed epochs (SPEC §8): the ``bos_crop`` plan, the row index, and rows
+"""CPU kernels for packed epochs (the rule of engine.packed): the ``bos_crop`` plan, the row index, and rows
 materialised batch by batch.
 
 ``bos_crop_plan``: every row starts at a document start and no document continues into another

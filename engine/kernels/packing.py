@@ -1,4 +1,4 @@
-"""CPU kernels for packing documents into rows of ``L`` input/target positions (SPEC §8).
+"""CPU kernels for packing documents into rows of ``L`` input/target positions (the packing rules of engine.packing).
 
 Pieces: a document of ``n`` source tokens has ``n - 1`` transitions; it is cut into pieces of
 at most ``L`` transitions, piece ``k`` starting at source token ``k * L`` (so consecutive pieces

@@ -1,11 +1,23 @@
-"""SplitMix64, bounded draws and Fisher–Yates over descriptor arrays (SPEC §6), bit-exact.
+"""SplitMix64, bounded draws and Fisher–Yates over descriptor arrays, bit-exact.
 
-SplitMix64: ``state += 0x9E3779B97F4A7C15`` then a fixed 64-bit mix; the seed is the initial
-state and every kernel returns the state after its last draw, so callers can chain them.
-``sample_below(b)`` rejects draws below ``(2^64 - b) mod b`` and returns ``draw mod b``. That
-threshold is always smaller than ``b``, so a draw ``>= b`` is accepted without computing it:
+The shuffle rule (epochs, packed row orders, mixtures and ``sample_windows`` cite it here, as "the
+SplitMix64 Fisher–Yates of engine.kernels.shuffle"). All arithmetic is modulo 2^64:
+
+- SplitMix64, one output: ``state += 0x9E3779B97F4A7C15; z = state;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9; z = (z ^ (z >> 27)) * 0x94D049BB133111EB;
+  return z ^ (z >> 31)``. The seed is the initial state (no output is skipped); ``mix(x)`` is the
+  output function alone: the two multiply steps and the last xor-shift applied to ``z = x``.
+- ``sample_below(b)`` for ``b >= 1``: ``threshold = (2^64 - b) mod b``; draw outputs until one is
+  ``>= threshold``; return ``draw mod b``. Rejecting the lowest ``threshold`` values leaves a
+  multiple of ``b`` equally likely values, so the result is uniform over ``0 .. b-1``.
+- Fisher–Yates over ``n`` items: for ``upper`` from ``n - 1`` down to ``1``:
+  ``j = sample_below(upper + 1)``; swap positions ``upper`` and ``j`` (``j == upper`` swaps nothing).
+  ``n < 2`` draws nothing.
+
+Every kernel returns the state after its last draw, so callers can chain them.
+The threshold is always smaller than ``b``, so a draw ``>= b`` is accepted without computing it:
 the second modulo runs only for the rare draw below ``b`` (probability ``b / 2^64``), and the
-result is exactly SPEC's rule.
+result is exactly the rule above.
 
 Fisher–Yates (``upper = n-1 .. 1``: ``j = sample_below(upper + 1)``, swap) is bound by random
 memory access once the array outgrows the caches. The positions ``j`` depend only on the
@@ -113,7 +125,7 @@ def sample_below_fill(state, bound, out):
 
 @kernel
 def fisher_yates_shuffle(descriptors, state):
-    """Shuffle ``descriptors`` (1-D int64) in place per SPEC §6; return the generator state after."""
+    """Shuffle ``descriptors`` (1-D int64) in place by the module's Fisher–Yates; return the state after."""
     n = descriptors.shape[0]
     if n < 2:
         return state

@@ -1,4 +1,4 @@
-"""Causal-window kernels over a partition's (values uint32, offsets int64) buffers (SPEC §5).
+"""Causal-window kernels over a partition's (values uint32, offsets int64) buffers (the window rule of engine.windows).
 
 Document ``d`` is ``values[offsets[d]:offsets[d+1]]``. With ``R = T + 1`` source tokens per window,
 its window count is ``0 if n < R else (n - R) // S + 1`` and its windows start at ``0, S, 2S, ...``.

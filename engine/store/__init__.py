@@ -1,4 +1,16 @@
-"""The token store: Parquet dataset partitioned by split, zero-copy views (SPEC §4).
+"""The token store: Parquet dataset partitioned by split, zero-copy views.
+
+The store rules (cited as "the store rules of engine.store"):
+
+- one Parquet dataset directory partitioned by split (``split=train/...``), columns ``id: string``
+  and ``tokens: large_list<uint32>``, one row per encoded document ``[BOS, content..., EOS]``;
+  schema metadata records the tokenizer hash, the BOS/EOS ids and the format version;
+- kernels read the list column's flat ``values`` (uint32) and ``offsets`` (int64) buffers zero-copy;
+- reading windows or batches with a tokenizer whose hash differs from the store's is a ``StoreError``;
+- writes are atomic (a temporary name, then a rename): an interrupted run leaves the previous
+  store or none, never a half-written one that looks complete;
+- documents are never concatenated into one flat stream in any public view: every view of the
+  buffers carries the offsets that separate them, and windows restart at every document.
 
 Layout of a store directory ``DIR``::
 

@@ -1,5 +1,6 @@
 """The store's layout on disk: names, format version, the Parquet schema's types, and small
-helpers the writer and the reader share (SPEC §4). ``EncodedDocument`` lives in engine.buffers."""
+helpers the writer and the reader share (the store rules of engine.store). ``EncodedDocument``
+lives in engine.buffers."""
 
 from __future__ import annotations
 

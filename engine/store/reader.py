@@ -1,4 +1,4 @@
-"""``TokenStore``: an opened, checked store and zero-copy views of its token buffers (SPEC §4).
+"""``TokenStore``: an opened, checked store and zero-copy views of its token buffers (the store rules of engine.store).
 
 Opening costs one footer read per file (sizes and row counts against the manifest); ``verify()``
 also hashes every byte. ``arrays(p)`` hands out the ``tokens`` column's flat values (uint32) and

@@ -1,4 +1,4 @@
-"""``TokenStoreWriter``: streams encoded documents into a new store, atomically and resumably (SPEC §4).
+"""``TokenStoreWriter``: streams encoded documents into a new store, atomically and resumably (engine.store).
 
 Chunks go into Parquet row groups (memory bounded by one chunk) inside a temporary sibling
 ``.DIR.tmp-<pid>``, which is renamed into place on success, so ``DIR`` is always the old complete

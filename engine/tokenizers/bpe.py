@@ -1,15 +1,28 @@
-"""Classic character-level BPE (SPEC §3): the trainer, the tokenizer, and ``fit_tokenizer``.
+"""Classic character-level BPE: the trainer, the tokenizer, and ``fit_tokenizer``.
 
-Training: split the text(s) into words (one stream, words numbered by first appearance), start
-each distinct word as its characters, then run the incremental-count kernel
-(``engine.kernels.bpe_train``, shared with byte-level BPE): most frequent pair, ties to the pair whose first occurrence
-(word rank, character offset) comes first. A piece is identified by its text, so a merge that
-rebuilds an existing piece (``'a'+'bc'`` after ``'ab'+'c'``) reuses its id. Vocabulary =
-``<bos>``, ``<eos>``, training characters (by code point), then each new piece in merge order.
+The training rule (``tie_break="first"``, the default):
 
-Encoding applies merge k = 0..N-1 in order to each distinct word (left to right, no overlap),
-once per distinct word per call: one kernel (``encode_word_documents``, the ``ordered`` rule) splits
-the words, merges a word on its first occurrence and copies its ids on the later ones.
+1. split the training text into words with the word regex ``\\w+|[^\\w\\s]|\\s`` (``engine.tokenizers.word``);
+   count each distinct word;
+2. start every word as its sequence of characters;
+3. count every adjacent pair of pieces across all words, weighted by word frequency;
+4. take the most frequent pair; on a tie, the pair that occurs first, ordering occurrences by
+   (rank of the word's first appearance in the training text, offset inside the word);
+5. replace its non-overlapping occurrences, scanning each word left to right, by one new piece;
+6. repeat 3–5 for the requested number of merges, stopping early only when no pair is left;
+   record the merges in order and the total token count after every merge (``history``).
+
+``tie_break="hf"`` breaks step 4's ties in Hugging Face ``tokenizers``' order instead. Encoding
+applies the merges in training order to each word, memoised per distinct word. Vocabulary =
+``<bos>``, ``<eos>``, the training characters (by code point), then one piece per merge; a piece
+is identified by its text, so a merge that rebuilds an existing piece (``'a'+'bc'`` after
+``'ab'+'c'``) reuses its id.
+
+Training runs the incremental-count kernel (``engine.kernels.bpe_train``, shared with byte-level
+BPE) on the distinct words, numbered by first appearance. Encoding applies merge k = 0..N-1 in
+order to each distinct word (left to right, no overlap), once per distinct word per call: one
+kernel (``encode_word_documents``, the ``ordered`` rule) splits the words, merges a word on its
+first occurrence and copies its ids on the later ones.
 Training 200 merges on 1 MB of text takes tens of milliseconds; 5,000 well under a second.
 ``BpeTrainer.train_from_counts`` trains from a word-type table counted elsewhere (``prepare``
 counts batches on threads or machines), with the result ``train`` gives on the texts themselves.

@@ -1,5 +1,12 @@
 """Byte-level BPE: the frozen tokenizer (kind ``"bpe-byte"``) and its trainer.
 
+The byte-level rule (GPT-2 style): the initial alphabet is the 256 byte values, so any text encodes
+and nothing is unknown; the pre-tokenizer (GPT-2's pattern by default, or cl100k's or o200k's, as
+``engine.tokenizers.pretokenize`` spells them) cuts the text into pieces encoded apart; merges are
+ranked as trained. With the same ranks it gives exactly the ids that ``tiktoken`` (``encode_ordinary``) and
+Hugging Face ``tokenizers`` (``encode(text, add_special_tokens=False)``) give, and it imports and
+exports both formats (``engine.tokenizers.interop``).
+
 A tokenizer is a vocabulary of byte strings with ids, a pre-tokenizer pattern, and the order in
 which pairs merge. Two merge rules, chosen by where the vocabulary came from:
 

@@ -1,4 +1,4 @@
-"""Character tokenizer (SPEC §3): vocabulary = specials, then the sorted distinct training characters.
+"""Character tokenizer: vocabulary = specials, then the sorted distinct training characters.
 
 Encoding is one table look-up per code point (a Numba kernel over the UTF-32 view of the text);
 decoding gathers code points and decodes them as UTF-32. Both are O(n). A character the

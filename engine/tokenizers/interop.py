@@ -8,6 +8,14 @@
   ``ByteLevel`` pre-tokenizer (gpt2) or ``Split(regex) + ByteLevel(use_regex=false)``.
   Imported tokenizers keep the file's merge order and ids.
 
+The import rule: ``encode(text)`` of an imported tokenizer gives exactly the ids of the file's own
+reference encoder (tiktoken ``encode_ordinary``; Hugging Face ``tokenizers``
+``encode(text, add_special_tokens=False)``) for every text. A component the engine does not
+implement (a normalizer, a model other than BPE, ``byte_fallback``, ``add_prefix_space``...) is
+refused by name, never approximated. The tokens that wrap documents are named by the caller
+(``bos=`` and ``eos=`` together, or neither: then ``<|endoftext|>`` for both, or ``<bos>``/``<eos>``,
+or the one special token there is); naming only one of them is an error.
+
 Every loader raises ``TokenizerError`` naming the file (and line for tiktoken) on bad input.
 """
 
@@ -45,8 +53,12 @@ def _choose_wrappers(specials: dict[str, int], bos: str | None, eos: str | None,
             raise TokenizerError(
                 f"{source}: cannot tell which special tokens wrap documents among {sorted(specials)}; "
                 "pass bos= and eos= (CLI: --bos/--eos)")
-    bos = eos if bos is None else bos
-    eos = bos if eos is None else eos
+    elif bos is None or eos is None:  # one name alone would silently wrap with the same token on both sides
+        given, missing = ("bos", "eos") if eos is None else ("eos", "bos")
+        value = bos if eos is None else eos
+        raise TokenizerError(
+            f"{source}: {given} token {value!r} given without {missing}: name both (CLI: --bos and --eos; "
+            f"the same token twice, e.g. --bos {value!r} --eos {value!r}, wraps documents GPT-2 style)")
     for name, value in (("bos", bos), ("eos", eos)):
         if value not in specials:
             raise TokenizerError(f"{source}: {name} token {value!r} is not a special token (specials: {sorted(specials)})")

@@ -1,4 +1,10 @@
-"""The tokenizer comparison table (SPEC §3 "Comparison table", "Statistics") and its plot.
+"""The tokenizer comparison table, the tokenizer statistics, and their plot.
+
+The comparison table counts content pieces only (no BOS/EOS), on the training and the validation
+text as written, so that the three kinds can be set side by side. The statistics: vocabulary size,
+training tokens, characters per token, the share of validation tokens that are unknown, how many
+characters a context of T tokens holds, and the BPE history (training tokens after k merges) as a
+table and, on request, a plot.
 
 ``compare_tokenizers`` cuts a continuous text by position (``cut = floor(len(text) * train_fraction)``
 characters, computed exactly as the corpus splitter does; train = ``text[:cut]``, validation = the

@@ -1,4 +1,4 @@
-"""Word tokenizer (SPEC §3): pieces of ``\\w+|[^\\w\\s]|\\s`` (``re`` semantics), one id per piece.
+"""Word tokenizer: pieces of ``\\w+|[^\\w\\s]|\\s`` (``re`` semantics), one id per piece.
 
 Vocabulary = ``<bos>``=0, ``<eos>``=1, then (if built with ``unknown=``) the unknown token at 2,
 then the distinct training pieces sorted by code point sequence. Encoding splits the text with
