@@ -162,6 +162,8 @@ BLOCKS = {
     ("Python API", 1): python_api,  # one test runs both: the second reads what the first leaves
     ("Train a model", 0): "skip: an endless loop (epochs=None) around the user's model and checkpoint; the "
                           "Quickstart runs the same loop over one epoch",
+    ("Train a model", 1): "skip: needs transformers, which no extra installs; tests/test_torch.py checks the "
+                          "labels it trains on value by value",
     ("Packed rows with PyTorch attention", 0): packed_rows_with_attention,
     ("Packed rows with PyTorch attention", 1): "skip: needs CUDA and flash_attn (flash_attn_varlen_func)",
     ("Packed epochs, FlexAttention and mixtures", 0): packed_epoch_loop,
