@@ -7,12 +7,15 @@ Workloads (int64 ids, what ``nn.Embedding`` takes), each run over several epochs
 - packed: a shuffled bfd ``PackedEpoch`` of 20,000 log-normal documents, B=8, L=4096 (five
   tensors per batch: ids, targets, segment ids, position ids, loss weights).
 Paths:
-- engine: ``TokenDataset(source).loader(num_workers=W)`` for W = 0 and 2 (fork). Timed in steady
+- engine: ``TokenDataset(source).loader(num_workers=W)`` for W = 0 and 2 (fork), and with
+  ``reuse_buffers=True`` for W = 0. Timed in steady
   state, from the first batch on: worker start-up (a few hundred ms) is reported in the row's
   note, not in the throughput;
-- direct: ``source.batch(k, out=<reused int64 arrays>)`` + ``torch.from_numpy`` per field, one
-  process: the fastest a loop can go, writing into one cache-resident set of buffers (the
-  loader hands out every batch in tensors of its own, as DataLoader does: it allocates them);
+- direct: the same work in one process, with no loader around it. Beside the default loader
+  (every batch in tensors of its own, as DataLoader gives them) it is ``source.batch(k)`` (fresh
+  arrays) + ``torch.from_numpy`` per field; beside ``loader(reuse_buffers=True)`` (views of
+  reused buffers) it is ``source.batch(k, out=<reused int64 arrays>)`` + ``torch.from_numpy``,
+  the fastest a loop can go, writing into one cache-resident set of buffers;
 - plain DataLoader: ``DataLoader(ds, batch_size=None, num_workers=W)`` (one batch per item, fresh
   tensors moved to shared memory per item);
 - nanoGPT: ``torch.stack([data[i:i+T] for i in ix])`` for inputs and targets, ``ix`` the same
@@ -51,11 +54,12 @@ from peers_windows import shakespeare_ids
 from timing import row
 
 
-def _loader_pass(source, batches: int, workers: int, plain: bool = False, started: list | None = None):
+def _loader_pass(source, batches: int, workers: int, plain: bool = False, started: list | None = None,
+                 reuse: bool = False):
     """One pass of ``batches`` batches; the time to the first batch goes to ``started`` and the
     pass returns the steady-state seconds for ``batches`` batches."""
     def run():
-        dataset = TokenDataset(source, epochs=None)
+        dataset = TokenDataset(source, epochs=None, reuse_buffers=reuse)
         options = dict(num_workers=workers, multiprocessing_context="fork" if workers else None)
         loader = DataLoader(dataset, batch_size=None, **options) if plain else dataset.loader(**options)
         begin = time.perf_counter()
@@ -72,18 +76,19 @@ def _loader_pass(source, batches: int, workers: int, plain: bool = False, starte
     return run
 
 
-def _direct_pass(source, batches: int):
-    """``source.batch(k, out=...)`` + ``torch.from_numpy`` per field for ``batches`` batches, in the
-    order the dataset yields them (across epochs)."""
+def _direct_pass(source, batches: int, reuse: bool = True):
+    """``source.batch(k, out=...)`` (``reuse``) or ``source.batch(k, dtype=np.int64)`` (fresh arrays)
+    + ``torch.from_numpy`` per field for ``batches`` batches, in the order the dataset yields them
+    (across epochs)."""
     epochs = -(-batches // source.batch_count)
     sequence = [(source.with_epoch(e), k) for e in range(epochs) for k in range(source.batch_count)][:batches]
     dtypes = [np.int64, np.int64] + [FIELD_DTYPES[name] for name in source.fields]
-    out = tuple(np.empty((source.batch_size, source.context_length), dtype) for dtype in dtypes)
+    out = tuple(np.empty((source.batch_size, source.context_length), dtype) for dtype in dtypes) if reuse else None
     names = ("inputs", "targets", *source.fields)
 
     def direct():
         for epoch, k in sequence:
-            batch = epoch.batch(k, out)
+            batch = epoch.batch(k, out) if reuse else epoch.batch(k, dtype=np.int64)
             for name in names:
                 torch.from_numpy(getattr(batch, name))
     direct()
@@ -202,15 +207,27 @@ def rows(quick: bool) -> list[dict]:
     out = []
     for label, source, batches in cases(quick):
         direct = _direct_pass(source, batches)
+        fresh = _direct_pass(source, batches, reuse=False)
+        reused = _loader_pass(source, batches, 0, reuse=True)
+        reused()
+        engine_s, direct_s = _interleaved(reused, direct, rounds)
+        out.append(row(f"ds.loader(num_workers=0, reuse_buffers=True), {label}, {batches} batches", engine_s,
+                       "source.batch(k, out=...) + from_numpy, 1 process", direct_s, at_least=0.8,
+                       note="steady state"))
         for workers in (0, 2):
             started: list = []
             loader = _loader_pass(source, batches, workers, started=started)
             loader()
-            engine_s, direct_s = _interleaved(loader, direct, rounds)
             name = f"ds.loader(num_workers={workers}), {label}, {batches} batches"
-            note = f"steady state; first batch after {min(started) * 1e3:.0f} ms" if workers else "steady state"
-            target = {"info": WORKERS_INFO + f" ({note})"} if workers else {"at_least": 0.8, "note": note}
-            out.append(row(name, engine_s, "source.batch(k, out=...) + from_numpy, 1 process", direct_s, **target))
+            if workers:
+                engine_s, direct_s = _interleaved(loader, direct, rounds)
+                note = f"steady state; first batch after {min(started) * 1e3:.0f} ms"
+                out.append(row(name, engine_s, "source.batch(k, out=...) + from_numpy, 1 process", direct_s,
+                               info=WORKERS_INFO + f" ({note})"))
+            else:
+                engine_s, fresh_s = _interleaved(loader, fresh, rounds)
+                out.append(row(name, engine_s, "source.batch(k) + from_numpy, 1 process", fresh_s, at_least=0.8,
+                               note="steady state"))
             plain = _loader_pass(source, batches, workers, plain=True)
             engine_s, plain_s = _interleaved(loader, plain, max(1, rounds // 2))
             out.append(row(name, engine_s, f"plain DataLoader(ds, num_workers={workers})", plain_s))
