@@ -23,6 +23,14 @@ class EngineGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
+            return self._invoke(ctx)
+        finally:  # the status is decided; the console script then ignores SIGINT (engine.__main__)
+            on_done = ctx.obj.get("on_done") if isinstance(ctx.obj, dict) else None
+            if on_done is not None:
+                on_done()
+
+    def _invoke(self, ctx: click.Context):
+        try:
             return super().invoke(ctx)
         except EngineError as exc:
             if ctx.obj and ctx.obj.get("debug"):

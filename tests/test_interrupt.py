@@ -50,6 +50,36 @@ def test_sigint_while_importing_is_one_line_and_exit_130(tmp_path, module):
     assert result.stdout == ""
 
 
+# A command that ends normally, then SIGINT while the CLI tears down (click's close callbacks).
+INTERRUPT_WHILE_EXITING = """
+import os, signal, sys, time
+import click
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from engine.__main__ import run
+from engine.cli import main
+
+@main.command("finish-then-interrupt")
+@click.pass_context
+def finish(ctx):
+    click.echo("done")
+    def interrupt():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # the signal is delivered here, if it is to be
+    ctx.find_root().call_on_close(interrupt)
+
+sys.argv = ["engine", "finish-then-interrupt"]
+run()
+"""
+
+
+def test_sigint_after_the_command_ended_keeps_its_status(tmp_path):
+    """Once the command has ended, an interrupt while exiting changes nothing: status 0, no
+    'Aborted!', no death by the signal."""
+    result = subprocess.run([sys.executable, "-c", INTERRUPT_WHILE_EXITING], capture_output=True, text=True,
+                            timeout=120, env=environment(), cwd=tmp_path, preexec_fn=default_sigint)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "done\n", "")
+
+
 def test_sigint_at_real_start_up_times(tmp_path):
     """A real signal at several moments of ``python -m engine prepare`` start-up."""
     (tmp_path / "c.txt").write_text("some text\n" * 50)
