@@ -12,6 +12,10 @@ thing and raises the same error class.
   epochs, mixtures);
 - ``check_partition``: a ``Partition`` or its name (the error class of the caller's area);
 - ``check_fraction``: a share in ``(0, 1]`` such as ``train_fraction``;
+- ``parse_json``: the one parser of every JSON file engine reads (manifests, tokenizer files, epoch
+  and batch files, resume records): at most ``JSON_MAX_DEPTH`` levels of nesting, integers of at most
+  ``JSON_MAX_DIGITS`` digits, no NaN or Infinity; anything else is a ``JSONLimitError`` (a
+  ``ValueError``) whose message says which limit and where, never a RecursionError;
 - ``read_json``: a small JSON file (a manifest, a tokenizer file) with one message per way it is bad.
 """
 
@@ -132,18 +136,68 @@ def check_partition(value, error: type[Exception] = ConfigurationError):
         raise error(f"unknown partition {value!r} (expected train, validation or test)") from None
 
 
+JSON_MAX_DEPTH = 64
+JSON_MAX_DIGITS = 40
+
+
+class JSONLimitError(ValueError):
+    """JSON that parses but passes one of ``parse_json``'s limits."""
+
+
+def _json_int(text: str) -> int:
+    digits = len(text) - (text[0] == "-")
+    if digits > JSON_MAX_DIGITS:
+        raise JSONLimitError(f"an integer of {digits} digits (at most {JSON_MAX_DIGITS})")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    if len(text) > 4 * JSON_MAX_DIGITS:
+        raise JSONLimitError(f"a number written with {len(text)} characters (at most {4 * JSON_MAX_DIGITS})")
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise JSONLimitError(f"the number {text[:20]} (too large for a float)")
+    return value
+
+
+def _json_constant(text: str):
+    raise JSONLimitError(f"{text} (JSON has no such number)")
+
+
+def parse_json(text: str | bytes, **options) -> object:
+    """``json.loads(text)`` within the limits above (``options`` go to ``json.loads``, e.g.
+    ``object_pairs_hook``, ``strict``). Raises ``json.JSONDecodeError`` for malformed JSON and
+    ``JSONLimitError`` (both ValueErrors) for JSON past a limit. Nesting is checked after the C
+    parser (which itself fails with RecursionError near 1,000 levels) without recursion."""
+    try:
+        value = json.loads(text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant,
+                           **options)
+    except RecursionError:
+        raise JSONLimitError(f"nested more than {JSON_MAX_DEPTH} levels deep") from None
+    stack = [(value, 1)] if isinstance(value, (dict, list)) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > JSON_MAX_DEPTH:
+            raise JSONLimitError(f"nested more than {JSON_MAX_DEPTH} levels deep")
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return value
+
+
 def read_json(path: Path, error: type[Exception], *, missing: str, what: str = "") -> object:
     """The parsed JSON in ``path``; ``error`` says ``"<path>: <missing>"`` when the file does not
     exist, ``"<path>: cannot read <what>..."`` when it cannot be read, and ``"<path>: <what>not valid
     JSON (...)"`` when it does not parse."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return parse_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise error(f"{path}: {missing}") from None
     except OSError as exc:
         raise error(f"{path}: cannot read {what or 'it'}: {exc.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise error(f"{path}: {what + ' is ' if what else ''}not valid JSON ({exc})") from None
+    except JSONLimitError as exc:
+        raise error(f"{path}: {what + ' is ' if what else ''}JSON past engine's limits: {exc}") from None
 
 
 def check_output_folder(out_dir: Path, own: tuple[str, ...], what: str) -> None:

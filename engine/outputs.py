@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.checks import parse_json
 from engine.corpus import PARTITIONS, Partition, ReadReport
 from engine.errors import ConfigurationError, TokenizerError
 from engine.prepare_options import PrepareOptions
@@ -105,14 +106,14 @@ def check_out_dir(options: PrepareOptions) -> None:
         try:
             if tokenizer_path.is_symlink():
                 raise OSError("a symbolic link")
-            tokenizer_from_json(json.loads(tokenizer_path.read_text(encoding="utf-8")), str(tokenizer_path))
+            tokenizer_from_json(parse_json(tokenizer_path.read_text(encoding="utf-8")), str(tokenizer_path))
         except (OSError, ValueError, TokenizerError) as exc:
             raise ConfigurationError(f"{tokenizer_path}: exists and is not an engine tokenizer file "
                                      f"({type(exc).__name__}); refusing to overwrite it (move it or choose another --out)"
                                      ) from None
     if report_path.exists() or report_path.is_symlink():
         try:
-            ours = not report_path.is_symlink() and _is_engine_report(json.loads(report_path.read_text(encoding="utf-8")))
+            ours = not report_path.is_symlink() and _is_engine_report(parse_json(report_path.read_text(encoding="utf-8")))
         except (OSError, ValueError):
             ours = False
         if not ours:

@@ -35,7 +35,7 @@ from typing import Iterable, Iterator, Sequence
 
 from engine.corpus.collection import Corpus
 from engine.corpus.readers import Document, json_error_text
-from engine.checks import check_fraction, check_partition
+from engine.checks import JSONLimitError, check_fraction, check_partition, parse_json
 from engine.errors import ConfigurationError, CorpusError
 from engine.partition import PARTITIONS, Partition  # re-exported: the corpus's partitions
 
@@ -215,9 +215,11 @@ class SplitManifest:
             return dict(pairs)
 
         try:
-            obj = json.loads(raw, object_pairs_hook=no_repeated_keys)
+            obj = parse_json(raw, object_pairs_hook=no_repeated_keys)
         except json.JSONDecodeError as exc:
             raise CorpusError(f"{path}:{exc.lineno}: malformed JSON ({json_error_text(exc)})") from None
+        except JSONLimitError as exc:
+            raise CorpusError(f"{path}: JSON past engine's limits: {exc}") from None
         if not isinstance(obj, dict):
             raise CorpusError(f'{path}: expected a JSON object {{"train": [...], "validation": [...], "test": [...]}}')
         if repeated:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
+from engine.checks import parse_json
 from engine.partition import PARTITIONS
 from engine.errors import StoreError
 from engine.store.layout import FORMAT, FORMAT_VERSION, MANIFEST_NAME, TOKENIZER_NAME, split_dir
@@ -52,7 +52,7 @@ def check_replaceable(path: str | os.PathLike) -> None:
     if manifest_file.is_symlink() or not manifest_file.is_file():
         raise StoreError(f"{path}: exists and is not a token store (no {MANIFEST_NAME}); refusing to replace it")
     try:
-        listed = _manifest_files(json.loads(manifest_file.read_text(encoding="utf-8")))
+        listed = _manifest_files(parse_json(manifest_file.read_text(encoding="utf-8")))
     except (OSError, ValueError) as exc:
         listed = f"unreadable JSON ({type(exc).__name__})"
     if isinstance(listed, str):

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from engine.buffers import TokenBuffers
 from engine.partition import PARTITIONS, Partition
-from engine.checks import read_json
+from engine.checks import parse_json, read_json
 from engine.errors import StoreError
 from engine.store.layout import (
     CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
@@ -217,7 +217,7 @@ class TokenStore:
         name = self._manifest["tokenizer"].get("file")
         tokenizer_file = self.path / (name if isinstance(name, str) and name and Path(name).name == name else TOKENIZER_NAME)
         try:
-            saved = json.loads(tokenizer_file.read_text(encoding="utf-8"))
+            saved = parse_json(tokenizer_file.read_text(encoding="utf-8"))
             content_hash = hashlib.sha256(canonical_json({"kind": saved["kind"], "payload": saved["payload"]})).hexdigest()
         except FileNotFoundError:
             raise StoreError(f"{tokenizer_file}: missing (the store keeps the tokenizer that encoded it)") from None

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.checks import parse_json
 from engine.partition import PARTITIONS, Partition
 from engine.corpus.unique import SeenIds
 from engine.errors import StoreError
@@ -65,7 +66,7 @@ class ResumableWriter:
         """Keep each split's leading run of complete files (footer readable, ``max_rows_per_file`` rows
         or fewer only if last); delete the rest. Restores counts and ids so writing continues after them."""
         try:
-            recorded = json.loads((self.tmp / RESUME_NAME).read_text(encoding="utf-8"))["files"]
+            recorded = parse_json((self.tmp / RESUME_NAME).read_text(encoding="utf-8"))["files"]
             if not isinstance(recorded, dict):
                 recorded = {}
         except (OSError, ValueError, KeyError, TypeError):

@@ -27,6 +27,7 @@ import json
 import os
 from pathlib import Path
 
+from engine.checks import JSONLimitError, parse_json
 from engine.errors import TokenizerError
 from engine.tokenizers.base import MAX_VOCAB_SIZE, check_file_id, check_special_ids
 from engine.tokenizers.byte_bpe import ByteBpeTokenizer, bytes_to_unicode
@@ -182,11 +183,13 @@ def load_hf_tokenizer_json(path: str | os.PathLike, *, bos: str | None = None, e
     path = Path(path)
     source = str(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise TokenizerError(f"{source}: cannot read tokenizer.json: {exc.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TokenizerError(f"{source}: not valid JSON ({exc})") from None
+    except JSONLimitError as exc:
+        raise TokenizerError(f"{source}: JSON past engine's limits: {exc}") from None
     if not isinstance(data, dict):
         raise TokenizerError(f"{source}: expected a JSON object with a \"model\", got {type(data).__name__}")
     model = data.get("model")

@@ -8,11 +8,11 @@ Hugging Face ``tokenizer.json`` with a byte-level BPE model, or a tiktoken rank 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 
+from engine.checks import JSONLimitError, parse_json
 from engine.errors import ConfigurationError, TokenizerError
 from engine.tokenizers.base import Tokenizer, _import_kinds, tokenizer_from_json
 from engine.tokenizers.interop import load_hf_tokenizer_json, load_tiktoken
@@ -43,8 +43,10 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
                      + ("" if pattern else " (pattern= / --pattern chooses another)"), *tok.notes)
         return tok
     try:
-        obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        obj = parse_json(raw.decode("utf-8"))
+    except JSONLimitError as exc:
+        raise TokenizerError(f"{path}: tokenizer file is JSON past engine's limits: {exc}") from None
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         if raw.lstrip()[:1] in (b"{", b"["):
             raise TokenizerError(f"{path}: tokenizer file is not valid JSON ({exc}); is it truncated?") from None
         raise TokenizerError(f"{path}: not a tokenizer file: expected JSON (an engine file or a Hugging Face "
