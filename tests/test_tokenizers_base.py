@@ -211,7 +211,7 @@ def test_foreign_json_files_are_not_tokenizers(tmp_path):
     with pytest.raises(TokenizerError, match="hf.json: unsupported pre_tokenizer null; expected ByteLevel"):
         load_tokenizer(tmp_path / "hf.json")
     (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
-    with pytest.raises(TokenizerError, match="deep.json: tokenizer file is not valid JSON"):
+    with pytest.raises(TokenizerError, match="deep.json: tokenizer file is JSON past engine.s limits: nested more"):
         load_tokenizer(tmp_path / "deep.json")
 
 
@@ -229,8 +229,7 @@ def test_tokenizer_payload_with_matching_hash_but_bad_content(tmp_path):
         (tmp_path / "t.json").write_text(text)
         return tmp_path / "t.json"
 
-    with pytest.raises(TokenizerError, match=r"t.json: malformed bpe tokenizer payload: bpe tokenizer: history entry "
-                                             r"0 is \(1e\+400, 1\)|history entry 0"):
+    with pytest.raises(TokenizerError, match=r"t.json: tokenizer file is JSON past engine's limits: Infinity"):
         load_tokenizer(write("bpe", {"alphabet": "ab", "merges": [["a", "b"]], "history": [[1e400, 1]]}))
     with pytest.raises(TokenizerError, match=r"t.json: malformed char tokenizer payload \(KeyError: 'alphabet'\)"):
         load_tokenizer(write("char", {}))

@@ -285,7 +285,11 @@ class BpeTokenizer(WordSplitSpans, Tokenizer):
         for m in merges:
             if not (isinstance(m, list) and len(m) == 2 and all(isinstance(p, str) and p for p in m)):
                 raise TokenizerError(f"bpe tokenizer payload: merge {m!r} is not a pair of non-empty strings")
-        return cls(alphabet, [tuple(m) for m in merges], [tuple(h) for h in payload.get("history", [])])
+        history = payload.get("history", [])
+        if not isinstance(history, list) or not all(
+                isinstance(h, list) and len(h) == 2 and all(type(x) is int and x >= 0 for x in h) for h in history):
+            raise TokenizerError('bpe tokenizer payload: "history" must be a list of [merges, tokens] integer pairs')
+        return cls(alphabet, [tuple(m) for m in merges], [tuple(h) for h in history])
 
 
 def _listed(value, name: str, expected: str, *, refuse_strings: bool) -> list:

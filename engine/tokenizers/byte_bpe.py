@@ -37,8 +37,8 @@ from engine.kernels.bpe_encode import (build_pair_table, build_piece_table, enco
 from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces
 from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
 from engine.kernels.pretokenize import pretokenize_ends
-from engine.tokenizers.base import (MAX_VOCAB_SIZE, FitOptions, Tokenizer, _iter_texts, check_ids, check_special_ids,
-                                   check_texts, register_tokenizer)
+from engine.tokenizers.base import (MAX_VOCAB_SIZE, FitOptions, Tokenizer, _iter_texts, check_file_id, check_ids,
+                                   check_special_ids, check_texts, register_tokenizer)
 from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
 from engine.tokenizers.streaming import byte_level_span, byte_level_text_span, encode_streaming
 from engine.tokenizers.unicode_tables import code_point_classes
@@ -330,16 +330,30 @@ class ByteBpeTokenizer(Tokenizer):
 
     @classmethod
     def _from_payload(cls, payload: dict) -> "ByteBpeTokenizer":
-        tokens = [None if t is None else base64.b64decode(t, validate=True) for t in payload["tokens"]]
+        # Checked, never coerced: a file whose values have other types is refused (its hash matching
+        # only says it is as written, not that engine wrote it).
+        tokens = payload["tokens"]
+        if not isinstance(tokens, list) or not all(t is None or isinstance(t, str) for t in tokens):
+            raise TokenizerError('"tokens" must be a list of base64 strings (null for a special token\'s slot)')
+        tokens = [None if t is None else base64.b64decode(t, validate=True) for t in tokens]
         merges = payload.get("merges")
+        if merges is not None:
+            if not isinstance(merges, list) or not all(isinstance(m, list) and len(m) == 2 for m in merges):
+                raise TokenizerError('"merges" must be a list of [left id, right id] pairs')
+            merges = [(check_file_id(a, f"merge {i}"), check_file_id(b, f"merge {i}")) for i, (a, b) in enumerate(merges)]
+        for name in ("bos", "eos"):
+            if not isinstance(payload[name], str):
+                raise TokenizerError(f'"{name}" must be the name of a special token, got {payload[name]!r:.40}')
+        if not isinstance(payload["whole_piece_first"], bool):
+            raise TokenizerError(f'"whole_piece_first" must be true or false, got {payload["whole_piece_first"]!r:.40}')
         return cls(
             tokens,
-            merges=None if merges is None else [tuple(m) for m in merges],
-            specials={str(k): int(v) for k, v in payload["specials"].items()},
+            merges=merges,
+            specials=check_special_ids(payload["specials"]),
             pattern=payload["pattern"],
             bos=payload["bos"],
             eos=payload["eos"],
-            whole_piece_first=bool(payload["whole_piece_first"]),
+            whole_piece_first=payload["whole_piece_first"],
         )
 
 

@@ -1,0 +1,126 @@
+"""Files engine did not write, or that were edited by hand: every JSON file engine reads goes through one
+parser with limits (nesting thousands of levels deep, integers of thousands of digits and non-numbers
+are exit 2 with the file named, never RecursionError or ValueError), and tokenizer payloads are checked,
+never coerced, even when their hash was recomputed."""
+
+import copy
+import hashlib
+import json
+import re
+
+import pytest
+
+from engine.checks import JSON_MAX_DEPTH, JSONLimitError, parse_json
+from engine.errors import EngineError, TokenizerError
+from engine.store import TokenStore
+from engine.tokenizers import load_tokenizer
+from engine.tokenizers.base import canonical_json
+from engine.tokenizers.bpe import BpeTrainer
+from engine.tokenizers.byte_bpe import ByteBpeTrainer
+from tests.helpers import _small_corpus, run, small_store
+
+DEEP = "[" * 5000 + "]" * 5000
+HUGE_INT = "7" * 5000
+
+
+def test_parse_json_within_limits_equals_json_loads():
+    text = '{"a": [1, -2, 3.5, {"b": [true, null, "x"]}], "c": 12345678901234567890}'
+    assert parse_json(text) == json.loads(text)
+    assert parse_json("[" * JSON_MAX_DEPTH + "]" * JSON_MAX_DEPTH) == json.loads("[" * JSON_MAX_DEPTH + "]" * JSON_MAX_DEPTH)
+
+
+@pytest.mark.parametrize("text, message", [
+    (DEEP, "nested more than 64 levels deep"),
+    ("[" * 65 + "]" * 65, "nested more than 64 levels deep"),  # below the C parser's own recursion limit
+    (HUGE_INT, "an integer of 5000 digits"),
+    ('{"id": -' + HUGE_INT + "}", "an integer of 5000 digits"),
+    ("[NaN]", "NaN"), ("[Infinity]", "Infinity"), ("1e999", "too large for a float"),
+])
+def test_parse_json_refuses_past_its_limits(text, message):
+    with pytest.raises(JSONLimitError, match=message):
+        parse_json(text)
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    small_store(tmp_path / "s")
+    return tmp_path / "s"
+
+
+@pytest.mark.parametrize("payload", [DEEP, '{"format_version": ' + HUGE_INT + "}"])
+def test_store_manifest_past_limits_is_exit_2(store_path, payload):
+    (store_path / "_engine.json").write_text(payload, encoding="utf-8")
+    with pytest.raises(EngineError, match="_engine.json: .*JSON past engine's limits"):
+        TokenStore.open(store_path)
+    result = run("inspect", store_path, "--verify")
+    assert result.exit_code == 2, result.output
+    assert "_engine.json" in result.output and "limits" in result.output
+
+
+@pytest.mark.parametrize("payload", [DEEP, '{"kind": "char", "payload": {"bos_id": ' + HUGE_INT + "}}"])
+def test_tokenizer_file_past_limits_is_exit_2(tmp_path, payload):
+    path = tmp_path / "tokenizer.json"
+    path.write_text(payload, encoding="utf-8")
+    with pytest.raises(EngineError, match="tokenizer.json: .*limits"):
+        load_tokenizer(path)
+    result = run("tokenizers", "import", path, "--out", tmp_path / "imported.json")
+    assert result.exit_code == 2, result.output
+    assert "limits" in result.output
+
+
+def test_epoch_manifest_past_limits_is_exit_2(store_path, tmp_path):
+    out = tmp_path / "epoch"
+    assert run("batches", store_path, "--context", 2, "--batch-size", 3, "--seed", 7, "--out", out).exit_code == 0
+    (out / "manifest.json").write_text(DEEP, encoding="utf-8")
+    result = run("batches", "show", out, "--batch", 0)
+    assert result.exit_code == 2, result.output
+    assert "manifest.json" in result.output and "limits" in result.output
+
+
+def _resealed(obj: dict, edit) -> dict:
+    """``obj`` with ``edit`` applied to its payload and the hash recomputed, as a hand-edited file would be."""
+    obj = copy.deepcopy(obj)
+    edit(obj["payload"])
+    obj["hash"] = hashlib.sha256(canonical_json({"kind": obj["kind"], "payload": obj["payload"]})).hexdigest()
+    return obj
+
+
+@pytest.fixture(scope="module")
+def byte_bpe_file():
+    return ByteBpeTrainer(40).train("hello world the cat sat on the mat " * 50).to_json()
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda p: p["specials"].__setitem__("<bos>", 0.9), "special token '<bos>': id 0.9 is float, expected an integer"),
+    (lambda p: p["specials"].__setitem__("<bos>", "1"), "special token '<bos>': id '1' is str, expected an integer"),
+    (lambda p: p["merges"][0].__setitem__(0, 34.99), "merge 0: id 34.99 is float, expected an integer"),
+    (lambda p: p["merges"][3].__setitem__(1, True), "merge 3: id True is bool, expected an integer"),
+    (lambda p: p.__setitem__("whole_piece_first", "false"), '"whole_piece_first" must be true or false'),
+    (lambda p: p.__setitem__("whole_piece_first", 0), '"whole_piece_first" must be true or false'),
+    (lambda p: p.__setitem__("bos", 0), '"bos" must be the name of a special token'),
+    (lambda p: p["tokens"].__setitem__(5, 7), '"tokens" must be a list of base64 strings'),
+])
+def test_byte_bpe_payload_values_are_checked_not_coerced(tmp_path, byte_bpe_file, edit, message):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(_resealed(byte_bpe_file, edit)), encoding="utf-8")
+    with pytest.raises(TokenizerError, match=re.escape(message)):
+        load_tokenizer(path)
+    result = run("prepare", _small_corpus(tmp_path), "--hash-split", "0.5,0.25,0.25", "--tokenizer", path,
+                 "--out", tmp_path / "out")
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_untouched_payload_loads(tmp_path, byte_bpe_file):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(_resealed(byte_bpe_file, lambda p: None)), encoding="utf-8")
+    assert load_tokenizer(path).encode("the cat").tolist() == ByteBpeTrainer(40).train(
+        "hello world the cat sat on the mat " * 50).encode("the cat").tolist()
+
+
+def test_bpe_history_must_be_integer_pairs(tmp_path):
+    obj = BpeTrainer(10).train("abab cdcd abab " * 20).to_json()
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(_resealed(obj, lambda p: p["history"][1].__setitem__(1, 3.5))), encoding="utf-8")
+    with pytest.raises(TokenizerError, match='"history" must be a list of'):
+        load_tokenizer(path)
