@@ -124,3 +124,25 @@ def test_bpe_history_must_be_integer_pairs(tmp_path):
     path.write_text(json.dumps(_resealed(obj, lambda p: p["history"][1].__setitem__(1, 3.5))), encoding="utf-8")
     with pytest.raises(TokenizerError, match='"history" must be a list of'):
         load_tokenizer(path)
+
+
+def _edit_manifest(store_path, edit):
+    manifest = json.loads((store_path / "_engine.json").read_text(encoding="utf-8"))
+    edit(manifest["splits"])
+    (store_path / "_engine.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+
+@pytest.mark.parametrize("edit, message", [
+    # the train entry replaced by a copy of the validation file's entry: its documents would be served as train
+    (lambda s: s["train"].__setitem__("files", [dict(s["validation"]["files"][0])]) or s["train"].update(documents=1),
+     "split train lists 'split=validation/part-00000.parquet', a file outside its folder split=train/"),
+    (lambda s: s["train"]["files"].append(dict(s["train"]["files"][0])) or s["train"].update(documents=40),
+     "'split=train/part-00000.parquet' is listed twice"),
+    (lambda s: s["train"].update(documents=21), "split train records 21 documents, its files list 20 rows"),
+])
+def test_store_manifest_must_be_consistent(store_path, edit, message):
+    _edit_manifest(store_path, edit)
+    with pytest.raises(EngineError, match=re.escape(message)):
+        TokenStore.open(store_path)
+    result = run("inspect", store_path)
+    assert result.exit_code == 2 and message in result.output, result.output

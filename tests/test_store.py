@@ -391,11 +391,13 @@ def test_row_count_and_missing_file_mismatch(tmp_path):
     write_store(path)
     manifest = json.loads((path / "_engine.json").read_text())
     manifest["splits"]["train"]["files"][0]["rows"] = 4
+    manifest["splits"]["train"]["documents"] = 4  # consistent with itself, not with the file
     (path / "_engine.json").write_text(json.dumps(manifest))
     with pytest.raises(StoreError, match=r"split=train/part-00000.parquet: holds 5 rows, the manifest expects 4"):
         TokenStore.open(path)
     (path / "split=test" / "part-00000.parquet").unlink()
     manifest["splits"]["train"]["files"][0]["rows"] = 5
+    manifest["splits"]["train"]["documents"] = 5
     (path / "_engine.json").write_text(json.dumps(manifest))
     with pytest.raises(StoreError, match=r"split=test/part-00000.parquet: missing \(the manifest lists it with 0 rows\)"):
         TokenStore.open(path)

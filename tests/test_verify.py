@@ -4,6 +4,7 @@ file hashes, document and token counts, the saved tokenizer's hash, and no unlis
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -46,11 +47,14 @@ def test_intact_store_verifies(store_path):
 
 def test_document_count_is_checked(store_path):
     edit_manifest(store_path, lambda m: m["splits"]["train"].__setitem__("documents", 4))
-    with pytest.raises(StoreError, match="split train: the manifest records 4 documents, its files hold 5"):
-        TokenStore.open(store_path).verify()
+    # The manifest's own rows already disagree with the count: opening refuses it, before any file is read.
+    message = f"{store_path / '_engine.json'}: split train records 4 documents, its files list 5 rows; " \
+              "the manifest is not consistent"
+    with pytest.raises(StoreError, match=re.escape(message)):
+        TokenStore.open(store_path)
     result = inspect_verify(store_path)
     assert result.exit_code == 2
-    assert result.output == f"error: {store_path}: split train: the manifest records 4 documents, its files hold 5\n"
+    assert result.output == f"error: {message}\n"
 
 
 def test_token_count_is_checked(store_path):

@@ -39,7 +39,7 @@ from engine.checks import parse_json, read_json
 from engine.errors import StoreError
 from engine.store.layout import (
     CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
-    EncodedDocument, check_store_dir, sha256_file, store_location, store_partition,
+    EncodedDocument, check_store_dir, sha256_file, split_dir, store_location, store_partition,
 )
 from engine.store.writer import TokenStoreWriter
 
@@ -164,6 +164,23 @@ class TokenStore:
                         raise ValueError(f"file name {entry['name']!r} leaves the store directory")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StoreError(f"{where}: manifest is malformed ({type(exc).__name__}: {exc})") from None
+        # Its own consistency: a manifest whose train entry is a copy of the test file's entry would
+        # otherwise serve test documents as train.
+        owner: dict[str, str] = {}
+        for name, split in m["splits"].items():
+            for entry in split["files"]:
+                folder = split_dir(Partition(name))
+                if Path(entry["name"]).parts[0] != folder:
+                    raise StoreError(f"{where}: split {name} lists {entry['name']!r}, a file outside its folder "
+                                     f"{folder}/; the manifest is not consistent")
+                if entry["name"] in owner:
+                    raise StoreError(f"{where}: {entry['name']!r} is listed twice (under {owner[entry['name']]} and "
+                                     f"{name}); the manifest is not consistent")
+                owner[entry["name"]] = name
+            rows = sum(entry["rows"] for entry in split["files"])
+            if rows != split["documents"]:
+                raise StoreError(f"{where}: split {name} records {split['documents']} documents, its files list "
+                                 f"{rows} rows; the manifest is not consistent")
 
     def _check_file(self, entry: dict) -> None:
         file = self.path / entry["name"]
