@@ -9,6 +9,7 @@ import json
 import re
 
 import pytest
+import regex
 
 from engine.checks import JSON_MAX_DEPTH, JSONLimitError, parse_json
 from engine.errors import EngineError, TokenizerError
@@ -17,6 +18,7 @@ from engine.tokenizers import load_tokenizer
 from engine.tokenizers.base import canonical_json
 from engine.tokenizers.bpe import BpeTrainer
 from engine.tokenizers.byte_bpe import ByteBpeTrainer
+from engine.tokenizers.pretokenize import PATTERNS
 from tests.helpers import _small_corpus, run, small_store
 
 DEEP = "[" * 5000 + "]" * 5000
@@ -146,3 +148,30 @@ def test_store_manifest_must_be_consistent(store_path, edit, message):
         TokenStore.open(store_path)
     result = run("inspect", store_path)
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+@pytest.mark.parametrize("merges", [1 << 40, 10 ** 30, (1 << 24) + 1])
+@pytest.mark.parametrize("command", [
+    ("tokenizers", "train", "{text}", "--kind", "bpe", "--out", "{tmp}/t.json"),
+    ("tokenizers", "train", "{text}", "--kind", "bpe", "--level", "byte", "--out", "{tmp}/t.json"),
+    ("tokenizers", "compare", "{text}"),
+    ("prepare", "{text}", "--tokenizer", "bpe", "--out", "{tmp}/out"),
+])
+def test_size_options_are_checked_before_they_size_anything(tmp_path, command, merges):
+    """--merges of 2^40 asked for an 8 TiB array (MemoryError, exit 1); past what a vocabulary holds it is exit 2."""
+    text = tmp_path / "t.txt"
+    text.write_text("the cat sat on the mat. " * 40, encoding="utf-8")
+    args = [a.format(text=text, tmp=tmp_path) for a in command]
+    result = run(*args, "--merges", merges)
+    assert result.exit_code == 2, result.output
+    assert f"{merges}" in result.output and "16777216" in result.output
+    assert not (tmp_path / "t.json").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("level, pattern", [("char", r"\w+|[^\w\s]|\s"), ("byte", PATTERNS["gpt2"])])
+def test_merges_beyond_what_the_text_holds_stop_early_without_sizing_by_the_request(level, pattern):
+    text = "the cathedral sat on the mattress. " * 40
+    huge = BpeTrainer(1 << 24, level=level).train(text)  # arrays sized by the text, not by 2^24 merges
+    # merged until no pair is left: every piece of the pre-tokenizer is one token
+    assert huge.encode(text).shape[0] == len(regex.findall(pattern, text))
+    assert huge.to_json() == BpeTrainer(1000, level=level).train(text).to_json()

@@ -26,7 +26,8 @@ import numpy as np
 
 from engine.errors import ConfigurationError, TokenizerError
 from engine.tokenizers.registry import (  # noqa: F401  (re-exported: kinds import them from here)
-    DEFAULT_MERGES, KIND_MODULES, TIE_BREAKS, FitOptions, Trainer, _import_kinds, _REGISTRY, fittable_class,
+    DEFAULT_MERGES, KIND_MODULES, MAX_VOCAB_SIZE, TIE_BREAKS, FitOptions, Trainer, _import_kinds, _REGISTRY,
+    fittable_class,
     fittable_kinds, register_tokenizer, trainer_for,
 )
 
@@ -41,10 +42,6 @@ BOS_ID = 0
 EOS_ID = 1
 BOS_TOKEN = "<bos>"
 EOS_TOKEN = "<eos>"
-# Every id read from a tokenizer file (engine, tiktoken, tokenizer.json) lies in [0, MAX_VOCAB_SIZE):
-# ids are uint32, and tables sized by the largest id stay small (2^24 ids: tens of MB), so a corrupt
-# id is refused before anything is allocated instead of ending in MemoryError.
-MAX_VOCAB_SIZE = 1 << 24
 
 
 def canonical_json(obj: Any) -> bytes:

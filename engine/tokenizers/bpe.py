@@ -40,6 +40,7 @@ from engine.kernels.bpe_merge import merge_long_pieces
 from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, train_merges
 from engine.kernels.wordsplit import char_classes, code_points
 from engine.tokenizers.base import (
+    MAX_VOCAB_SIZE,
     FitOptions,
     _iter_texts,
     Tokenizer,
@@ -99,6 +100,9 @@ class BpeTrainer:
         for name, value in (("merges", merges), ("vocab_size", vocab_size)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0):
                 raise ConfigurationError(f"BPE trainer: {name} must be a non-negative integer, got {value!r}")
+            if value is not None and value > MAX_VOCAB_SIZE:
+                raise ConfigurationError(f"BPE trainer: {name}={value} is more than a vocabulary holds "
+                                         f"(at most {MAX_VOCAB_SIZE} ids)")
         self.merges = None if merges is None else int(merges)
         self.vocab_size = None if vocab_size is None else int(vocab_size)
         self.level = level
@@ -160,7 +164,8 @@ class BpeTrainer:
             n_merges = min(limit, 2 * max_new + 1024)
         else:
             max_new = -1
-            n_merges = self.merges
+            # as above: the arrays are sized by the data, whatever merges asked for
+            n_merges = min(self.merges, int(analysis.word_cps.shape[0] - analysis.first_piece.shape[0]))
         merges, history = train_on_words(analysis, alphabet_cps, n_merges, _TIE_MODES[self.tie_break], max_new)
         alphabet = alphabet_cps.tobytes().decode("utf-32-le", "surrogatepass")
         return BpeTokenizer(alphabet, merges, history)

@@ -390,6 +390,9 @@ class ByteBpeTrainer:
             merges = check_count(merges, "merges")
         if vocab_size is not None:
             vocab_size = check_count(vocab_size, "vocab_size")
+        for name, value in (("merges", merges), ("vocab_size", vocab_size)):
+            if value is not None and value > MAX_VOCAB_SIZE:
+                raise TokenizerError(f"{name}={value} is more than a vocabulary holds (at most {MAX_VOCAB_SIZE} ids)")
         if vocab_size is not None and vocab_size < len(special_tokens) + 256:
             raise TokenizerError(
                 f"vocab_size={vocab_size} is smaller than the {len(special_tokens)} specials plus 256 bytes "
@@ -455,6 +458,10 @@ class ByteBpeTrainer:
         specials = len(self.special_tokens)
         max_new = (self.vocab_size - specials - 256) if self.vocab_size is not None else self.merges
         max_merges = self.merges if self.merges is not None else 2 * max_new + 1024
+        # Each merge shortens some word type by one symbol: no run merges more than bytes minus types,
+        # so the arrays are sized by the data, whatever merges / vocab_size asked for.
+        limit = max(int(pool.shape[0]) - (int(starts.shape[0]) - 1), 0)
+        max_new, max_merges = min(max_new, limit), min(max_merges, limit)
         left, right, merged = (np.empty(max(max_merges, 1), dtype=np.int64) for _ in range(3))
         history = np.empty(max_merges + 1, dtype=np.int64)
         # Kernel symbol s < 256 is the byte ranked s-th by its GPT-2 printable character, which is

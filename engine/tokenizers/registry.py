@@ -19,6 +19,12 @@ import numpy as np
 
 from engine.errors import ConfigurationError
 
+# Every id read from a tokenizer file (engine, tiktoken, tokenizer.json) lies in [0, MAX_VOCAB_SIZE),
+# and no fit asks for more merges or ids: ids are uint32, and tables sized by the largest id stay
+# small (2^24 ids: tens of MB), so a corrupt id or a mistyped size is refused before anything is
+# allocated instead of ending in MemoryError.
+MAX_VOCAB_SIZE = 1 << 24
+
 __all__ = [
     "KIND_MODULES", "register_tokenizer", "fittable_kinds", "fittable_class", "trainer_for", "FitOptions",
     "Trainer", "TIE_BREAKS", "DEFAULT_MERGES",
@@ -84,8 +90,9 @@ class FitOptions:
             value = getattr(self, name)
             if value is not None:
                 value = as_int(value, flag, expected="a whole number")
-                if value < 0:
-                    raise ConfigurationError(f"{flag} must be >= 0, got {value}")
+                if not 0 <= value <= MAX_VOCAB_SIZE:  # checked before it sizes anything
+                    raise ConfigurationError(f"{flag} must be 0..{MAX_VOCAB_SIZE} (a vocabulary holds at most "
+                                             f"{MAX_VOCAB_SIZE} ids), got {value}")
                 object.__setattr__(self, name, value)
         if self.pattern is not None and self.pattern not in PATTERNS:
             raise ConfigurationError(f"--pattern {self.pattern!r} is unknown (expected one of: {', '.join(PATTERNS)})")
