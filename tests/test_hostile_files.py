@@ -3,6 +3,7 @@ parser with limits (nesting thousands of levels deep, integers of thousands of d
 are exit 2 with the file named, never RecursionError or ValueError), and tokenizer payloads are checked,
 never coerced, even when their hash was recomputed."""
 
+import base64
 import copy
 import hashlib
 import json
@@ -175,3 +176,13 @@ def test_merges_beyond_what_the_text_holds_stop_early_without_sizing_by_the_requ
     # merged until no pair is left: every piece of the pre-tokenizer is one token
     assert huge.encode(text).shape[0] == len(regex.findall(pattern, text))
     assert huge.to_json() == BpeTrainer(1000, level=level).train(text).to_json()
+
+
+@pytest.mark.parametrize("value", ["<x>=²", "<x>=٣", "<x>=" + "9" * 5000, "<x>=-1", "=3", "<x>3"])
+def test_special_ids_on_the_command_line_are_ascii_integers(tmp_path, value):
+    ranks = tmp_path / "r.tiktoken"
+    ranks.write_text("".join(f"{base64.b64encode(bytes([b])).decode()} {b}\n" for b in range(256)), encoding="ascii")
+    result = run("tokenizers", "import", ranks, "--special", value, "--out", tmp_path / "t.json")
+    assert result.exit_code == 2, result.output
+    assert "expected TOKEN=ID with a non-negative integer ID" in result.output
+    assert not (tmp_path / "t.json").exists()

@@ -28,7 +28,7 @@ def _parse_specials(values: tuple[str, ...]) -> dict[str, int] | None:
     specials = {}
     for value in values:
         name, sep, number = value.rpartition("=")
-        if not sep or not name or not number.isdigit():
+        if not sep or not name or not (number.isascii() and number.isdigit() and len(number) <= 10):  # not "²"
             raise TokenizerError(f"--special {value!r}: expected TOKEN=ID with a non-negative integer ID")
         specials[name] = int(number)
     return specials or None
