@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pickle
+import stat
 import time
 import subprocess
 import sys
 from types import SimpleNamespace
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 torch = pytest.importorskip("torch", reason="needs the torch extra (pip install -e '.[torch]')")
@@ -295,6 +297,72 @@ def test_unpickled_store_maps_its_splits_from_a_decoded_copy(store, tmp_path, mo
     file.write_bytes(file.read_bytes()[:100])
     fresh = pickle.loads(data)
     assert fresh.mapped_file("train") is None and np.array_equal(fresh.arrays("train")[0], values)
+
+
+def _overwrite_tokens(file, value: int) -> None:
+    """Overwrite, in place, every token of the decoded copy at ``file`` with ``value``: same ids, sizes
+    and counts, only the content differs."""
+    table = pa.ipc.open_file(pa.memory_map(str(file), "r")).read_all()
+    tokens = table.column("tokens").chunk(0)
+    values = tokens.values.to_numpy()[tokens.offsets[0].as_py():tokens.offsets[-1].as_py()]
+    raw = bytearray(file.read_bytes())
+    start = bytes(raw).find(values.astype("<u4").tobytes())
+    assert start >= 0
+    raw[start:start + 4 * len(values)] = np.full(len(values), value, "<u4").tobytes()
+    file.write_bytes(bytes(raw))
+
+
+def test_a_changed_copy_with_the_same_sizes_is_never_served(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENGINE_CACHE_DIR", str(tmp_path / "cache"))
+    opened = TokenStore.open(store.path)
+    values, offsets = opened.arrays("train")
+    data = pickle.dumps(opened)
+    file = pickle.loads(data).mapped_file("train")
+    size = file.stat().st_size
+    _overwrite_tokens(file, 999)
+    assert file.stat().st_size == size  # same sizes and counts: only the content tells
+    fresh = pickle.loads(data)
+    assert fresh.mapped_file("train") is None  # refused: decoded from Parquet instead
+    assert np.array_equal(fresh.arrays("train")[0], values) and not (fresh.arrays("train")[0] == 999).all()
+    # The next pickle rewrites the wrong copy from the parent's table, and it is served again.
+    again = pickle.loads(pickle.dumps(opened))
+    assert again.mapped_file("train") == file and np.array_equal(again.arrays("train")[0], values)
+
+
+def test_spawn_workers_never_read_a_changed_copy(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENGINE_CACHE_DIR", str(tmp_path / "cache"))
+    epoch = make_epoch(TokenStore.open(store.path))
+    expected = global_sequence(epoch)
+    pickle.dumps(epoch)  # writes the copy
+    (file,) = (tmp_path / "cache").iterdir()
+    _overwrite_tokens(file, 999)  # a wrong entry under the right name, same sizes
+    loader = TokenDataset(epoch).loader(num_workers=2, multiprocessing_context="spawn")
+    assert collect(loader) == expected  # the parent rewrote the copy from its own table before the workers mapped it
+    assert not (pa.ipc.open_file(pa.memory_map(str(file), "r")).read_all().column("tokens").chunk(0).values
+                .to_numpy() == 999).all()
+
+
+def test_a_cache_folder_others_may_write_is_not_used(store, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o777)
+    cache.chmod(0o777)
+    monkeypatch.setenv("ENGINE_CACHE_DIR", str(cache))
+    opened = TokenStore.open(store.path)
+    values, _ = opened.arrays("train")
+    copy = pickle.loads(pickle.dumps(opened))
+    assert copy.mapped_file("train") is None and np.array_equal(copy.arrays("train")[0], values)
+    assert list(cache.iterdir()) == []
+
+
+def test_the_cache_folder_is_made_private(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENGINE_CACHE_DIR", str(tmp_path / "cache"))
+    opened = TokenStore.open(store.path)
+    opened.arrays("train")
+    assert pickle.loads(pickle.dumps(opened)).mapped_file("train") is not None
+    assert stat.S_IMODE((tmp_path / "cache").stat().st_mode) == 0o700
+    (tmp_path / "cache").chmod(0o777)  # widened afterwards: no longer used
+    (next((tmp_path / "cache").iterdir())).unlink()
+    assert pickle.loads(pickle.dumps(opened)).mapped_file("train") is None
 
 
 def test_spawn_workers_read_the_mapped_copy(store, tmp_path, monkeypatch):

@@ -11,13 +11,18 @@ token buffers: reading decodes it into private memory. What can be mapped is a d
 ``mapped_copy(p)`` writes the split's ``(id, tokens)`` once as an uncompressed Arrow IPC file of
 one record batch (in ``$ENGINE_CACHE_DIR``, default ``<tempdir>/engine-cache-<uid>``, named by a
 digest of the tokenizer hash and the split files' sha256, written under a temporary name and
-renamed), and ``map_copy(p, file)`` serves the split from that file by memory map, zero-copy. A
-pickled store (what a DataLoader worker started by spawn receives) carries its path and the
-mapped copies of the splits it has read, so every process reading the store shares one copy of
-the token pages in the OS page cache instead of decoding the Parquet files into its own memory;
-a copy that is missing or does not match the manifest's counts, or cannot be written, is
-skipped (the split is decoded from Parquet as before). Workers started by fork share the parent's decoded buffers anyway
-(copy-on-write pages that nobody writes). The copies are a cache: deleting them is always safe.
+renamed), and ``map_copy(p, file, digest)`` serves the split from that file by memory map,
+zero-copy. A pickled store (what a DataLoader worker started by spawn receives) carries its path
+and, for each split it has read, the copy's path and the sha256 of the content it must hold (ids,
+offsets and tokens: ``content_digest``), computed by the process that pickles it from the table it
+serves; every process reading the store thus shares one copy of the token pages in the OS page
+cache instead of decoding the Parquet files into its own memory. A copy is only a cache, so a wrong
+one is never served: one whose digest differs (changed, even with the same sizes), that is missing,
+that does not match the manifest's counts or cannot be written is skipped (the split is decoded from
+Parquet as before), and an existing copy that differs from the parent's table is rewritten. The
+cache folder is made mode 0700; one that another user owns, or that others may write, is not used.
+Workers started by fork share the parent's decoded buffers anyway (copy-on-write pages that nobody
+writes). Deleting the copies is always safe.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence, overload
@@ -83,6 +89,7 @@ class TokenStore:
         self._arrays: dict[Partition, tuple[pa.LargeListArray, np.ndarray, np.ndarray]] = {}
         self._ids: dict[Partition, list[str]] = {}
         self._mapped: dict[Partition, Path] = {}  # splits served from a memory-mapped decoded copy
+        self._digests: dict[Partition, str] = {}  # content_digest of each split served
 
     # -- writing ----------------------------------------------------------------------------
     @staticmethod
@@ -393,13 +400,13 @@ class TokenStore:
         part = store_partition(partition)
         if part in self._mapped:
             return self._mapped[part]
-        folder = Path(os.environ.get("ENGINE_CACHE_DIR") or Path(tempfile.gettempdir()) / f"engine-cache-{os.getuid()}")
+        folder = _cache_folder()
         file = folder / self._copy_name(part)
-        if self._copy_table(part, file) is not None:
+        found = self._copy_table(part, file)
+        if found is not None and content_digest(found) == self.content_digest(part):
             return file
         table = self.table(part).combine_chunks()
         try:
-            folder.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=folder, prefix=file.name + ".", suffix=".tmp", delete=False) as tmp:
                 temporary = Path(tmp.name)
             try:
@@ -434,15 +441,24 @@ class TokenStore:
             return None
         return table
 
-    def map_copy(self, partition: Partition | str, file: str | os.PathLike) -> bool:
+    def content_digest(self, partition: Partition | str) -> str:
+        """sha256 of the split's content as served (``content_digest`` of its table), computed once."""
+        part = store_partition(partition)
+        if part not in self._digests:
+            self._digests[part] = content_digest(self.table(part))
+        return self._digests[part]
+
+    def map_copy(self, partition: Partition | str, file: str | os.PathLike, digest: str) -> bool:
         """Serve this split from the decoded copy at ``file`` by memory map (zero-copy) if it holds
-        the split; False (and nothing changes) when it is missing or does not match."""
+        the split and its content hashes to ``digest`` (``content_digest``); False (and nothing
+        changes) when it is missing, does not match or was changed."""
         part = store_partition(partition)
         if part in self._tables:
             return part in self._mapped
         table = self._copy_table(part, Path(file))
-        if table is None:
+        if table is None or content_digest(table) != digest:
             return False
+        self._digests[part] = digest
         self._tables[part] = table
         self._mapped[part] = Path(file)
         return True
@@ -456,7 +472,7 @@ class TokenStore:
         mapped = {}
         for part in list(self._tables):
             try:
-                mapped[part.value] = os.fspath(self.mapped_copy(part))
+                mapped[part.value] = (os.fspath(self.mapped_copy(part)), self.content_digest(part))
             except StoreError:  # no room for a copy: the copy decodes this split from Parquet itself
                 continue
         return (_reopen, (os.fspath(Path(self.path).absolute()), mapped))
@@ -466,8 +482,43 @@ class TokenStore:
         return f"TokenStore({str(self.path)!r}, {counts}, tokenizer={self.tokenizer_hash[:12]})"
 
 
-def _reopen(path: str, mapped: dict[str, str]) -> TokenStore:
+def _reopen(path: str, mapped: dict[str, tuple[str, str]]) -> TokenStore:
     store = TokenStore.open(path)
-    for partition, file in mapped.items():
-        store.map_copy(partition, file)
+    for partition, (file, digest) in mapped.items():
+        store.map_copy(partition, file, digest)
     return store
+
+
+def content_digest(table: pa.Table) -> str:
+    """sha256 of a split's ``id`` and ``tokens`` columns as served: every id (UTF-8, each followed by
+    its length), the document lengths and the token values (little-endian uint32), so two tables
+    that serve different documents never share a digest. Costs one pass over the tokens (~1 GB/s)."""
+    h = hashlib.sha256()
+    ids = table.column("id").combine_chunks() if table.num_rows else pa.array([], pa.string())
+    for doc_id in ids.to_pylist():
+        encoded = doc_id.encode("utf-8")
+        h.update(encoded)
+        h.update(len(encoded).to_bytes(8, "little"))
+    tokens = table.column("tokens").combine_chunks() if table.num_rows else None
+    if tokens is not None and len(tokens):
+        offsets = np.asarray(tokens.offsets, dtype=np.int64)
+        h.update(np.diff(offsets).astype("<i8").tobytes())
+        h.update(np.ascontiguousarray(np.asarray(tokens.values, dtype=np.uint32)[offsets[0]:offsets[-1]]).astype("<u4",
+                                                                                                       copy=False))
+    return h.hexdigest()
+
+
+def _cache_folder() -> Path:
+    """``$ENGINE_CACHE_DIR`` (default ``<tempdir>/engine-cache-<uid>``), made mode 0700; StoreError if
+    it is not a folder this user owns that only this user may write (its copies would not be ours)."""
+    folder = Path(os.environ.get("ENGINE_CACHE_DIR") or Path(tempfile.gettempdir()) / f"engine-cache-{os.getuid()}")
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError as exc:
+        raise StoreError(f"{folder}: cannot make the cache folder for decoded copies ({exc.strerror}); set "
+                         "ENGINE_CACHE_DIR to a writable directory") from None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise StoreError(f"{folder}: the cache folder for decoded copies is not a directory of this user's that only "
+                         "this user may write; not using it (set ENGINE_CACHE_DIR to one)")
+    return folder
