@@ -24,6 +24,7 @@ from engine.errors import ConfigurationError, TokenizerError
 from engine.prepare_options import PrepareOptions
 from engine.store.lock import pid_alive
 from engine.store.ownership import check_replaceable
+from engine.testhook import stop_point
 from engine.tokenizers.base import Tokenizer, tokenizer_from_json
 
 
@@ -162,7 +163,12 @@ def stage_outputs(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partiti
 
 
 def commit_outputs(staged: list[tuple[Path, Path]]) -> None:
+    """Rename the staged files into place, ``report.json`` last: the store is in place already, so a
+    run killed between these renames leaves ``--out`` with a report (and maybe a tokenizer file) of the
+    previous run beside the new store, which every reader of ``--out`` refuses
+    (``engine.store.reader.check_output_set``) until a run completes."""
     for tmp, final in staged:
+        stop_point("outputs")
         os.replace(tmp, final)
 
 

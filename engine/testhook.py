@@ -5,7 +5,8 @@ every kill lands at the same point on every machine). Unset, ``stop_point`` retu
 stages: ``read`` (pass 1, after each batch read), ``fitted`` (tokenizer fitted), ``chunk`` (pass 2,
 after each chunk written), ``file`` (a store file finished), ``manifest`` (store manifest written,
 not yet renamed into place), ``swap`` (the old store renamed away, the new one not yet in place),
-``stored`` (the new store in place, report not yet written).
+``outputs`` (the new store in place, before each rename of ``tokenizer.json`` and ``report.json``),
+``stored`` (everything in place).
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ SMALL_RUN = ("import functools, sys; import engine.pipeline as p; "
              "store_row_group_rows=4, encode_chunk_documents=8, read_batch_documents=32)); "
              "from engine.__main__ import run; sys.argv[0] = 'engine'; run()")
 # Stages of a run over a complete OUT, in the order a run reaches them.
-KILL_POINTS = ["read:1", "read:5", "fitted:1", "chunk:1", "chunk:20", "file:3", "manifest:1", "swap:1", "stored:1"]
+KILL_POINTS = ["read:1", "read:5", "fitted:1", "chunk:1", "chunk:20", "file:3", "manifest:1", "swap:1", "outputs:1",
+               "outputs:2", "stored:1"]
 
 
 def make_corpus(directory: Path) -> tuple[Path, Path]:
@@ -59,11 +60,11 @@ def make_corpus(directory: Path) -> tuple[Path, Path]:
 
 
 def run_prepare(corpus: Path, splits: Path, out: Path, *, stop_at: str | None = None,
-                resume: bool = False) -> int:
+                resume: bool = False, tokenizer: str = "char") -> int:
     """``engine prepare`` with small files and chunks; with ``stop_at`` it kills itself at that stage.
     Returns the run's pid."""
     command = [sys.executable, "-c", SMALL_RUN, "prepare", str(corpus), "--splits", str(splits), "--out", str(out),
-               "--tokenizer", "char", "--quiet", "--threads", "2"] + (["--resume"] if resume else [])
+               "--tokenizer", tokenizer, "--quiet", "--threads", "2"] + (["--resume"] if resume else [])
     env = {key: value for key, value in os.environ.items() if key != STOP_AT_VARIABLE}
     if stop_at is not None:
         env[STOP_AT_VARIABLE] = stop_at
@@ -150,9 +151,33 @@ def test_sigkill_at_every_stage_leaves_the_previous_store_or_none(tmp_path, resu
         else:
             assert_same_store(out / "store", previous)
         lock = out / "store.lock"
-        if stop_at.split(":")[0] in {"read", "fitted", "stored"}:
+        if stop_at.split(":")[0] in {"read", "fitted", "outputs", "stored"}:
             assert not lock.exists()  # the writer holds the lock from after fitting until the store is in place
         else:
             assert lock.read_text().strip() == str(pid)  # stale: its writer is dead
     run_prepare(corpus, splits, out, resume=resume)
     assert_complete_like(out, reference)
+
+
+@pytest.mark.parametrize("stop_at", ["outputs:1", "outputs:2"])
+def test_a_run_killed_between_its_output_renames_is_told_apart_from_a_complete_one(tmp_path, stop_at):
+    """The store is renamed into place, then tokenizer.json, then report.json: killed in between, OUT
+    holds a new store beside the previous run's report (and tokenizer), which every reader refuses."""
+    from tests.helpers import run
+
+    corpus, splits = make_corpus(tmp_path)
+    out = tmp_path / "out"
+    run_prepare(corpus, splits, out, tokenizer="char")
+    TokenStore.open(out)
+    run_prepare(corpus, splits, out, tokenizer="word", stop_at=stop_at)  # another tokenizer: another hash
+    assert_only_temporaries_left(out)
+    stale = "tokenizer.json" if stop_at == "outputs:1" else "report.json"
+    with pytest.raises(StoreError, match="was interrupted between its renames; run it again"):
+        TokenStore.open(out)
+    result = run("inspect", out)
+    assert result.exit_code == 2 and "interrupted between its renames" in result.output, result.output
+    assert (stale in result.output) or ("report.json" in result.output)
+    TokenStore.open(out / "store")  # the store itself is complete: opened by its own path it is served
+    run_prepare(corpus, splits, out, tokenizer="word")
+    store = TokenStore.open(out)
+    assert json.loads((out / "tokenizer.json").read_text())["hash"] == store.tokenizer_hash

@@ -135,7 +135,7 @@ def test_prepare_bpe_default(tmp_path):
         (["prepare", "missing.jsonl"], "missing.jsonl: corpus not found"),
         (["prepare", "--context", "0"], "context"),
         (["prepare", "--stride", "0"], "stride"),
-        (["prepare", "--merges", "-1"], "--merges must be >= 0"),
+        (["prepare", "--merges", "-1"], "--merges must be 0..16777216 (a vocabulary holds at most 16777216 ids), got -1"),
         (["prepare", "--hash-split", "0.5,0.5"], "expected three ratios"),
         (["prepare", "--tokenizer", "nope"], "expected one of char, word, bpe"),
     ],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from engine.corpus.splits import PARTITIONS, parse_ratios
@@ -59,8 +61,12 @@ def split_option(fn):
 def _store_path(ctx: click.Context, param: click.Parameter, value):
     """A store path, or the ``--out`` folder of ``engine prepare`` (whose store is ``OUT/store``)."""
     from engine.store.layout import store_location
+    from engine.store.reader import check_output_folder
 
-    return store_location(value)
+    resolved = store_location(value)
+    if resolved != Path(value):
+        check_output_folder(Path(value))  # the store, tokenizer.json and report.json of one run
+    return resolved
 
 
 def store_argument(fn):

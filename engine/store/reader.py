@@ -43,6 +43,7 @@ from engine.buffers import TokenBuffers
 from engine.partition import PARTITIONS, Partition
 from engine.checks import parse_json, read_json
 from engine.errors import StoreError
+from engine.store_files import STORE_NAME
 from engine.store.layout import (
     CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
     EncodedDocument, check_store_dir, sha256_file, split_dir, store_location, store_partition,
@@ -128,6 +129,7 @@ class TokenStore:
     def open(cls, path: str | os.PathLike, *, tokenizer=None) -> "TokenStore":
         """Open and check a store: manifest, format version, each file's size, rows and metadata.
         ``path`` may also be the output folder of ``engine prepare`` (its store is ``path/store``)."""
+        given = Path(path)
         path = store_location(path)
         manifest_path = path / MANIFEST_NAME
         check_store_dir(path)
@@ -135,6 +137,8 @@ class TokenStore:
                              what="manifest")
         store = cls(path, manifest)
         store._check_manifest(manifest_path)
+        if path != given:
+            check_output_set(given, manifest)
         for split in manifest["splits"].values():
             for entry in split["files"]:
                 store._check_file(entry)
@@ -487,6 +491,44 @@ def _reopen(path: str, mapped: dict[str, tuple[str, str]]) -> TokenStore:
     for partition, (file, digest) in mapped.items():
         store.map_copy(partition, file, digest)
     return store
+
+
+def check_output_folder(out_dir: Path) -> None:
+    """``check_output_set`` for the ``prepare`` output folder ``out_dir`` (its store's manifest read
+    here; a malformed one is left to ``TokenStore.open`` to name)."""
+    manifest = read_json(out_dir / STORE_NAME / MANIFEST_NAME, StoreError, missing="missing", what="manifest")
+    try:
+        manifest["tokenizer"]["hash"], {name: split["documents"] for name, split in manifest["splits"].items()}
+    except (KeyError, TypeError, AttributeError):
+        return
+    check_output_set(out_dir, manifest)
+
+
+def check_output_set(out_dir: Path, manifest: dict) -> None:
+    """StoreError unless the ``prepare`` output folder ``out_dir`` is one run's: its ``report.json``
+    and ``tokenizer.json`` (when present) name the tokenizer hash of ``store/``'s manifest, and the
+    report its document counts. ``prepare`` renames the store, then ``tokenizer.json``, then
+    ``report.json``: a run killed between those renames is told apart from a complete one here."""
+    expected = manifest["tokenizer"]["hash"]
+    report_file, tokenizer_file = out_dir / "report.json", out_dir / "tokenizer.json"
+    interrupted = ("a run of `engine prepare` that replaced this output was interrupted between its renames; "
+                   "run it again to complete it")
+    if report_file.is_file():
+        report = read_json(report_file, StoreError, missing="missing", what="report")
+        try:
+            recorded = report["tokenizer"]["hash"]
+            counts = {name: report["partitions"][name]["documents"] for name in manifest["splits"]}
+        except (KeyError, TypeError):
+            raise StoreError(f"{report_file}: not an engine report (no tokenizer hash and document counts)") from None
+        if recorded != expected or any(counts[name] != split["documents"]
+                                       for name, split in manifest["splits"].items()):
+            raise StoreError(f"{report_file}: describes another run than {out_dir / STORE_NAME} (tokenizer "
+                             f"{str(recorded)[:12]}, the store's {expected[:12]}): {interrupted}")
+    if tokenizer_file.is_file():
+        saved = read_json(tokenizer_file, StoreError, missing="missing", what="tokenizer file")
+        if isinstance(saved, dict) and saved.get("format") == "engine.tokenizer" and saved.get("hash") != expected:
+            raise StoreError(f"{tokenizer_file}: is not the tokenizer of {out_dir / STORE_NAME} (hash "
+                             f"{str(saved.get('hash'))[:12]}, the store's {expected[:12]}): {interrupted}")
 
 
 def content_digest(table: pa.Table) -> str:
