@@ -1,10 +1,14 @@
 """The saved epoch index: a ``MiniBatchEpoch`` written as descriptors plus a manifest, and read back.
 
-``save_epoch_index(epoch, directory, store=store)`` writes ``directory/index.parquet`` with int64
-columns ``document_index`` and ``start`` in epoch order, then ``directory/manifest.json`` (seed, T,
-S, B, counts, store path, tokenizer hash, sha256 of the index, and the sha256 of the store's own
-manifest ``_engine.json``, which lists every store file's sha256, so it names the exact store). Each
-file is written under a temporary name and renamed, manifest last.
+``save_epoch_index(epoch, directory, store=store)`` writes ``directory/index-<sha256[:16]>.parquet``
+(named by its content) with int64 columns ``document_index`` and ``start`` in epoch order, then
+``directory/manifest.json`` (seed, T, S, B, counts, store path, tokenizer hash, the index's file name
+and sha256, and the sha256 of the store's own manifest ``_engine.json``, which lists every store
+file's sha256, so it names the exact store). Each file is written under a temporary name
+(``.NAME.tmp-<pid>``) and renamed; the manifest's rename is the one step that replaces an earlier
+epoch, whose index is removed only after it: a run killed at any point leaves the earlier epoch
+(manifest and the index it names) or the new one, and the temporaries of dead runs are removed by
+the next run, which accepts them in ``--out``.
 
 ``load_epoch_index(directory)`` checks every manifest field and the index's sha256;
 ``EpochIndex.open_store()`` re-opens the store named in the manifest and refuses any store but the
@@ -17,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +31,8 @@ from engine.checks import check_output_folder, read_json
 from engine.errors import BatchError, StoreError
 from engine.store import MANIFEST_NAME as STORE_MANIFEST_NAME
 from engine.store.layout import check_store_dir
+from engine.store.lock import pid_alive
+from engine.testhook import stop_point
 
 MANIFEST_FORMAT = "engine.batches"
 MANIFEST_VERSION = 2  # 2: records store_manifest_sha256
@@ -49,6 +56,25 @@ def store_manifest_digest(store_path: str | os.PathLike) -> str:
         return _file_sha256(path)
     except FileNotFoundError:
         raise StoreError(f"{path}: not found; {store_path} is not a complete token store") from None
+
+
+_INDEX_FILE = re.compile(r"index(-[0-9a-f]{16})?\.parquet")
+_TEMPORARY = re.compile(r"\.(index(-[0-9a-f]{16})?\.parquet|manifest\.json)\.tmp-([0-9]{1,10})")
+
+
+def _our_files(directory: Path) -> tuple[str, ...]:
+    """Names in ``directory`` an epoch index writes: the manifest, index files, and temporaries of
+    runs that are dead (removed now; a live run's are left, and make the folder foreign)."""
+    if not directory.is_dir():
+        return ()
+    names = []
+    for entry in directory.iterdir():
+        temporary = _TEMPORARY.fullmatch(entry.name)
+        if temporary and entry.is_file() and not entry.is_symlink() and not pid_alive(int(temporary.group(3))):
+            entry.unlink(missing_ok=True)
+        elif entry.name == MANIFEST_NAME or _INDEX_FILE.fullmatch(entry.name):
+            names.append(entry.name)
+    return tuple(names)
 
 
 def _replace_atomically(path: Path, write) -> None:
@@ -91,22 +117,33 @@ def save_epoch_index(epoch, directory: str | os.PathLike, *, store, store_manife
     import pyarrow.parquet as pq
 
     directory = Path(directory)
-    check_output_folder(directory, (INDEX_NAME, MANIFEST_NAME), "engine batches --out")
+    own = tuple(dict.fromkeys((MANIFEST_NAME, "index-<sha256>.parquet") + _our_files(directory)))
+    check_output_folder(directory, own, "engine batches --out")
     description = epoch_description(epoch, store, store_manifest_sha256)
     directory.mkdir(parents=True, exist_ok=True)
     document_index, start = epoch.descriptors()
     table = pa.table({"document_index": pa.array(document_index, pa.int64()), "start": pa.array(start, pa.int64())})
-    index_path = directory / INDEX_NAME
-    _replace_atomically(index_path, lambda p: pq.write_table(table, p))
-    digest = _file_sha256(index_path)
+    staged = directory / f".{INDEX_NAME}.tmp-{os.getpid()}"
+    try:
+        pq.write_table(table, staged)
+        digest = _file_sha256(staged)
+        index_path = directory / f"index-{digest[:16]}.parquet"
+        stop_point("epoch-index")
+        os.replace(staged, index_path)
+    finally:
+        staged.unlink(missing_ok=True)
     manifest = {
         "format": MANIFEST_FORMAT,
         "version": MANIFEST_VERSION,
         **description,
-        "index": {"file": INDEX_NAME, "sha256": digest, "columns": list(INDEX_COLUMNS)},
+        "index": {"file": index_path.name, "sha256": digest, "columns": list(INDEX_COLUMNS)},
     }
     manifest_path = directory / MANIFEST_NAME
+    stop_point("epoch-manifest")
     _replace_atomically(manifest_path, lambda p: p.write_text(json.dumps(manifest, indent=2) + "\n"))
+    for name in _our_files(directory):  # the earlier epoch's index, now that no manifest names it
+        if name not in (MANIFEST_NAME, index_path.name):
+            (directory / name).unlink(missing_ok=True)
     return {"index": str(index_path), "manifest": str(manifest_path), "index_sha256": digest}
 
 

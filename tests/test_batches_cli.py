@@ -101,7 +101,8 @@ def test_out_writes_index_and_manifest_then_show_rebuilds_rows(store_path, tmp_p
     out_dir = tmp_path / "epoch"
     result = run("batches", store_path, "--context", 2, "--batch-size", 3, "--seed", 7, "--out", out_dir)
     assert result.exit_code == 0, result.output
-    table = pq.read_table(out_dir / "index.parquet")
+    index_file = out_dir / json.loads((out_dir / "manifest.json").read_text())["index"]["file"]
+    table = pq.read_table(index_file)
     assert table.schema.field("document_index").type == "int64" and table.schema.field("start").type == "int64"
     assert table.column("document_index").to_pylist() == [1, 0, 1, 0, 0]
     assert table.column("start").to_pylist() == [1, 1, 0, 0, 2]
@@ -112,7 +113,7 @@ def test_out_writes_index_and_manifest_then_show_rebuilds_rows(store_path, tmp_p
     assert manifest["store"] == str(store_path.resolve())
     import hashlib
 
-    assert manifest["index"]["sha256"] == hashlib.sha256((out_dir / "index.parquet").read_bytes()).hexdigest()
+    assert manifest["index"]["sha256"] == hashlib.sha256(index_file.read_bytes()).hexdigest()
 
     shown = run("batches", "show", out_dir, "--batch", 1)
     assert shown.exit_code == 0, shown.output
@@ -139,7 +140,7 @@ def test_show_errors(store_path, tmp_path):
     result = run("batches", "show", out_dir, "--batch", 0)
     assert result.exit_code == 2 and "tokenizer hash" in result.output
 
-    (out_dir / "index.parquet").write_bytes(b"tampered")
+    (out_dir / json.loads((out_dir / "manifest.json").read_text())["index"]["file"]).write_bytes(b"tampered")
     result = run("batches", "show", out_dir, "--batch", 0)
     assert result.exit_code == 2 and "sha256" in result.output
 

@@ -4,6 +4,7 @@ a missing store, ``engine batches`` usage lines, epochs without windows and ``in
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -181,14 +182,16 @@ def test_batches_out_refuses_a_store_or_a_foreign_folder(store, tmp_path):
     result = run(*args, store)
     assert result.exit_code == 2
     assert result.output == (f"error: --out {store}: holds _engine.json, _tokenizer.json, split=test ..., not only "
-                             "index.parquet and manifest.json; expected a new directory or an earlier `engine "
+                             "manifest.json and index-<sha256>.parquet; expected a new directory or an earlier `engine "
                              "batches --out` output\n")
     assert sorted(p.name for p in store.iterdir()) == before
     assert run(*args, store / "split=train").exit_code == 2
     fresh = tmp_path / "epoch"
     assert run(*args, fresh).exit_code == 0
     assert run(*args, fresh).exit_code == 0  # an earlier output is replaced
-    assert sorted(p.name for p in fresh.iterdir()) == ["index.parquet", "manifest.json"]
+    index = json.loads((fresh / "manifest.json").read_text())["index"]["file"]
+    assert re.fullmatch(r"index-[0-9a-f]{16}\.parquet", index)
+    assert sorted(p.name for p in fresh.iterdir()) == [index, "manifest.json"]  # the earlier index is gone
 
 
 def test_pattern_is_refused_for_a_tokenizer_file_that_fixes_its_own(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -155,7 +156,7 @@ def test_library_save_and_load_match_the_command(tmp_path, epoch):
     built = MiniBatchEpoch.build(store, "train", windows=CausalWindowConfig(2, 1),
                                  batches=MiniBatchConfig(3, BatchOrder.shuffled(7)))
     written = save_epoch_index(built, tmp_path / "lib", store=store)
-    assert written["index_sha256"] == hashlib.sha256((tmp_path / "lib" / "index.parquet").read_bytes()).hexdigest()
+    assert written["index_sha256"] == hashlib.sha256(Path(written["index"]).read_bytes()).hexdigest()
     assert json.loads((tmp_path / "lib" / "manifest.json").read_text()) == json.loads(
         (command_out / "manifest.json").read_text())
     index = load_epoch_index(tmp_path / "lib")

@@ -181,3 +181,27 @@ def test_a_run_killed_between_its_output_renames_is_told_apart_from_a_complete_o
     run_prepare(corpus, splits, out, tokenizer="word")
     store = TokenStore.open(out)
     assert json.loads((out / "tokenizer.json").read_text())["hash"] == store.tokenizer_hash
+
+
+@pytest.mark.parametrize("stop_at", ["epoch-index:1", "epoch-manifest:1"])
+def test_a_killed_batches_out_leaves_the_earlier_epoch_and_does_not_block_the_next(tmp_path, stop_at):
+    corpus, splits = make_corpus(tmp_path)
+    out = tmp_path / "out"
+    run_prepare(corpus, splits, out)
+    epoch = tmp_path / "epoch"
+    command = [sys.executable, "-m", "engine", "batches", str(out), "--context", "16", "--batch-size", "8", "--out",
+               str(epoch)]
+    subprocess.run(command + ["--seed", "1"], check=True, capture_output=True)
+    before = subprocess.run([sys.executable, "-m", "engine", "batches", "show", str(epoch), "--batch", "0", "--json"],
+                            check=True, capture_output=True, text=True).stdout
+    env = {**os.environ, STOP_AT_VARIABLE: stop_at}
+    killed = subprocess.run(command + ["--seed", "2"], env=env, capture_output=True)
+    assert killed.returncode == -signal.SIGKILL
+    shown = subprocess.run([sys.executable, "-m", "engine", "batches", "show", str(epoch), "--batch", "0", "--json"],
+                           capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == before  # the earlier epoch, whole: its manifest and the index it names
+    assert any(".tmp-" in p.name for p in epoch.iterdir()) == (stop_at == "epoch-index:1")
+    subprocess.run(command + ["--seed", "2"], check=True, capture_output=True)  # the dead run's leftovers are ours
+    names = sorted(p.name for p in epoch.iterdir())
+    assert len(names) == 2 and names[1] == "manifest.json" and names[0].startswith("index-"), names

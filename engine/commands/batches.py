@@ -3,8 +3,8 @@
 ``engine batches STORE --split train --context T --stride S --batch-size B [--seed N | --sequential]``
 builds the epoch (``MiniBatchEpoch``), prints its window and batch counts and the shapes of the
 first and last batch, optionally audits it (``--audit``) and writes its descriptor index
-(``--out DIR``, written by ``engine.epoch_index.save_epoch_index``: ``DIR/index.parquet`` and
-``DIR/manifest.json``). ``engine batches show DIR --batch K`` rebuilds batch K from that index
+(``--out DIR``, written by ``engine.epoch_index.save_epoch_index``: ``DIR/index-<sha256>.parquet``
+and ``DIR/manifest.json``, which names it). ``engine batches show DIR --batch K`` rebuilds batch K from that index
 (``engine.epoch_index.load_epoch_index``, which checks the manifest, the index's sha256 and that the
 store is the exact one the index was built from) and prints the rows (document ids with control
 characters escaped as in ``repr``).
