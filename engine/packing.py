@@ -48,6 +48,7 @@ from engine.checks import check_count, check_output_folder, positive_int
 from engine.errors import ConfigurationError, PackingError
 from engine.kernels import packing as kernels
 from engine.parallel import resolve_threads
+from engine.testhook import stop_point
 from engine.windows import check_int32_rows, row_dtype
 
 __all__ = ["PackedBatch", "PackingPlan", "pack_documents", "plan_packing", "write_packed", "STRATEGIES", "PACKED_FILES"]
@@ -394,17 +395,28 @@ def write_packed(packed: PackedBatch, out_dir: str | os.PathLike) -> None:
     position_ids, loss_weights; one Parquet row per packed row) and ``out_dir/segments.parquet``
     (provenance: row, segment_id, column, document_id, source_start, length), atomically: into a
     temporary directory renamed into place. ``out_dir`` must be new or an earlier output of this
-    function (ConfigurationError otherwise: nothing else is ever replaced)."""
+    function, and not a symbolic link (ConfigurationError otherwise: nothing else is ever replaced).
+
+    The temporaries beside it are ``.NAME.staging-<pid>`` (holding a ``.engine-staging`` marker) and
+    ``.NAME.previous`` (the earlier output, between the two renames); those of dead runs are removed
+    before writing, and only when they hold nothing but what this function writes."""
     import shutil
-    import tempfile
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     out_dir = Path(out_dir)
-    check_output_folder(out_dir, PACKED_FILES, "engine pack")  # replacing it must never delete a store
+    if out_dir.is_symlink():
+        raise ConfigurationError(f"--out {out_dir}: is a symbolic link; the output folder is replaced as a whole, "
+                                 f"which would replace the link: give the folder itself ({os.path.realpath(out_dir)})")
+    # replacing it must never delete a store (the marker: a run killed right after its rename)
+    check_output_folder(out_dir, PACKED_FILES + (_STAGING_MARKER,), "engine pack")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    _remove_dead_temporaries(out_dir)
+    staging = out_dir.with_name(f".{out_dir.name}.staging-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)  # our own pid's: a run in this process that failed
+    staging.mkdir()
+    (staging / _STAGING_MARKER).touch()
     try:
         rows = pa.table({
             name: _list_column(getattr(packed, name))
@@ -422,12 +434,44 @@ def write_packed(packed: PackedBatch, out_dir: str | os.PathLike) -> None:
         pq.write_table(segments, staging / "segments.parquet")
         if out_dir.exists():
             previous = out_dir.with_name(f".{out_dir.name}.previous")
-            shutil.rmtree(previous, ignore_errors=True)  # left by a run killed between the two renames
             os.replace(out_dir, previous)
+            stop_point("pack-swap")
             os.replace(staging, out_dir)
             shutil.rmtree(previous)
         else:
             os.replace(staging, out_dir)
+        (out_dir / _STAGING_MARKER).unlink()
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+_STAGING_MARKER = ".engine-staging"
+
+
+def _remove_dead_temporaries(out_dir: Path) -> None:
+    """Remove the temporaries of dead ``write_packed`` runs beside ``out_dir``: staging folders of a dead
+    pid that hold the marker and nothing but packed files, and ``.NAME.previous`` when it holds only
+    packed files (restored as ``out_dir`` when a run was killed between its two renames)."""
+    import shutil
+
+    from engine.store.lock import pid_alive
+
+    ours = set(PACKED_FILES) | {_STAGING_MARKER}
+    for entry in out_dir.parent.iterdir():
+        name = entry.name
+        prefix = f".{out_dir.name}.staging-"
+        if name.startswith(prefix) and name[len(prefix):].isascii() and name[len(prefix):].isdigit():
+            if (not entry.is_symlink() and entry.is_dir() and not pid_alive(int(name[len(prefix):]))
+                    and (entry / _STAGING_MARKER).is_file() and {p.name for p in entry.iterdir()} <= ours):
+                shutil.rmtree(entry)
+    previous = out_dir.with_name(f".{out_dir.name}.previous")
+    if not (previous.exists() or previous.is_symlink()):
+        return
+    if not previous.is_dir() or previous.is_symlink() or not {p.name for p in previous.iterdir()} <= ours:
+        raise ConfigurationError(f"{previous}: exists and is not an earlier `engine pack` output (the name it "
+                                 "moves its earlier output to while replacing it); move it away")
+    if out_dir.exists():
+        shutil.rmtree(previous)
+    else:  # killed between the renames: the earlier output comes back
+        os.replace(previous, out_dir)

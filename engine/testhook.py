@@ -6,7 +6,8 @@ stages: ``read`` (pass 1, after each batch read), ``fitted`` (tokenizer fitted),
 after each chunk written), ``file`` (a store file finished), ``manifest`` (store manifest written,
 not yet renamed into place), ``swap`` (the old store renamed away, the new one not yet in place),
 ``outputs`` (the new store in place, before each rename of ``tokenizer.json`` and ``report.json``),
-``stored`` (everything in place); for ``batches --out``: ``epoch-index`` (the new index written, not
+``stored`` (everything in place); for ``pack --out``: ``pack-swap`` (the earlier output renamed away, the
+new one not yet in place); for ``batches --out``: ``epoch-index`` (the new index written, not
 yet renamed) and ``epoch-manifest`` (the new index in place, the manifest not yet replaced).
 """
 
