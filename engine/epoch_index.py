@@ -82,6 +82,8 @@ def _replace_atomically(path: Path, write) -> None:
     try:
         write(temporary)
         os.replace(temporary, path)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot write it ({exc.strerror or exc})") from None
     finally:
         if temporary.exists():
             temporary.unlink()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,15 +131,35 @@ def check_out_dir(options: PrepareOptions) -> None:
 STAGED_PREFIXES = (".tokenizer.json.staged-", ".report.json.staged-", "..tokenizer.json.staged-")
 
 
+# What a staged file begins with (a killed write may have stopped anywhere in it, even at 0 bytes).
+_STAGED_CONTENT = {".tokenizer.json.staged-": b'{"format":"engine.tokenizer"',
+                   "..tokenizer.json.staged-": b'{"format":"engine.tokenizer"',
+                   ".report.json.staged-": b'{\n  "format": "' + REPORT_FORMAT.encode() + b'"'}
+_STAGED_NAME = re.compile(r"(\.\.tokenizer\.json\.staged-|\.tokenizer\.json\.staged-|\.report\.json\.staged-)"
+                          r"([0-9]{1,10})(\.[0-9a-f]{12}\.tmp)?")
+
+
 def remove_dead_staged(out: Path) -> None:
-    """Remove the staged outputs in ``out`` of runs that are dead (a live run's stay)."""
+    """Remove the staged outputs in ``out`` of runs that are dead (a live run's stay): only files named
+    as ``stage_outputs`` names them whose content begins as it writes them (so, provably ours); any other
+    file with such a name is refused by name (ConfigurationError), never removed."""
     for stale in out.iterdir():
-        prefix = next((p for p in STAGED_PREFIXES if stale.name.startswith(p)), None)
-        if prefix is None:
+        if not any(stale.name.startswith(p) for p in STAGED_PREFIXES):
             continue
-        pid = stale.name[len(prefix):].split(".", 1)[0]
-        if not (pid.isdigit() and pid_alive(int(pid))) and stale.is_file():
-            stale.unlink(missing_ok=True)
+        match = _STAGED_NAME.fullmatch(stale.name)
+        if match and pid_alive(int(match[2])):
+            continue
+        expected = _STAGED_CONTENT[match[1]] if match and (match[1] == "..tokenizer.json.staged-") == bool(match[3]) \
+            else None
+        try:
+            with open(stale, "rb") as fh:
+                head = fh.read(len(expected)) if expected is not None and stale.is_file() else None
+        except OSError:
+            head = None
+        if head is None or stale.is_symlink() or not expected.startswith(head):
+            raise ConfigurationError(f"{stale}: named like a staged output of `engine prepare` but not one "
+                                     "(not a file it writes); it is not ours to remove: move it away")
+        stale.unlink(missing_ok=True)
 
 
 def stage_outputs(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], *,

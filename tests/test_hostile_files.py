@@ -186,3 +186,38 @@ def test_special_ids_on_the_command_line_are_ascii_integers(tmp_path, value):
     assert result.exit_code == 2, result.output
     assert "expected TOKEN=ID with a non-negative integer ID" in result.output
     assert not (tmp_path / "t.json").exists()
+
+
+def _full_disk(monkeypatch):
+    """Path.write_text writes half its text, then fails as a full disk does."""
+    import errno
+    import pathlib
+
+    real = pathlib.Path.write_text
+
+    def write_half(self, data, *args, **kwargs):
+        real(self, data[: len(data) // 2], *args, **kwargs)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pathlib.Path, "write_text", write_half)
+
+
+def test_a_full_disk_names_the_split_manifest_and_leaves_nothing(tmp_path, monkeypatch):
+    from engine.corpus.splits import SplitManifest
+
+    manifest = SplitManifest({"train": ["a", "b"], "validation": ["c"], "test": []})
+    _full_disk(monkeypatch)
+    with pytest.raises(EngineError, match=re.escape(f"{tmp_path / 'o.json'}: cannot write the split manifest "
+                                                    "(No space left on device)")):
+        manifest.to_json(tmp_path / "o.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_names_the_lock_file_and_leaves_no_draft(tmp_path, monkeypatch):
+    from engine.store.lock import WriterLock
+
+    lock = WriterLock(tmp_path / "store", wait=False, timeout=0)
+    _full_disk(monkeypatch)
+    with pytest.raises(EngineError, match=r"\.store\.lock\.\d+: cannot write the lock file \(No space left on device\)"):
+        lock.acquire()
+    assert list(tmp_path.iterdir()) == []

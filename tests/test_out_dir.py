@@ -113,13 +113,13 @@ def test_a_leftover_old_store_is_removed(tmp_path):
 
 def leftovers_of(out, pid):
     """What a run with ``pid`` leaves in ``out`` when it is killed at any stage."""
-    (out / f".report.json.staged-{pid}").write_text("{}")
-    (out / f".tokenizer.json.staged-{pid}").write_text("{}")
-    (out / f"..tokenizer.json.staged-{pid}.k3x9_q.tmp").write_text("{")  # killed inside Tokenizer.save
+    (out / f".report.json.staged-{pid}").write_text('{\n  "format": "engine.report", "cor')  # killed while writing
+    (out / f".tokenizer.json.staged-{pid}").write_text("")
+    (out / f"..tokenizer.json.staged-{pid}.0a1b2c3d4e5f.tmp").write_text('{"format":"engine.tok')  # in Tokenizer.save
     for folder in (f".store.old-{pid}", f".store.tmp-{pid}"):
         (out / folder).mkdir()
         (out / folder / "_engine.json").write_text("{}")
-    return {f".report.json.staged-{pid}", f".tokenizer.json.staged-{pid}", f"..tokenizer.json.staged-{pid}.k3x9_q.tmp",
+    return {f".report.json.staged-{pid}", f".tokenizer.json.staged-{pid}", f"..tokenizer.json.staged-{pid}.0a1b2c3d4e5f.tmp",
             f".store.old-{pid}", f".store.tmp-{pid}"}
 
 
@@ -146,6 +146,37 @@ def test_leftovers_of_killed_runs_are_removed_but_not_those_of_a_live_run(tmp_pa
     assert run_prepare(out).exit_code == 0  # the live run died: everything it left is stale now
     assert sorted(p.name for p in out.iterdir()) == ["report.json", "store", "tokenizer.json"]
     assert dead_files.isdisjoint(p.name for p in out.iterdir())
+
+
+@pytest.mark.parametrize("name, content", [
+    ("store.lock", "do not delete: my notes\n"),  # not the lock's own format
+    (".store.lock.99999999", "mine\n"),  # a draft's name, not a draft's content
+    (".report.json.staged-99999999", "my report"),
+    (".tokenizer.json.staged-99999999", '{"vocab": 1}'),
+])
+def test_files_named_like_leftovers_that_are_not_ours_are_refused_and_kept(tmp_path, name, content):
+    out = tmp_path / "out"
+    assert run_prepare(out).exit_code == 0
+    (out / name).write_text(content)
+    result = run_prepare(out)
+    if name == ".store.lock.99999999":  # drafts are only cleared after the lock is taken: kept, the run completes
+        assert result.exit_code == 0, result.output
+    else:
+        assert result.exit_code == 2, result.output
+        assert name in result.output and "move it away" in result.output
+    assert (out / name).read_text() == content
+
+
+@pytest.mark.parametrize("folder", [".store.tmp-backup", ".store.old-2023", ".store.tmp-99999999"])
+def test_folders_named_like_store_temporaries_holding_a_users_files_are_refused_and_kept(tmp_path, folder):
+    out = tmp_path / "out"
+    assert run_prepare(out).exit_code == 0
+    (out / folder).mkdir()
+    (out / folder / "thesis.tex").write_text("mine")
+    result = run_prepare(out)
+    assert result.exit_code == 2, result.output
+    assert folder in result.output and "not provably one" in result.output
+    assert (out / folder / "thesis.tex").read_text() == "mine"
 
 
 # -- a folder corpus that holds the outputs of runs over it --------------------------------------

@@ -285,8 +285,12 @@ class SplitManifest:
             for key, ids in self.to_dict().items()
         )
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text("{\n" + body + "\n}\n", encoding="utf-8")
-        os.replace(tmp, path)
+        try:
+            tmp.write_text("{\n" + body + "\n}\n", encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:  # a full disk, say: nothing half-written is left, and the file is named
+            tmp.unlink(missing_ok=True)
+            raise CorpusError(f"{path}: cannot write the split manifest ({exc.strerror or exc})") from None
         return path
 
     def partition(self, corpus: Sequence[Document]) -> "CorpusPartitions":

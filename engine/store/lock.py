@@ -1,8 +1,15 @@
-"""``DIR.lock``: one writer per store at a time, across processes; a dead writer's lock is stale."""
+"""``DIR.lock``: one writer per store at a time, across processes; a dead writer's lock is stale.
+
+The lock's own format is one line, ``<pid>`` (and a newline), made as a draft ``.DIR.lock.<pid>`` holding the same
+line and hard-linked into place. A ``DIR.lock`` of any other content is not engine's: it is refused
+by name, never removed; drafts of dead pids are removed only when they hold their own pid.
+"""
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 import time
 from pathlib import Path
 
@@ -10,6 +17,8 @@ from engine.errors import StoreError
 from engine.store_files import LOCK_SUFFIX
 
 __all__ = ["WriterLock", "pid_alive"]
+
+_LOCK_TEXT = re.compile(r"[0-9]{1,10}\n?")
 
 
 def pid_alive(pid: int) -> bool:
@@ -31,16 +40,27 @@ class WriterLock:
         self.store_path, self.wait, self.timeout, self.poll = store_path, wait, timeout, poll
 
     def _holder(self) -> int | None:
+        """The pid in the lock file (its whole content is ``<pid>\\n``), None when there is none; a
+        StoreError when the file is not an engine lock (a user's ``store.lock``), which is never removed."""
         try:
-            text = self.path.read_text().strip()
+            text = self.path.read_text(encoding="ascii", errors="replace")
         except FileNotFoundError:
             return None
-        return int(text) if text.isdigit() else -1
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot read the lock file ({exc.strerror})") from None
+        if not _LOCK_TEXT.fullmatch(text) or int(text) <= 0:
+            raise StoreError(f"{self.path}: exists and is not an engine lock (expected one line holding a process "
+                             f"id, found {text[:40]!r}); it is not ours to remove: move it away")
+        return int(text)
 
     def acquire(self) -> None:
         deadline = time.monotonic() + self.timeout
         draft = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-        draft.write_text(f"{os.getpid()}\n")
+        try:
+            draft.write_text(f"{os.getpid()}\n")
+        except OSError as exc:  # a full disk: nothing of ours is left behind, and the message names the file
+            draft.unlink(missing_ok=True)
+            raise StoreError(f"{draft}: cannot write the lock file ({exc.strerror})") from None
         try:
             while True:
                 try:
@@ -52,7 +72,7 @@ class WriterLock:
                 holder = self._holder()
                 if holder is None:
                     continue
-                if holder <= 0 or not pid_alive(holder):
+                if not pid_alive(holder):
                     # Stale: its writer died. Re-read right before removing, so a fresh lock survives.
                     if self._holder() == holder:
                         self.path.unlink(missing_ok=True)
@@ -70,9 +90,15 @@ class WriterLock:
 
     def _clear_dead_drafts(self, mine: Path) -> None:
         """Drafts ``.DIR.lock.<pid>`` that killed writers left behind (their pid is gone)."""
-        for draft in self.path.parent.glob(f".{self.path.name}.*"):
-            pid = draft.name.rsplit(".", 1)[-1]
-            if draft != mine and pid.isdigit() and not pid_alive(int(pid)):
+        for draft in self.path.parent.glob(glob.escape(f".{self.path.name}.") + "*"):
+            pid = draft.name[len(self.path.name) + 2:]
+            if draft == mine or not _LOCK_TEXT.fullmatch(pid + "\n") or pid_alive(int(pid)):
+                continue
+            try:  # a draft holds its own pid: anything else of that name is not ours
+                ours = draft.is_file() and not draft.is_symlink() and draft.read_text(encoding="ascii") == f"{pid}\n"
+            except (OSError, UnicodeDecodeError):
+                ours = False
+            if ours:
                 draft.unlink(missing_ok=True)
 
     def release(self) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 from pathlib import Path
 
 from engine.checks import parse_json
@@ -10,7 +12,12 @@ from engine.partition import PARTITIONS
 from engine.errors import StoreError
 from engine.store.layout import FORMAT, FORMAT_VERSION, MANIFEST_NAME, TOKENIZER_NAME, split_dir
 
-__all__ = ["check_replaceable"]
+__all__ = ["check_replaceable", "own_temporaries"]
+
+_TEMPORARY = re.compile(r"\.(?P<store>.+)\.(?P<kind>tmp|old)-(?P<pid>[0-9]{1,10})")
+_TOP_FILE = re.compile(r"(_tokenizer\.json|_engine\.json|_resume\.json|\._resume\.json\.tmp"
+                       r"|\._tokenizer\.json\.[0-9a-f]{12}\.tmp)")
+_SPLIT_FILE = re.compile(r"part-[0-9]{5,}\.parquet")
 
 
 def _manifest_files(manifest) -> set[str] | str:
@@ -36,6 +43,40 @@ def _manifest_files(manifest) -> set[str] | str:
                 return f"split {part.value} lists a file named {name!r}"
             names.add(name)
     return names
+
+
+def _holds_only_store_files(folder: Path) -> bool:
+    """True when ``folder`` holds nothing but what a store writer puts in its temporary: the split
+    folders with ``part-NNNNN.parquet`` files, ``_tokenizer.json``, ``_engine.json``, ``_resume.json``
+    and their own temporaries; no links."""
+    splits = {split_dir(p) for p in PARTITIONS}
+    for item in folder.iterdir():
+        if item.is_symlink():
+            return False
+        if item.is_dir():
+            if item.name not in splits or not all(_SPLIT_FILE.fullmatch(f.name) and f.is_file() and not f.is_symlink()
+                                                  for f in item.iterdir()):
+                return False
+        elif not _TOP_FILE.fullmatch(item.name):
+            return False
+    return True
+
+
+def own_temporaries(store_path: Path, alive) -> tuple[list[Path], list[Path]]:
+    """``(temporaries, foreign)`` beside the store at ``store_path``: ``.DIR.tmp-<pid>`` (being written)
+    and ``.DIR.old-<pid>`` (moved aside) folders of dead pids (``alive(pid)`` False) that hold only
+    store files are provably a store writer's; any other entry named ``.DIR.tmp-*`` / ``.DIR.old-*``
+    is foreign (a user's ``.store.tmp-backup`` or ``.store.old-2023``), never removed."""
+    ours, foreign = [], []
+    for prefix in (f".{store_path.name}.tmp-", f".{store_path.name}.old-"):
+        for entry in sorted(store_path.parent.glob(glob.escape(prefix) + "*")):
+            match = _TEMPORARY.fullmatch(entry.name)
+            if (match and match["store"] == store_path.name and not entry.is_symlink() and entry.is_dir()
+                    and not alive(int(match["pid"])) and _holds_only_store_files(entry)):
+                ours.append(entry)
+            elif not (match and match["store"] == store_path.name and alive(int(match["pid"]))):
+                foreign.append(entry)
+    return ours, foreign
 
 
 def check_replaceable(path: str | os.PathLike) -> None:

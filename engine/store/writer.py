@@ -35,9 +35,9 @@ from engine.store.layout import (
     CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, RESUME_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
     EncodedDocument, fsync, sha256_file, split_dir, store_partition,
 )
-from engine.store.lock import WriterLock
+from engine.store.lock import WriterLock, pid_alive
 from engine.store.long_rows import write_long_row
-from engine.store.ownership import check_replaceable
+from engine.store.ownership import check_replaceable, own_temporaries
 from engine.store.resume import ResumableWriter
 from engine.testhook import stop_point
 
@@ -141,13 +141,16 @@ class TokenStoreWriter(ResumableWriter):
                     raise StoreError(f"{self.path}: already exists (pass overwrite=True to replace it)")
                 check_replaceable(self.path)
             # We hold the lock, so leftovers of this path's earlier writers are dead: resume from
-            # the newest one if asked (and it was written with the same tokenizer), clear the rest.
-            leftovers = sorted(self.path.parent.glob(f".{self.path.name}.tmp-*"), key=lambda d: d.stat().st_mtime)
+            # the newest one if asked (and it was written with the same tokenizer), clear the rest;
+            # only what is provably a writer's temporary is touched, anything else of that name is refused.
+            ours, foreign = own_temporaries(self.path, pid_alive)
+            if foreign:
+                raise StoreError(f"{foreign[0]}: named like a temporary of the token store {self.path} but not "
+                                 "provably one (a dead writer's, holding only store files); move it away")
+            leftovers = sorted((d for d in ours if ".tmp-" in d.name), key=lambda d: d.stat().st_mtime)
             if self.resume and leftovers and self._resumable(leftovers[-1]):
                 os.rename(leftovers.pop(), self.tmp)
-            for stale in leftovers:
-                shutil.rmtree(stale, ignore_errors=True)
-            for stale in self.path.parent.glob(f".{self.path.name}.old-*"):
+            for stale in leftovers + [d for d in ours if ".old-" in d.name]:
                 shutil.rmtree(stale, ignore_errors=True)
             if self.tmp.is_dir():
                 self._restore_finished_files()
