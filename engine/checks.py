@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 import operator
+import os
+import stat
 from pathlib import Path
 
 from engine.errors import BatchError, ConfigurationError
@@ -198,6 +200,27 @@ def read_json(path: Path, error: type[Exception], *, missing: str, what: str = "
         raise error(f"{path}: {what + ' is ' if what else ''}not valid JSON ({exc})") from None
     except JSONLimitError as exc:
         raise error(f"{path}: {what + ' is ' if what else ''}JSON past engine's limits: {exc}") from None
+
+
+def check_out_file(path: Path, *, force: bool, is_ours, what: str) -> None:
+    """``--out FILE`` of a command that writes one file: absent; a regular file that ``is_ours(path)``
+    says engine wrote (``what``: e.g. "an engine tokenizer file"); or, with ``--force``, any regular
+    file. A device node, FIFO, folder or symbolic link is never replaced, ``--force`` or not
+    (ConfigurationError naming it)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigurationError(f"--out {path}: cannot inspect it ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a symbolic link" if stat.S_ISLNK(info.st_mode) else "a folder" if stat.S_ISDIR(info.st_mode)
+                else "a device node" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+                else "a FIFO" if stat.S_ISFIFO(info.st_mode) else "not a regular file")
+        raise ConfigurationError(f"--out {path}: exists and is {kind}; engine only ever replaces regular files it "
+                                 "wrote (give another --out)")
+    if not force and not is_ours(path):
+        raise ConfigurationError(f"--out {path}: exists and is not {what}; pass --force to replace it")
 
 
 def check_output_folder(out_dir: Path, own: tuple[str, ...], what: str) -> None:

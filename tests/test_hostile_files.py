@@ -4,6 +4,8 @@ are exit 2 with the file named, never RecursionError or ValueError), and tokeniz
 never coerced, even when their hash was recomputed."""
 
 import base64
+import os
+import stat
 import copy
 import hashlib
 import json
@@ -16,7 +18,7 @@ from engine.checks import JSON_MAX_DEPTH, JSONLimitError, parse_json
 from engine.errors import EngineError, TokenizerError
 from engine.store import TokenStore
 from engine.tokenizers import load_tokenizer
-from engine.tokenizers.base import canonical_json
+from engine.tokenizers.base import canonical_json, is_engine_tokenizer_file
 from engine.tokenizers.bpe import BpeTrainer
 from engine.tokenizers.byte_bpe import ByteBpeTrainer
 from engine.tokenizers.pretokenize import PATTERNS
@@ -221,3 +223,55 @@ def test_a_full_disk_names_the_lock_file_and_leaves_no_draft(tmp_path, monkeypat
     with pytest.raises(EngineError, match=r"\.store\.lock\.\d+: cannot write the lock file \(No space left on device\)"):
         lock.acquire()
     assert list(tmp_path.iterdir()) == []
+
+
+def _not_regular(tmp_path, kind):
+    path = tmp_path / f"out-{kind}.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "link":
+        (tmp_path / "target.json").write_text("mine")
+        path.symlink_to(tmp_path / "target.json")
+    else:
+        path.mkdir()
+    return path
+
+
+@pytest.fixture
+def corpus_text(tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("the cat sat on the mat. " * 40, encoding="utf-8")
+    return text
+
+
+def _tokenizer_commands(corpus_text, out):
+    ranks = corpus_text.with_name("r.tiktoken")
+    ranks.write_text("".join(f"{base64.b64encode(bytes([b])).decode()} {b}\n" for b in range(256)), encoding="ascii")
+    return [("tokenizers", "train", corpus_text, "--kind", "char", "--out", out),
+            ("tokenizers", "import", ranks, "--special", "<|endoftext|>=256", "--out", out)]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link", "folder"])
+def test_out_files_that_are_not_regular_files_are_never_replaced(tmp_path, corpus_text, kind):
+    out = _not_regular(tmp_path, kind)
+    refused = ("engine only ever replaces regular files it wrote",) + (("is a directory",) if kind == "folder" else ())
+    (tmp_path / "c.jsonl").write_text('{"id": "a", "text": "x"}\n')
+    splits = ("splits", tmp_path / "c.jsonl", "--hash-split", "0.8,0.1,0.1", "--out", out)
+    for command in _tokenizer_commands(corpus_text, out) + [splits]:
+        for force in ((), ("--force",)):
+            result = run(*command, *force)
+            assert result.exit_code == 2 and any(r in result.output for r in refused), result.output
+    assert os.path.lexists(out) and (kind != "link" or (tmp_path / "target.json").read_text() == "mine")
+    assert kind != "fifo" or stat.S_ISFIFO(os.lstat(out).st_mode)
+
+
+def test_tokenizer_out_replaces_its_own_files_and_a_users_file_only_with_force(tmp_path, corpus_text):
+    out = tmp_path / "tok.json"
+    for command in _tokenizer_commands(corpus_text, out):
+        out.write_text("my notes")
+        result = run(*command)
+        assert result.exit_code == 2 and "exists and is not an engine tokenizer file; pass --force" in result.output
+        assert out.read_text() == "my notes"
+        assert run(*command, "--force").exit_code == 0
+        assert is_engine_tokenizer_file(out)
+        assert run(*command).exit_code == 0  # an engine tokenizer file is replaced without --force

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import click
 
+from engine.checks import check_out_file
 from engine.errors import TokenizerError
+from engine.tokenizers.base import is_engine_tokenizer_file
 from engine.tokenizers.pretokenize import PATTERNS
 
 __all__ = ["import_command", "detect_format"]
@@ -35,7 +37,7 @@ def _parse_specials(values: tuple[str, ...]) -> dict[str, int] | None:
 
 
 def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str | None,
-            special: tuple[str, ...], out: Path) -> None:
+            special: tuple[str, ...], out: Path, force: bool) -> None:
     """Import FILE (tiktoken rank file or tokenizer.json) as an engine byte-level BPE tokenizer.
 
     The tokenizer keeps the ids of FILE; --bos and --eos name the special tokens that wrap each
@@ -51,6 +53,7 @@ def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str
 
     if not file.exists():
         raise TokenizerError(f"{file}: file not found")
+    check_out_file(out, force=force, is_ours=is_engine_tokenizer_file, what="an engine tokenizer file")
     fmt = fmt or detect_format(file)
     if fmt == "tiktoken":
         tokenizer = load_tiktoken(file, pattern=pattern, special_tokens=_parse_specials(special), bos=bos, eos=eos)
@@ -76,4 +79,7 @@ import_command = click.command("import")(
                         click.option("--special", multiple=True, metavar="TOKEN=ID",
                                      help="A special token of a tiktoken file (repeatable).")(
                             click.option("--out", type=click.Path(path_type=Path), required=True,
-                                         help="Engine tokenizer file to write.")(_import))))))))
+                                         help="Engine tokenizer file to write.")(
+                                click.option("--force", is_flag=True,
+                                             help="Replace --out even if it is not an engine tokenizer file.")(
+                                    _import)))))))))

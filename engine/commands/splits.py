@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from engine.checks import check_out_file
 from engine.commands._options import column_options, json_option
 from engine.corpus.splits import parse_ratios
 from engine.errors import ConfigurationError
@@ -40,6 +41,7 @@ def command(corpus: Path, hash_split: str, out_path: Path, force: bool, text_col
     if is_continuous_text(corpus):
         raise ConfigurationError(f"{corpus}: a continuous .txt text is one document, split by position "
                                  "(engine prepare --train-fraction), not by id")
+    check_out_file(out_path, force=True, is_ours=bool, what="a split manifest")  # never a device node, FIFO or link
     if out_path.exists() and not force:
         raise ConfigurationError(f"{out_path} exists; pass --force to replace it")
     documents = Corpus.from_path(corpus, text_column=text_column, id_column=id_column, exclude=(out_path,))

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
+from engine.checks import check_out_file
 from engine.commands._options import column_options, json_option, split_options
 from engine.corpus.readers import INVALID_UTF8_POLICIES
 from engine.errors import ConfigurationError, CorpusError
-from engine.tokenizers.base import TIE_BREAKS
+from engine.tokenizers.base import TIE_BREAKS, is_engine_tokenizer_file
 from engine.tokenizers.bpe import LEVELS
 from engine.tokenizers.pretokenize import PATTERNS
 
@@ -110,9 +111,10 @@ def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | No
 @click.option("--unknown", default=None, help="Word tokenizer: map unseen pieces to this token (e.g. '<unk>').")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Tokenizer file to write.")
+@click.option("--force", is_flag=True, help="Replace --out even if it is not an engine tokenizer file.")
 def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: int | None, pattern: str,
           tie_break: str, splits: str | None, hash_split: dict | None, train_fraction: float, text_column: str,
-          id_column: str | None, unknown: str | None, out_path: Path) -> None:
+          id_column: str | None, unknown: str | None, out_path: Path, force: bool) -> None:
     """Fit a tokenizer on the TRAIN partition of CORPUS and save it.
 
     \b
@@ -129,6 +131,7 @@ def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: i
         raise ConfigurationError(f"--merges/--vocab-size/--level apply to --kind bpe, not --kind {kind}")
     if kind != "word" and unknown is not None:
         raise ConfigurationError(f"--unknown applies to --kind word, not --kind {kind}")
+    check_out_file(out_path, force=force, is_ours=is_engine_tokenizer_file, what="an engine tokenizer file")
     texts = _training_texts(corpus, splits, hash_split, train_fraction, text_column, id_column)
     if kind == "char":
         tokenizer = CharTokenizer.fit(texts)

@@ -219,6 +219,17 @@ class UnknownInputError(TokenizerError):
                           expected=self.expected, advice=self.advice)
 
 
+def is_engine_tokenizer_file(path: str | os.PathLike) -> bool:
+    """True when ``path`` is a complete, valid engine tokenizer file (what ``Tokenizer.save`` writes)."""
+    from engine.checks import parse_json
+
+    try:
+        tokenizer_from_json(parse_json(Path(path).read_text(encoding="utf-8")), str(path))
+    except (OSError, UnicodeDecodeError, ValueError, TokenizerError):
+        return False
+    return True
+
+
 def tokenizer_from_json(obj: Any, source: str = "<memory>") -> Tokenizer:
     """Rebuild a tokenizer from the parsed JSON of its file, checking format, version and hash."""
     _import_kinds()  # registered before dispatching on "kind"
