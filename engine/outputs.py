@@ -99,8 +99,15 @@ def check_out_dir(options: PrepareOptions) -> None:
 
     ``tokenizer.json`` must be an engine tokenizer file (format and content hash), ``report.json``
     an engine report, ``store`` an engine token store (``check_replaceable``); else the error names
-    the file. Leftover staged outputs of dead runs are removed."""
+    the file. Leftover staged outputs of dead runs are removed. ``--out`` cannot be the corpus folder
+    itself: its outputs (the lock during the run, then ``tokenizer.json`` and ``report.json``) would be
+    read as documents by the next run."""
     out = options.out_dir
+    corpus = Path(options.corpus) if options.corpus is not None else None
+    if corpus is not None and corpus.is_dir() and out.exists() and os.path.samefile(corpus, out):
+        raise ConfigurationError(f"--out {out}: is the corpus folder itself; its outputs would become documents of "
+                                 "the next run over it: choose a folder beside it (or inside it, e.g. "
+                                 f"{out / 'prepared'})")
     if out.exists() and not out.is_dir():
         raise ConfigurationError(f"{out}: --out exists and is not a folder")
     tokenizer_path, report_path = out / "tokenizer.json", out / "report.json"

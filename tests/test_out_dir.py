@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from engine.cli import main
 from engine.pipeline import prepare
 from tests.fakes import fail_saves_into
+from tests.helpers import run
 
 
 def run_prepare(out, *extra):
@@ -244,3 +245,11 @@ def test_iter_folder_exclude_names_folders_and_files(tmp_path):
     assert kept == ["docs/0.txt", "docs/2.txt", "top.txt"]
     (corpus / "docs" / "store.lock").write_text("123")  # a folder where prepare is writing its store
     assert [d.id for d in iter_folder(corpus)] == ["top.txt"]
+
+
+def test_out_cannot_be_the_corpus_folder_itself(tmp_path):
+    corpus = folder_corpus(tmp_path / "corpus")
+    before = sorted(p.relative_to(corpus).as_posix() for p in corpus.rglob("*"))
+    result = run("prepare", corpus, "--out", corpus, "--hash-split", "0.5,0.25,0.25")
+    assert result.exit_code == 2 and "is the corpus folder itself" in result.output, result.output
+    assert sorted(p.relative_to(corpus).as_posix() for p in corpus.rglob("*")) == before  # nothing written
