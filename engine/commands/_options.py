@@ -45,6 +45,17 @@ def column_options(fn):
     return fn
 
 
+def corpus_format_option(fn):
+    """``--corpus-format FORMAT``: read the corpus as jsonl, parquet, arrow or folder, whatever its
+    suffixes say (the command receives ``corpus_format``, None unless given)."""
+    from engine.corpus.shards import CORPUS_FORMATS
+
+    return click.option("--corpus-format", "corpus_format", type=click.Choice(list(CORPUS_FORMATS)), default=None,
+                        help="Read the corpus as this format instead of guessing it from suffixes (every file of a "
+                             "folder or glob too; compression still follows the last suffix), e.g. "
+                             "--corpus-format jsonl for shards named part-00000 [default: guess].")(fn)
+
+
 def json_option(fn):
     """``--json``: print the result as JSON instead of a table (the command receives ``as_json``)."""
     return click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of a table.")(fn)

@@ -9,15 +9,21 @@ bad UTF-8 the absolute byte offset of the first bad byte in the file. Cost: one 
 input, plus one dict entry per id for the duplicate check. ``read_text_file`` reads one continuous
 text (split it by position with ``CorpusPartitions.from_text``).
 
+Shards and compression: a corpus path is one file, plain or compressed, a folder or glob of
+shards, or a ``datasets`` folder (``engine.corpus.shards``, ``engine.corpus.compressed``); shards are
+read in order as one corpus, under the same rules as one file (ids unique across them all).
+
 Columns: JSONL and Parquet/Arrow read the text from ``text_column`` (default ``"text"``) and the id
-from ``id_column``. With ``id_column=None`` (the default) the id is the ``"id"`` field when the
-first record has one; when it has none, every id is *made from file and row*:
-``f"{name}:{row:06d}"``, where ``name`` is the file name (for a directory of Parquet files, the
-file's POSIX path relative to the directory) and ``row`` is counted the way error messages count
-it: the 1-based line of a JSONL file (blank lines included), the 0-based row inside a Parquet or
-Arrow file. So ``c.jsonl:000003`` is line 3 of ``c.jsonl`` and ``part/a.parquet:000000`` is the
-first row of ``part/a.parquet``; ``ReadReport.made_ids`` records it. A named ``id_column`` must
-exist. Ids must be valid UTF-8: a lone surrogate (JSON ``"\\ud800"``) or a file name that is not
+from ``id_column``; a dotted name (``meta.body``) names a nested field (a JSON object's, a struct
+column's) unless a field of that whole name exists. With ``id_column=None`` (the default) the id
+is the ``"id"`` field when the first record has one; when it has none, every id is *made from
+file and row*: ``f"{name}:{row:06d}"``, where ``name`` is the file name (for shards of a folder or
+glob, the file's POSIX path relative to the folder) and ``row`` is counted the way error messages
+count it: the 1-based line of a JSONL file (blank lines included; a compressed file's lines as
+decompressed), the 0-based row inside a Parquet or Arrow file. So ``c.jsonl:000003`` is line 3 of
+``c.jsonl`` and ``part/a.parquet:000000`` is the first row of ``part/a.parquet``;
+``ReadReport.made_ids`` records it. A named ``id_column`` must exist. Ids must be valid UTF-8: a
+lone surrogate (JSON ``"\\ud800"``) or a file name that is not
 UTF-8 follows ``on_invalid_utf8`` like text does (the default, "error", names the file and line).
 
 Counts: ``ReadReport`` counts every blank line, skipped line, skipped document, and every invalid
@@ -31,15 +37,18 @@ import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from engine.corpus.arrow import ARROW_SUFFIXES, iter_parquet, iter_parquet_batches
+from engine.corpus.arrow import iter_parquet, iter_parquet_batches
+from engine.corpus.compressed import DECOMPRESSION_ERRORS, decompression_message, open_binary
 from engine.corpus.documents import (
     ID_COLUMN, INVALID_UTF8_POLICIES, PARQUET_BATCH_SIZE, TEXT_COLUMN, Document, ReadReport,
-    _apply_policy, _check_columns, _check_policy, _decode, _id_not_utf8, _is_hidden, _SURROGATE, unique_ids,
+    _apply_policy, _check_columns, _check_policy, _decode, _id_not_utf8, _SURROGATE, unique_ids,
     decode_counting, made_id,
 )
 from engine.corpus import long_lines as long_line_reader
+from engine.corpus.shards import (
+    ARROW_SUFFIXES, CORPUS_FORMATS, CORPUS_FORMS, CorpusShards, corpus_shards, folder_files, is_glob,
+)
 from engine.errors import ConfigurationError, CorpusError
-from engine.store_files import LOCK_SUFFIX, MANIFEST_NAME, STORE_NAME
 
 __all__ = [
     "Document",
@@ -51,6 +60,7 @@ __all__ = [
     "read_text_file",
     "corpus_format",
     "open_corpus",
+    "read_shards",
     "check_columns_apply",
     "decode_counting",
     "made_id",
@@ -58,6 +68,7 @@ __all__ = [
     "CORPUS_FORMATS",
     "CORPUS_FORMS",
     "json_error_text",
+    "json_field",
     "ARROW_SUFFIXES",
     "INVALID_UTF8_POLICIES",
     "PARQUET_BATCH_SIZE",
@@ -75,90 +86,114 @@ def iter_jsonl(
     id_column: str | None = None,
     report: ReadReport | None = None,
     long_lines: bool = False,
+    shards: CorpusShards | None = None,
+    made_ids: bool | None = None,
 ) -> Iterator[Document]:
     """Stream ``{"id": str, "text": str}`` objects, one per line, as Documents.
 
-    The text is the ``text_column`` field, the id the ``id_column`` field; with ``id_column=None``
-    the ``"id"`` field, or, when the first object has no ``"id"``, an id made from the file name and
-    the 1-based line number (``c.jsonl:000003``) for every line (a later line with an ``"id"`` is then
-    malformed: all lines have one or none). Blank lines are skipped and counted. Malformed lines (bad
-    JSON, not an object, missing or non-string or empty id/text) raise ``CorpusError`` naming
-    ``file:line``, or with ``skip_bad_lines`` are skipped and counted in ``report``. Duplicate ids
-    always raise (both line numbers). Invalid UTF-8, and lone surrogates in ids and texts, follow
-    ``on_invalid_utf8``: "error" (file, line, absolute byte offset), "replace" (U+FFFD, each
-    sequence counted), or "skip" (drop the line, count it). NUL characters are ordinary text.
+    ``path`` is a JSONL file, plain or compressed (``c.jsonl.gz``, ``.zst``, ``.bz2``, ``.xz``: read
+    as a stream, ``engine.corpus.compressed``), or a folder or glob of such shards
+    (``engine.corpus.shards``; ``shards``: the shards already listed), read in order as one corpus.
+    The text is the ``text_column`` field, the id the ``id_column`` field (a dotted name such as
+    ``meta.body`` reaches into nested objects unless the line has that key itself); with
+    ``id_column=None`` the ``"id"`` field, or, when the first object has no ``"id"``, an id made from
+    the file's name (its relative path among shards) and the 1-based line number (``c.jsonl:000003``)
+    for every line (a later line or shard with an ``"id"`` is then malformed: all lines have one or
+    none). Blank lines are skipped and counted. Malformed lines (bad JSON, not an object, missing or
+    non-string or empty id/text) raise ``CorpusError`` naming ``file:line``, or with
+    ``skip_bad_lines`` are skipped and counted in ``report``. Duplicate ids always raise (both
+    places, across shards too). Invalid UTF-8, and lone surrogates in ids and texts, follow
+    ``on_invalid_utf8``: "error" (file, line, absolute byte offset of the decompressed stream),
+    "replace" (U+FFFD, each sequence counted), or "skip" (drop the line, count it). NUL characters
+    are ordinary text. A compressed file that is corrupt or truncated is a ``CorpusError`` naming
+    the file and the line it stopped at.
     With ``long_lines``, the text of a line longer than ``LONG_LINE_BYTES`` stays in the file: it is
     a ``LongText`` (``engine.corpus.long_lines``), decoded part by part by whoever reads it.
+    ``made_ids`` (with ``id_column=None``): whether ids are made, decided already (by the first of
+    several shards, for a reader of a later one alone); None: decided by the first object read.
     """
     _check_policy(on_invalid_utf8)
     _check_columns(text_column, id_column)
     path = Path(path)
+    if shards is None:
+        shards = (corpus_shards(path, "jsonl") if path.is_dir() or is_glob(path)
+                  else CorpusShards(path, "jsonl", (path,), (path.name,), single=True))
     report = report if report is not None else ReadReport()
     report.source = str(path)
     report.text_column, report.id_column = text_column, id_column or ID_COLUMN
+    files = shards.pairs()
 
     def records(counts: ReadReport) -> Iterator[tuple[Document, str]]:
-        return _jsonl_records(path, on_invalid_utf8, skip_bad_lines, text_column, id_column, counts, long_lines)
+        columns = _JsonColumns(text_column, id_column, files[0][1])
+        if made_ids is not None and id_column is None:
+            columns.made, columns.made_at = made_ids, "the corpus's first shard"
+        for file, name in files:
+            columns.name, columns.shard = name, None if shards.single else name
+            yield from _jsonl_records(file, on_invalid_utf8, skip_bad_lines, columns, counts, long_lines,
+                                      place="" if shards.single else f"{name} ")
 
     yield from unique_ids(records, report, str(path))
 
 
-def _jsonl_records(path: Path, on_invalid_utf8: str, skip_bad_lines: bool, text_column: str, id_column: str | None,
-                   report: ReadReport, long_lines: bool = False) -> Iterator[tuple[Document, str]]:
-    """``iter_jsonl``'s documents, each with its line (``"line N"``), before the duplicate check."""
-    columns = _JsonColumns(text_column, id_column, path.name)
+def _jsonl_records(path: Path, on_invalid_utf8: str, skip_bad_lines: bool, columns: "_JsonColumns",
+                   report: ReadReport, long_lines: bool = False, place: str = "") -> Iterator[tuple[Document, str]]:
+    """One file's documents for ``iter_jsonl``, each with its line (``"line N"``, after ``place``), before
+    the duplicate check. Decompression errors become CorpusErrors naming the file and line."""
     try:
-        fh = open(path, "rb")
+        fh = open_binary(path)
     except OSError as exc:
-        raise CorpusError(f"{path}: cannot read corpus file: {exc.strerror}") from None
-    with fh:
-        offset = lineno = 0
-        # Each line's bytes and str are dropped once used: a long line is held once as its text
-        # while the consumer works on it, not three times; with ``long_lines`` not even once.
-        longest = long_line_reader.LONG_LINE_BYTES
-        while raw := fh.readline(longest) if long_lines else fh.readline():
-            lineno += 1
-            line_start, offset = offset, offset + len(raw)
-            where = f"{path}:{lineno}"
-            if long_lines and len(raw) == longest and raw[-1] != 0x0A:
-                found = long_line_reader.read_long_line(path, fh, line_start, raw,
-                                                        lambda line: columns.parse(line, where, lineno), where)
-                # A lone surrogate in the id (or in a text that is no long string) follows the policy: read whole.
-                if found is not None and _id_not_utf8(found[0]) is None and (
-                        not isinstance(found[1], str) or _id_not_utf8(found[1]) is None):
-                    doc_id, text, offset = found
-                    report.documents += 1
-                    report.made_ids = columns.made
-                    yield Document(doc_id, text), f"line {lineno}"
+        raise CorpusError(f"{path}: cannot read corpus file: {exc.strerror or exc}") from None
+    offset = lineno = 0
+    try:
+        with fh:
+            # Each line's bytes and str are dropped once used: a long line is held once as its text
+            # while the consumer works on it, not three times; with ``long_lines`` not even once.
+            longest = long_line_reader.LONG_LINE_BYTES
+            while raw := fh.readline(longest) if long_lines else fh.readline():
+                lineno += 1
+                line_start, offset = offset, offset + len(raw)
+                where = f"{path}:{lineno}"
+                if long_lines and len(raw) == longest and raw[-1] != 0x0A:
+                    found = long_line_reader.read_long_line(path, fh, line_start, raw,
+                                                            lambda line: columns.parse(line, where, lineno), where)
+                    # A lone surrogate in the id (or in a text that is no long string) follows the policy: read whole.
+                    if found is not None and _id_not_utf8(found[0]) is None and (
+                            not isinstance(found[1], str) or _id_not_utf8(found[1]) is None):
+                        doc_id, text, offset = found
+                        report.documents += 1
+                        report.made_ids = columns.made
+                        yield Document(doc_id, text), f"{place}line {lineno}"
+                        continue
+                    fh.seek(line_start)  # read whole: its errors and policies are a short line's
+                    raw = fh.readline()
+                    offset = line_start + len(raw)
+                if not raw[:64].strip() and not raw.strip():  # no copy of a long line that is not blank
+                    report.blank_lines += 1
                     continue
-                fh.seek(line_start)  # read whole: its errors and policies are a short line's
-                raw = fh.readline()
-                offset = line_start + len(raw)
-            if not raw[:64].strip() and not raw.strip():  # no copy of a long line that is not blank
-                report.blank_lines += 1
-                continue
-            before = (report.replaced_invalid_utf8, report.replaced_sequences)
-            line = _decode(raw, where=where, base_offset=line_start, policy=on_invalid_utf8, report=report)
-            del raw
-            if line is None:
-                continue
-            try:
-                doc_id, text = columns.parse(line, where, lineno)  # JSON ignores the trailing \r\n
-                del line
-                fixed = _fix_surrogates(doc_id, text, where=where, policy=on_invalid_utf8, report=report)
-            except CorpusError as exc:
-                if not skip_bad_lines:
-                    raise
-                report.replaced_invalid_utf8, report.replaced_sequences = before  # a skipped line changes nothing
-                report.skipped_bad_lines += 1
-                report.note(str(exc))
-                continue
-            if fixed is None:
-                continue
-            doc_id, text = fixed
-            report.documents += 1
-            report.made_ids = columns.made
-            yield Document(doc_id, text), f"line {lineno}"
+                before = (report.replaced_invalid_utf8, report.replaced_sequences)
+                line = _decode(raw, where=where, base_offset=line_start, policy=on_invalid_utf8, report=report)
+                del raw
+                if line is None:
+                    continue
+                try:
+                    doc_id, text = columns.parse(line, where, lineno)  # JSON ignores the trailing \r\n
+                    del line
+                    fixed = _fix_surrogates(doc_id, text, where=where, policy=on_invalid_utf8, report=report)
+                except CorpusError as exc:
+                    if not skip_bad_lines:
+                        raise
+                    report.replaced_invalid_utf8, report.replaced_sequences = before  # a skipped line changes nothing
+                    report.skipped_bad_lines += 1
+                    report.note(str(exc))
+                    continue
+                if fixed is None:
+                    continue
+                doc_id, text = fixed
+                report.documents += 1
+                report.made_ids = columns.made
+                yield Document(doc_id, text), f"{place}line {lineno}"
+    except DECOMPRESSION_ERRORS as exc:
+        raise CorpusError(decompression_message(path, exc, lineno)) from None
 
 
 def _no_repeated_keys(pairs: list[tuple[str, object]]) -> dict:
@@ -175,14 +210,34 @@ class _RepeatedKey(ValueError):
     pass
 
 
+_MISSING = object()
+
+
+def json_field(obj: dict, name: str):
+    """The field ``name`` of a JSON object: the key itself, else, for a dotted name, the path of nested
+    objects (``meta.body`` is ``obj["meta"]["body"]``); ``_MISSING`` where there is none."""
+    if name in obj:
+        return obj[name]
+    if "." not in name:
+        return _MISSING
+    value = obj
+    for part in name.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
 class _JsonColumns:
-    """Reads the id and text of one JSONL object; decides at the first object whether ids are made."""
+    """Reads the id and text of one JSONL object; decides at the first object whether ids are made.
+    ``name``: the file part of made ids (set per shard); ``shard``: the shard named in messages, if any."""
 
     def __init__(self, text_column: str, id_column: str | None, name: str):
         self.text, self.id, self.name = text_column, id_column or ID_COLUMN, name
+        self.shard: str | None = None
         self.optional_id = id_column is None
         self.made: bool | None = None  # decided by the first object read
-        self.made_at = 0
+        self.made_at = ""
 
     def expected(self) -> str:
         return f'{{"{self.id}": str, "{self.text}": str}}'
@@ -193,7 +248,7 @@ class _JsonColumns:
         has = f"the line has {shown}" if obj else "the line has no fields"
         if key == self.id and self.optional_id:
             # The first line decided: it had an id, so ids are read, not made.
-            return (f'{has}; line {self.made_at} has an "{self.id}", so every line needs one '
+            return (f'{has}; {self.made_at} has an "{self.id}", so every line needs one '
                     f'(ids are made from file and line only when no line has an "{self.id}")')
         option = "--text-column NAME (text_column=" if key == self.text else "--id-column NAME (id_column="
         return f"{has}: name the {'text' if key == self.text else 'id'} field with {option} in Python)"
@@ -202,23 +257,26 @@ class _JsonColumns:
         obj = _parse_jsonl_object(line, where, f'{{"{self.id}": ..., "{self.text}": ...}}')
         if self.made is None:
             self.made = self.optional_id and self.id not in obj
-            self.made_at = lineno
+            self.made_at = f"line {lineno}" + (f" of {self.shard}" if self.shard else "")
         if self.made and self.id in obj:
             raise CorpusError(
-                f'{where}: has "{self.id}" but line {self.made_at} has none, so ids are made from file and line; '
+                f'{where}: has "{self.id}" but {self.made_at} has none, so ids are made from file and line; '
                 f'expected every line with an "{self.id}" or none'
             )
         keys = (self.text,) if self.made else (self.id, self.text)
+        values = []
         for key in keys:
-            if key not in obj:
+            value = json_field(obj, key)
+            if value is _MISSING:
                 raise CorpusError(f'{where}: missing "{key}" (expected {self.expected()}); {self._hint(key, obj)}')
-            if not isinstance(obj[key], str):
-                raise CorpusError(f'{where}: "{key}" must be a string, got {type(obj[key]).__name__}')
+            if not isinstance(value, str):
+                raise CorpusError(f'{where}: "{key}" must be a string, got {type(value).__name__}')
+            values.append(value)
         if self.made:
-            return made_id(self.name, lineno), obj[self.text]
-        if not obj[self.id]:
+            return made_id(self.name, lineno), values[0]
+        if not values[0]:
             raise CorpusError(f'{where}: empty "{self.id}" (expected a non-empty string)')
-        return obj[self.id], obj[self.text]
+        return values[0], values[1]
 
 
 def _parse_jsonl_object(line: str, where: str, expected: str) -> dict:
@@ -304,22 +362,8 @@ def iter_folder(
         raise CorpusError(f"{root}: not a directory (expected a folder of text files)")
     report = report if report is not None else ReadReport()
     report.source = str(root)
-    excluded = {os.path.realpath(p) for p in exclude}
-    relative = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".") and not _engine_output(Path(dirpath) / d, excluded)]
-        for name in filenames:
-            full = Path(dirpath) / name
-            if not name.startswith(".") and full.is_file() and os.path.realpath(full) not in excluded:
-                relative.append(full.relative_to(root).as_posix())
-    yield from unique_ids(lambda counts: _folder_records(root, sorted(relative), on_invalid_utf8, counts, long_files),
-                          report, str(root))
-
-
-def _engine_output(folder: Path, excluded: set[str]) -> bool:
-    """Whether a folder of a folder corpus is left out: excluded, a token store or a ``prepare`` output."""
-    return (os.path.realpath(folder) in excluded or (folder / MANIFEST_NAME).is_file()
-            or (folder / f"{STORE_NAME}{LOCK_SUFFIX}").is_file() or (folder / STORE_NAME / MANIFEST_NAME).is_file())
+    yield from unique_ids(lambda counts: _folder_records(root, folder_files(root, exclude), on_invalid_utf8, counts,
+                                                         long_files), report, str(root))
 
 
 def _folder_records(root: Path, relative: list[str], on_invalid_utf8: str,
@@ -398,43 +442,22 @@ def read_text_file(path: str | os.PathLike, *, on_invalid_utf8: str = "error", r
 
 # -- one dispatch by format -----------------------------------------------------------------------
 
-CORPUS_FORMATS = ("jsonl", "parquet", "folder")
-# Every form a corpus argument may take (corpus_format's readers, and is_continuous_text's .txt),
-# in the one phrase that error messages use.
-CORPUS_FORMS = (f"a .jsonl/.json, .parquet or {'/'.join(ARROW_SUFFIXES)} file, a folder, "
-                "or a .txt file holding one continuous text")
-
-
 def is_continuous_text(path: str | os.PathLike) -> bool:
     """A ``.txt`` file is one continuous text (read whole by ``read_text_file``), not a corpus of documents."""
     path = Path(path)
     return path.is_file() and path.suffix == ".txt"
 
 
-def corpus_format(path: str | os.PathLike) -> str:
-    """The reader for ``path``: "jsonl" (``.jsonl``/``.json``), "parquet" (``.parquet``, Arrow IPC
-    ``.arrow``/``.feather``/``.ipc``, or a directory whose non-hidden files are all ``.parquet``),
-    or "folder" (any other directory, one document per text file).
+def corpus_format(path: str | os.PathLike, corpus_format: str | None = None) -> str:
+    """The reader for ``path`` (``engine.corpus.shards``): "jsonl" (``.jsonl``/``.json``, plain or
+    compressed), "parquet", "arrow" (``.arrow``/``.feather``/``.ipc``, a ``datasets`` folder), each
+    also for a folder or glob of such shards, or "folder" (a folder of text files, one document
+    each). ``corpus_format`` overrides the guess.
 
-    CorpusError for a path that does not exist or has another suffix (a continuous ``.txt`` file is
-    no multi-document corpus: read it with ``read_text_file``).
+    CorpusError for a path that does not exist (and is no glob), a suffix of no format, or a folder
+    that mixes kinds (a continuous ``.txt`` file is no multi-document corpus: read it with ``read_text_file``).
     """
-    path = Path(path)
-    if path.is_dir():
-        files = [p for p in path.rglob("*") if p.is_file() and not _is_hidden(p.relative_to(path))]
-        return "parquet" if files and all(p.suffix == ".parquet" for p in files) else "folder"
-    if not path.exists():
-        raise CorpusError(f"{path}: no such corpus file or directory (expected {CORPUS_FORMS})")
-    if path.suffix in (".jsonl", ".json"):
-        return "jsonl"
-    if path.suffix == ".parquet" or path.suffix in ARROW_SUFFIXES:
-        return "parquet"
-    if is_continuous_text(path):
-        raise CorpusError(
-            f"{path}: unknown corpus format '.txt' for a corpus of documents: a .txt file is one continuous "
-            "text (read it with read_text_file and split it with CorpusPartitions.from_text)"
-        )
-    raise CorpusError(f"{path}: unknown corpus format {path.suffix or '(no suffix)'!r} (expected {CORPUS_FORMS})")
+    return corpus_shards(path, corpus_format).kind
 
 
 def _batched(documents: Iterable[Document], size: int, chars: int | None) -> Iterator[list[Document]]:
@@ -455,15 +478,17 @@ def _batched(documents: Iterable[Document], size: int, chars: int | None) -> Ite
         yield batch
 
 
-def check_columns_apply(path: str | os.PathLike, text_column: str = TEXT_COLUMN, id_column: str | None = None) -> None:
+def check_columns_apply(path: str | os.PathLike, text_column: str = TEXT_COLUMN, id_column: str | None = None,
+                        corpus_format: str | None = None) -> None:
     """ConfigurationError when columns other than the defaults are named for a corpus that has none
     (a folder of text files, one continuous text)."""
     _check_columns(text_column, id_column)
     if text_column == TEXT_COLUMN and id_column is None:
         return
     path = Path(path)
-    if is_continuous_text(path) or corpus_format(path) == "folder":
-        kind = "a continuous .txt text" if is_continuous_text(path) else "a folder of text files"
+    continuous = corpus_format is None and is_continuous_text(path)
+    if continuous or corpus_shards(path, corpus_format).kind == "folder":
+        kind = "a continuous .txt text" if continuous else "a folder of text files"
         raise ConfigurationError(
             f"{path}: text_column/id_column apply to JSONL, Parquet and Arrow corpora, not {kind} "
             "(a file's text is its contents, its id its relative path)"
@@ -482,32 +507,60 @@ def open_corpus(
     report: ReadReport | None = None,
     long_lines: bool = False,
     exclude: Iterable[str | os.PathLike] = (),
+    corpus_format: str | None = None,
 ) -> Iterator[list[Document]]:
     """The documents of a corpus at ``path``, in order, as lists of at most ``batch_documents``
     documents (and ``batch_chars`` characters unless one document is larger; None: no limit).
 
-    The format is chosen by ``corpus_format`` (checked now, before the first batch is asked for);
-    each reader takes the options that apply to it (Parquet strings are UTF-8 already; JSONL
-    has lines to skip, Parquet rows with nulls; ``text_column``/``id_column`` apply to JSONL and
-    Parquet/Arrow, and a folder of text files refuses them). Parquet is read in record batches of ``batch_documents`` rows, and a
-    batch never spans two record batches. Memory: one batch (or one file of a folder).
+    The format and the shards are chosen by ``engine.corpus.shards.corpus_shards`` (checked now,
+    before the first batch is asked for; ``corpus_format`` overrides the guess): one file, plain or
+    compressed, a folder or glob of shards read in order as one corpus, a ``datasets`` folder, or a
+    folder of text files. Each reader takes the options that apply to it (Parquet strings are UTF-8
+    already; JSONL has lines to skip, Parquet rows with nulls; ``text_column``/``id_column``, dotted
+    for nested fields, apply to JSONL and Parquet/Arrow, and a folder of text files refuses them).
+    Parquet is read in record batches of ``batch_documents`` rows, and a batch never spans two
+    record batches. Memory: one batch (or one file of a folder), whatever the compression.
     ``long_lines``: a long JSONL line's (or folder file's) text stays in the file (``iter_jsonl``, ``iter_folder``).
-    ``exclude``: paths a folder corpus leaves out (``iter_folder``).
+    ``exclude``: paths a folder corpus (or a folder of shards) leaves out.
     """
-    kind = corpus_format(path)
-    check_columns_apply(path, text_column, id_column)
+    shards = corpus_shards(path, corpus_format, exclude=exclude)
+    check_columns_apply(path, text_column, id_column, corpus_format)
+    return read_shards(shards, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
+                       text_column=text_column, id_column=id_column, batch_documents=batch_documents,
+                       batch_chars=batch_chars, report=report, long_lines=long_lines, exclude=exclude)
+
+
+def read_shards(
+    shards: CorpusShards,
+    *,
+    on_invalid_utf8: str = "error",
+    skip_bad_lines: bool = False,
+    text_column: str = TEXT_COLUMN,
+    id_column: str | None = None,
+    batch_documents: int = PARQUET_BATCH_SIZE,
+    batch_chars: int | None = None,
+    report: ReadReport | None = None,
+    long_lines: bool = False,
+    exclude: Iterable[str | os.PathLike] = (),
+    made_ids: bool | None = None,
+) -> Iterator[list[Document]]:
+    """``open_corpus`` of shards already listed (``corpus_shards``): the whole corpus, or some of its
+    shards (``made_ids``: whether ids are made, as the corpus's first shard decided)."""
     _check_policy(on_invalid_utf8)
     report = report if report is not None else ReadReport()
-    if kind == "parquet":
+    path = shards.path
+    if shards.kind in ("parquet", "arrow"):
         return (
             batch
             for rows in iter_parquet_batches(path, batch_size=batch_documents, text_column=text_column,
-                                             id_column=id_column, report=report, skip_bad_rows=skip_bad_lines)
+                                             id_column=id_column, report=report, skip_bad_rows=skip_bad_lines,
+                                             shards=shards, made_ids=made_ids)
             for batch in _batched(rows, batch_documents, batch_chars)
         )
-    if kind == "jsonl":
+    if shards.kind == "jsonl":
         docs = iter_jsonl(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
-                          text_column=text_column, id_column=id_column, report=report, long_lines=long_lines)
+                          text_column=text_column, id_column=id_column, report=report, long_lines=long_lines,
+                          shards=shards, made_ids=made_ids)
     else:
         docs = iter_folder(path, on_invalid_utf8=on_invalid_utf8, report=report, long_files=long_lines, exclude=exclude)
     return _batched(docs, batch_documents, batch_chars)
