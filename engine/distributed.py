@@ -356,7 +356,7 @@ def _run(options: PrepareOptions, concurrency: int, outputs: StagedOutputs) -> N
     with _ordered():
         docs = assign_splits(read_corpus(options.corpus, text_column=options.text_column, id_column=options.id_column,
                                          on_invalid_utf8=options.on_invalid_utf8, skip_bad_lines=options.skip_bad_lines,
-                                         corpus_format=options.corpus_format, exclude=(options.out_dir,),
+                                         corpus_format=options.corpus_format, exclude=options.excluded_paths,
                                          counts=counts), manifest)
         if options.fit is not None:
             trainer = options.trainer()

@@ -241,7 +241,7 @@ class PrepareOptions:
         continuous = self.corpus_format is None and is_continuous_text(corpus)
         self._set("continuous", continuous)
         if not continuous:
-            corpus_shards(corpus, self.corpus_format, exclude=(self.out_dir,))  # a mix of kinds fails now
+            corpus_shards(corpus, self.corpus_format, exclude=self.excluded_paths)  # a mix of kinds fails now
         if continuous:
             if splits is not None or self.hash_split is not None:
                 raise ConfigurationError(
@@ -259,6 +259,11 @@ class PrepareOptions:
                 "hash_split=(0.8, 0.1, 0.1)")
         if self.hash_split is not None:
             self._set("hash_split", hash_split_ratios(self.hash_split))  # checks the form and the ratios
+
+    @property
+    def excluded_paths(self) -> tuple[Path, ...]:
+        """What a folder corpus leaves out: the run's ``--out`` and its ``--splits`` manifest."""
+        return (self.out_dir,) + ((self.splits,) if self.splits is not None else ())
 
     @property
     def store_path(self) -> Path:

@@ -332,6 +332,20 @@ def test_every_form_of_the_same_documents_gives_the_same_store_bytes(tmp_path):
         assert (results[name].tokenizer_path.read_bytes() == results["plain"].tokenizer_path.read_bytes())
 
 
+def test_a_manifest_and_outputs_inside_a_folder_of_shards_are_no_shards(tmp_path):
+    root = tmp_path / "shards"
+    write(root / "a.jsonl.gz", lines(3), ".gz")
+    write(root / "b.jsonl.gz", lines(2, start=3), ".gz")
+    splits = root / "splits.json"
+    splits.write_text(json.dumps({"train": ["d000", "d001", "d003"], "validation": ["d002"], "test": ["d004"]}))
+    options = dict(RUN, hash_split=None, tokenizer="byte-bpe", merges=20)
+    first = prepare(root, splits, root / "out", **options)
+    again = prepare(root, splits, root / "out2", **options)  # root/out is a prepare output now: left out
+    assert first.report["partitions"]["train"]["documents"] == 3
+    assert store_bytes(root / "out") == store_bytes(root / "out2")
+    assert again.report["read"]["documents"] == 5
+
+
 def test_resume_over_a_compressed_corpus_equals_a_fresh_run(tmp_path, monkeypatch):
     from tests.test_resume import interrupt_after
 

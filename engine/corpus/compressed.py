@@ -119,7 +119,7 @@ class _ZstdReader(io.RawIOBase):
                 data = self._frame.unused_data
                 self._frame = self._decompressor.decompressobj()
                 self._in_frame = False
-            self._pending = memoryview(b"".join(out))
+            self._pending = memoryview(out[0] if len(out) == 1 else b"".join(out))
 
     def readinto(self, buffer) -> int:
         self._fill()

@@ -348,7 +348,7 @@ def iter_folder(
 
     id = relative POSIX path, text = the UTF-8 contents. Hidden means any path component starting
     with "."; symlinked directories are not followed. Engine's own outputs are no documents: the
-    folders (and files) in ``exclude`` (``prepare`` passes its ``--out``), every token store (a
+    folders (and files) in ``exclude`` (``prepare`` passes its ``--out`` and ``--splits``), every token store (a
     folder holding ``_engine.json``) and every ``prepare`` output folder (one holding ``store.lock``
     or ``store/_engine.json``) are left out, so a corpus folder may hold the outputs of runs over it.
     Bad UTF-8 in a file names the file and byte

@@ -6,7 +6,8 @@ or a folder of text documents (``corpus_shards``).
   (``.parquet``) or Arrow IPC (``.arrow``, ``.feather``, ``.ipc``).
 - A folder's files are its regular, non-hidden files below it, sorted by relative POSIX path
   (``folder_files``: hidden means a path component starting with "."; engine's own outputs, a
-  token store or a ``prepare`` output folder, and the paths in ``exclude`` are left out). When they
+  token store or a ``prepare`` output folder, and the paths in ``exclude``, which ``prepare`` gives
+  its ``--out`` and ``--splits``, are left out). When they
   are all JSONL (plain or compressed, mixed freely), all Parquet or all Arrow, the folder is a
   *sharded corpus* of that format, its shards in that order; when none is of these kinds it is a
   folder of text documents (one per file); a mix is a CorpusError naming two files of different kinds.
