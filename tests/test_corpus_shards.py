@@ -125,6 +125,39 @@ def test_truncated_compressed_file_names_file_and_line(tmp_path, suffix):
     assert str(err.value).endswith(f"the file is corrupt or truncated (expected a complete {kind} stream)")
 
 
+@pytest.mark.parametrize("checksum", [False, True])
+def test_a_zstd_file_cut_anywhere_inside_a_frame_is_an_error(tmp_path, checksum):
+    rows = lines(300)
+    data = "".join(r + "\n" for r in rows).encode()
+    skippable = (0x184D2A50).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"abc"
+    make = zstandard.ZstdCompressor(write_checksum=checksum)
+    whole = make.compress(data[:5000]) + skippable + make.compress(data[5000:])
+    path = tmp_path / "c.jsonl.zst"
+    path.write_bytes(whole)
+    assert [d.text for d in iter_jsonl(path)] == [json.loads(r)["text"] for r in rows]
+    for cut in (1, 2, 3, 4, 5, 9, 50, len(whole) - len(make.compress(data[:5000])) - 1):
+        path.write_bytes(whole[:-cut])
+        with pytest.raises(CorpusError, match=r"cannot decompress the zstd file .*EOFError: Compressed file ended"):
+            list(iter_jsonl(path))
+
+
+def test_memory_for_a_zstd_file_is_one_buffer_whatever_the_ratio(tmp_path):
+    import tracemalloc
+
+    path = tmp_path / "c.jsonl.zst"  # 64 MB of one byte in a few kB
+    path.write_bytes(zstandard.ZstdCompressor(level=19).compress(b" " * (64 << 20)))
+    total = 0
+    tracemalloc.start()
+    try:
+        with open_binary(path) as fh:
+            while chunk := fh.read(1 << 20):
+                total += len(chunk)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert total == 64 << 20 and peak < 8 << 20  # never the whole decompressed data at once
+
+
 def test_a_file_that_is_not_what_its_suffix_says_exits_2(tmp_path):
     path = write(tmp_path / "c.jsonl.gz", lines(3))  # plain text under a .gz name
     result = run("splits", path, "--hash-split", "1,0,0", "--out", tmp_path / "s.json")

@@ -8,8 +8,10 @@ exactly as a plain one, one buffer at a time: nothing is decompressed whole. Off
 ``seek``, the byte offsets error messages name) count decompressed bytes. Seeking forward reads on;
 seeking back reopens the file and reads to the offset, which only a line too long to hold does.
 
-zstandard files may hold several frames one after another (as ``zstd`` and ``cat`` make them); a
-file that ends inside a frame is truncated. A corrupt or truncated file raises one of
+zstandard files may hold several frames one after another (as ``zstd`` and ``cat`` make them), and
+skippable frames; a file that ends inside a frame is truncated (checked at its end by walking the
+frames' headers). Memory is one buffer of decompressed bytes whatever the compression ratio.
+A corrupt or truncated file raises one of
 ``DECOMPRESSION_ERRORS`` while it is read; ``decompression_message`` says which file, after which
 line, and what was expected.
 """
@@ -35,7 +37,6 @@ COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bzip2",
 DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError, zstandard.ZstdError)
 
 _BUFFER_BYTES = 1 << 20
-_ZSTD_READ_BYTES = 1 << 17
 
 
 def compression_of(path: str | os.PathLike) -> str | None:
@@ -76,25 +77,25 @@ def decompression_message(path: str | os.PathLike, exc: BaseException, lines_rea
 
 
 class _ZstdReader(io.RawIOBase):
-    """The decompressed bytes of a zstandard file, frame after frame; a file ending inside a frame
-    raises EOFError (the stream readers of ``zstandard`` end silently there)."""
+    """The decompressed bytes of a zstandard file, frame after frame (``zstandard``'s stream reader,
+    which decompresses into the caller's buffer, so memory is one buffer whatever the ratio). That
+    reader ends silently where a file ends inside a frame, so at the end the file's frames are
+    walked (``_zstd_problem``: headers and block sizes, no decompression) and a truncated file
+    raises EOFError before the end is reported."""
 
     def __init__(self, path: Path):
         super().__init__()
         self._path = path
-        self._fh = None
+        self._reader = None
         self._open()
 
     def _open(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-        self._fh = open(self._path, "rb")
-        self._decompressor = zstandard.ZstdDecompressor()
-        self._frame = self._decompressor.decompressobj()
-        self._in_frame = False  # bytes given to the current frame that did not end it
-        self._pending = memoryview(b"")
+        if self._reader is not None:
+            self._reader.close()
+        self._reader = zstandard.ZstdDecompressor().stream_reader(open(self._path, "rb"), read_across_frames=True,
+                                                                   closefd=True)
         self._pos = 0
-        self._done = False
+        self._checked = False
 
     def readable(self) -> bool:
         return True
@@ -102,30 +103,13 @@ class _ZstdReader(io.RawIOBase):
     def seekable(self) -> bool:
         return True
 
-    def _fill(self) -> None:
-        while not self._pending and not self._done:
-            data = self._fh.read(_ZSTD_READ_BYTES)
-            if not data:
-                self._done = True
-                if self._in_frame:
-                    raise EOFError("Compressed file ended before the end-of-frame marker was reached")
-                return
-            out = []
-            while data:
-                out.append(self._frame.decompress(data))
-                self._in_frame = True
-                if not self._frame.eof:
-                    break
-                data = self._frame.unused_data
-                self._frame = self._decompressor.decompressobj()
-                self._in_frame = False
-            self._pending = memoryview(out[0] if len(out) == 1 else b"".join(out))
-
     def readinto(self, buffer) -> int:
-        self._fill()
-        n = min(len(buffer), len(self._pending))
-        buffer[:n] = self._pending[:n]
-        self._pending = self._pending[n:]
+        n = self._reader.readinto(buffer)
+        if n == 0 and not self._checked and len(buffer):
+            problem = _zstd_problem(self._path)
+            if problem is not None:
+                raise EOFError(problem)
+            self._checked = True
         self._pos += n
         return n
 
@@ -139,16 +123,62 @@ class _ZstdReader(io.RawIOBase):
             raise io.UnsupportedOperation("a zstandard stream seeks from its start or its position only")
         if offset < self._pos:
             self._open()
+        scratch = bytearray(min(max(offset - self._pos, 1), _BUFFER_BYTES))
         while self._pos < offset:
-            self._fill()
-            if not self._pending:
+            view = memoryview(scratch)[:min(len(scratch), offset - self._pos)]
+            if not self.readinto(view):
                 break
-            n = min(offset - self._pos, len(self._pending))
-            self._pending = self._pending[n:]
-            self._pos += n
         return self._pos
 
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
+        if self._reader is not None:
+            self._reader.close()
         super().close()
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+_SKIPPABLE = range(0x184D2A50, 0x184D2A60)
+
+
+def _zstd_problem(path: Path) -> str | None:
+    """None when ``path`` is whole zstandard frames (and skippable frames) end to end, else what is wrong:
+    each frame's header, then each block's 3-byte header and size, then its checksum, as the format lays
+    them out (a walk over the headers, the blocks themselves are not read)."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+
+        def take(n: int) -> bytes:
+            data = fh.read(n)
+            if len(data) < n:
+                raise EOFError
+            return data
+
+        def skip(n: int) -> None:
+            if fh.seek(n, io.SEEK_CUR) > size:
+                raise EOFError
+
+        try:
+            while head := fh.read(4):
+                if len(head) < 4:
+                    raise EOFError
+                magic = int.from_bytes(head, "little")
+                if magic in _SKIPPABLE:
+                    skip(int.from_bytes(take(4), "little"))
+                    continue
+                if magic != _ZSTD_MAGIC:
+                    return f"unknown frame magic 0x{magic:08x} at the end of the data read"
+                descriptor = take(1)[0]
+                single = descriptor >> 5 & 1
+                skip((0 if single else 1) + (0, 1, 2, 4)[descriptor & 3] + (single, 2, 4, 8)[descriptor >> 6])
+                while True:
+                    block = int.from_bytes(take(3), "little")
+                    if block >> 1 & 3 == 3:
+                        return "a block of the reserved type"
+                    skip(1 if block >> 1 & 3 == 1 else block >> 3)
+                    if block & 1:
+                        break
+                if descriptor >> 2 & 1:
+                    skip(4)  # the content checksum
+        except EOFError:
+            return "Compressed file ended before the end-of-frame marker was reached"
+    return None
