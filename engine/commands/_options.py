@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from engine.corpus.shards import CORPUS_FORMATS
 from engine.corpus.splits import PARTITIONS, parse_ratios
 from engine.errors import ConfigurationError
 
@@ -48,8 +49,6 @@ def column_options(fn):
 def corpus_format_option(fn):
     """``--corpus-format FORMAT``: read the corpus as jsonl, parquet, arrow or folder, whatever its
     suffixes say (the command receives ``corpus_format``, None unless given)."""
-    from engine.corpus.shards import CORPUS_FORMATS
-
     return click.option("--corpus-format", "corpus_format", type=click.Choice(list(CORPUS_FORMATS)), default=None,
                         help="Read the corpus as this format instead of guessing it from suffixes (every file of a "
                              "folder or glob too; compression still follows the last suffix), e.g. "

@@ -6,6 +6,7 @@
 - ``engine.corpus.shards``: what a corpus path names (one file, a folder or glob of shards, a
   ``datasets`` folder, a folder of text files) and ``--corpus-format``;
 - ``engine.corpus.compressed``: gzip, zstandard, bzip2 and xz files read as streams;
+- ``engine.corpus.jsonl``: the JSONL reader (plain, compressed or sharded);
 - ``engine.corpus.collection``: ``Corpus``, the documents in memory, in order, indexed by id;
 - ``engine.corpus.splits``: ``Partition``, ``SplitManifest`` (lists or a hash rule),
   ``ManifestCheck`` (the manifest's rules over streamed documents) and ``CorpusPartitions``
