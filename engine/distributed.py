@@ -3,7 +3,13 @@
 ``run_on_ray(options)`` takes the ``PrepareOptions`` the local executor takes, fits with the same
 ``Trainer`` and cuts chunks with the same ``Chunker``; only where each step runs differs:
 
-- on the cluster: reading (``ray.data.read_json`` / ``read_parquet``), split assignment
+- on the cluster: reading (``read_corpus``: one read task per shard, each running engine's own
+  reader over its file, so every corpus form and reading option of the local executor holds: plain
+  or compressed JSONL, Parquet, Arrow, folders and globs of shards, ``datasets`` folders, folders of
+  text files, ``--text-column``/``--id-column`` with nested fields, ids made from file and row,
+  ``--skip-bad-lines``, ``--on-invalid-utf8``; whether ids are made is decided by the corpus's
+  first document, as locally, and the counts of every shard's read come back to the driver in
+  shard order for ``report["read"]``; shard paths must be readable where the tasks run), split assignment
   (``assign_splits``: the manifest is shipped once), type counting per batch (``count_types``:
   the kind's ``Trainer.count_types`` in an actor, whatever the kind counts: characters, words,
   byte-level pieces) and encoding (``encode``: a callable class, so each actor rebuilds the
@@ -24,14 +30,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.corpus import PARTITIONS, ManifestCheck, Partition, SplitManifest
+from engine.corpus import PARTITIONS, ManifestCheck, Partition, ReadReport, SplitManifest, check_columns_apply
+from engine.corpus.readers import TEXT_COLUMN, read_shards
+from engine.corpus.shards import CorpusShards, corpus_shards
 from engine.errors import ConfigurationError, CorpusError, EngineError
 from engine.local import run_local
 from engine.outputs import PartitionTally, PrepareResult, StagedOutputs
@@ -118,24 +125,75 @@ def _unwrapped(exc: BaseException) -> BaseException:
 # -- reading and splits -------------------------------------------------------------------------
 
 
-def read_corpus(path: str | os.PathLike):
-    """A Dataset with ``id`` and ``text`` (strings) from a JSONL file or a Parquet file/directory."""
-    ray = require_ray()
-    path = Path(path)
-    if path.suffix in (".jsonl", ".json") and path.is_file():
-        import pyarrow.json as pajson
+_READ_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
 
-        ds = ray.data.read_json(str(path), read_options=pajson.ReadOptions(block_size=64 << 20),
-                                parse_options=pajson.ParseOptions(explicit_schema=pa.schema(
-                                    [("id", pa.string()), ("text", pa.string())])))
-    elif path.suffix == ".parquet" or path.is_dir():
-        ds = ray.data.read_parquet(str(path), columns=["id", "text"])
-    else:
-        raise ConfigurationError(
-            f"{path}: the Ray executor reads .jsonl files and Parquet files or directories "
-            "(use --executor local for folders of text files, Arrow IPC files and continuous .txt files)"
-        )
-    return ds.select_columns(["id", "text"])
+
+class _ReadCounts:
+    """A Ray actor: each shard's ``ReadReport`` of the latest pass, by shard index."""
+
+    def __init__(self):
+        self.reports: dict[int, ReadReport] = {}
+
+    def put(self, index: int, report: ReadReport) -> None:
+        self.reports[index] = report
+
+    def merged(self, source: str) -> ReadReport:
+        report = ReadReport(source=source)
+        for index in sorted(self.reports):
+            shard = self.reports[index]
+            report.add(shard)
+            report.text_column, report.id_column = shard.text_column, shard.id_column
+        return report
+
+
+def _units(shards: CorpusShards) -> list[CorpusShards]:
+    """The read tasks' shards: one file each (a folder of text files is one task)."""
+    if shards.kind == "folder":
+        return [shards]
+    return [CorpusShards(shards.path, shards.kind, (file,), (name,), single=shards.single)
+            for file, name in zip(shards.files, shards.names)]
+
+
+def _made_ids(units: list[CorpusShards], reading: dict) -> bool | None:
+    """Whether ids are made, as the corpus's first document decides (None: no shard holds one)."""
+    if reading["id_column"] is not None or units[0].kind == "folder":
+        return None
+    for unit in units:
+        report = ReadReport()
+        for _ in read_shards(unit, report=report, batch_documents=1, **reading):
+            return report.made_ids
+    return None
+
+
+def _read_shard(batch: pa.Table, units: list[CorpusShards], reading: dict, made_ids: bool | None,
+                counts) -> Iterator[pa.Table]:
+    """The documents of the shards ``batch`` names, as ``id``/``text`` tables; their counts go to ``counts``."""
+    for index in batch.column("shard").to_pylist():
+        report = ReadReport()
+        for docs in read_shards(units[index], report=report, made_ids=made_ids, batch_documents=MAP_BATCH_ROWS,
+                                **reading):
+            yield pa.table([pa.array([d.id for d in docs], pa.string()), pa.array([d.text for d in docs], pa.string())],
+                           schema=_READ_SCHEMA)
+        require_ray().get(counts.put.remote(index, report))
+
+
+def read_corpus(path: str | os.PathLike, *, text_column: str = TEXT_COLUMN, id_column: str | None = None,
+                on_invalid_utf8: str = "error", skip_bad_lines: bool = False, corpus_format: str | None = None,
+                exclude=(), counts=None):
+    """A Dataset with ``id`` and ``text`` (strings) from any corpus the local executor reads, one read
+    task per shard (see the module docstring). ``counts``: a ``_ReadCounts`` actor for the reports."""
+    ray = require_ray()
+    shards = corpus_shards(path, corpus_format, exclude=exclude)
+    check_columns_apply(path, text_column, id_column, corpus_format)
+    reading = dict(text_column=text_column, id_column=id_column, on_invalid_utf8=on_invalid_utf8,
+                   skip_bad_lines=skip_bad_lines, exclude=tuple(exclude))
+    units = _units(shards)
+    if counts is None:
+        counts = ray.remote(_ReadCounts).remote()
+    tasks = ray.data.from_items([{"shard": i} for i in range(len(units))], override_num_blocks=len(units))
+    return tasks.map_batches(_read_shard, fn_kwargs={"units": units, "reading": reading,
+                                                     "made_ids": _made_ids(units, reading), "counts": counts},
+                             batch_format="pyarrow", batch_size=1)
 
 
 def _assign(batch: pa.Table, manifest: SplitManifest) -> pa.Table:
@@ -294,8 +352,12 @@ def _run(options: PrepareOptions, concurrency: int, outputs: StagedOutputs) -> N
     """The Ray steps of ``run_on_ray``: fit (or load), encode, write; ``outputs`` staged before the store commits."""
     manifest = options.manifest()
     check = ManifestCheck(manifest, str(options.corpus))
+    counts = require_ray().remote(_ReadCounts).remote()
     with _ordered():
-        docs = assign_splits(read_corpus(options.corpus), manifest)
+        docs = assign_splits(read_corpus(options.corpus, text_column=options.text_column, id_column=options.id_column,
+                                         on_invalid_utf8=options.on_invalid_utf8, skip_bad_lines=options.skip_bad_lines,
+                                         corpus_format=options.corpus_format, exclude=options.excluded_paths,
+                                         counts=counts), manifest)
         if options.fit is not None:
             trainer = options.trainer()
             if not manifest.is_hash_split:
@@ -308,7 +370,8 @@ def _run(options: PrepareOptions, concurrency: int, outputs: StagedOutputs) -> N
         else:
             tok = options.load_tokenizer()
         write_store(encode(docs, tok, concurrency=concurrency), options, tok, check=check,
-                    before_commit=lambda tallies: outputs.stage(tok, tallies))
+                    before_commit=lambda tallies: outputs.stage(
+                        tok, tallies, read=require_ray().get(counts.merged.remote(str(options.corpus)))))
 
 
 def run_on_ray(options: PrepareOptions) -> PrepareResult:

@@ -69,7 +69,8 @@ class _Source:
                                    skip_bad_lines=options.skip_bad_lines, text_column=options.text_column,
                                    id_column=options.id_column, report=self.reads[-1], long_lines=True,
                                    batch_documents=options.limits.read_batch_documents,
-                                   batch_chars=options.limits.read_batch_chars, exclude=(options.out_dir,))
+                                   batch_chars=options.limits.read_batch_chars, exclude=options.excluded_paths,
+                                   corpus_format=options.corpus_format)
 
     def checked(self) -> None:
         """After a full pass: the manifest's rules hold; later passes need no second check."""

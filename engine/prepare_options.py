@@ -20,6 +20,7 @@ import numpy as np
 from engine.checks import positive_int
 from engine.corpus import PARTITIONS, CorpusPartitions, SplitManifest, check_columns_apply, is_continuous_text
 from engine.corpus.readers import CORPUS_FORMS, INVALID_UTF8_POLICIES, TEXT_COLUMN
+from engine.corpus.shards import corpus_shards, is_glob
 from engine.corpus.splits import parse_ratios
 from engine.errors import ConfigurationError, CorpusError
 from engine.parallel import resolve_threads
@@ -151,8 +152,10 @@ class PrepareOptions:
     kind ``prepare`` fits (``fittable_kinds()``: char, word, bpe, byte-bpe) or a tokenizer file.
     ``merges``, ``vocab_size``, ``pattern``, ``tie_break``: what the fit reads (``FitOptions``;
     None: the kind's default; ``pattern`` also names a tiktoken file's pre-tokenizer).
-    ``text_column``/``id_column`` name the columns of a JSONL or Parquet/Arrow corpus (without an
-    id column, ids are made from file and row; ``report["read"]`` says so). ``threads``
+    ``text_column``/``id_column`` name the columns of a JSONL or Parquet/Arrow corpus (dotted for a
+    nested field; without an id column, ids are made from file and row; ``report["read"]`` says so).
+    ``corpus_format`` (jsonl, parquet, arrow, folder) overrides the format guessed from the corpus
+    path (``engine.corpus.shards``; None: guess). ``threads``
     None: ``$ENGINE_THREADS`` or all cores (Ray: the cluster's CPUs). ``executor``: ``local`` or
     ``ray`` (``ray_address`` to join a cluster). ``resume`` keeps an interrupted local run's files.
     ``hash_split``: a mapping, three numbers (train, validation, test) or ``"R,R,R"``; stored as the
@@ -176,6 +179,7 @@ class PrepareOptions:
     skip_bad_lines: bool = False
     text_column: str = TEXT_COLUMN
     id_column: str | None = None
+    corpus_format: str | None = None
     threads: int | None = None
     resume: bool = False
     quiet: bool = False
@@ -231,11 +235,13 @@ class PrepareOptions:
         self._set("corpus", corpus)
         self._set("splits", Path(splits) if splits is not None else None)
         self._set("out_dir", Path(self.out_dir))
-        if not corpus.exists():
+        if not corpus.exists() and not is_glob(corpus):
             raise CorpusError(f"{corpus}: corpus not found (expected {CORPUS_FORMS})")
-        check_columns_apply(corpus, self.text_column, self.id_column)
-        continuous = is_continuous_text(corpus)
+        check_columns_apply(corpus, self.text_column, self.id_column, self.corpus_format)
+        continuous = self.corpus_format is None and is_continuous_text(corpus)
         self._set("continuous", continuous)
+        if not continuous:
+            corpus_shards(corpus, self.corpus_format, exclude=self.excluded_paths)  # a mix of kinds fails now
         if continuous:
             if splits is not None or self.hash_split is not None:
                 raise ConfigurationError(
@@ -253,10 +259,11 @@ class PrepareOptions:
                 "hash_split=(0.8, 0.1, 0.1)")
         if self.hash_split is not None:
             self._set("hash_split", hash_split_ratios(self.hash_split))  # checks the form and the ratios
-        if self.executor == "ray" and (self.on_invalid_utf8 != "error" or self.skip_bad_lines):
-            raise ConfigurationError("--on-invalid-utf8 and --skip-bad-lines apply to --executor local only")
-        if self.executor == "ray" and (self.text_column != TEXT_COLUMN or self.id_column is not None):
-            raise ConfigurationError("--text-column and --id-column apply to --executor local only")
+
+    @property
+    def excluded_paths(self) -> tuple[Path, ...]:
+        """What a folder corpus leaves out: the run's ``--out`` and its ``--splits`` manifest."""
+        return (self.out_dir,) + ((self.splits,) if self.splits is not None else ())
 
     @property
     def store_path(self) -> Path:

@@ -119,19 +119,21 @@ def fit_from_table(options: PrepareOptions, trainer: Trainer, table) -> Tokenize
 def iter_corpus_batches(path: str | os.PathLike, *, on_invalid_utf8: str = "error", skip_bad_lines: bool = False,
                         batch_documents: int | None = None, batch_chars: int | None = None,
                         report: ReadReport | None = None, text_column: str = TEXT_COLUMN, id_column: str | None = None,
-                        long_lines: bool = False, exclude: Iterable[str | os.PathLike] = ()) -> Iterator[list[Document]]:
+                        long_lines: bool = False, exclude: Iterable[str | os.PathLike] = (),
+                        corpus_format: str | None = None) -> Iterator[list[Document]]:
     """Documents of a JSONL file, a Parquet file or dataset, or a folder, a batch at a time, in order.
 
     ``open_corpus`` (the dispatch and checks of ``Corpus.from_path``) with the pipeline's batch
     bounds: at most ``batch_documents`` documents and ``batch_chars`` characters a batch (None:
     ``PrepareLimits``'s defaults).
-    ``exclude``: paths a folder corpus leaves out (the run's ``--out``).
+    ``exclude``: paths a folder corpus leaves out (the run's ``--out``); ``corpus_format``: the
+    format, if not guessed from the path (``--corpus-format``).
     """
     yield from open_corpus(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
                            batch_documents=batch_documents or _DEFAULT_LIMITS.read_batch_documents,
                            batch_chars=batch_chars or _DEFAULT_LIMITS.read_batch_chars,
                            report=report, text_column=text_column, id_column=id_column, long_lines=long_lines,
-                           exclude=exclude)
+                           exclude=exclude, corpus_format=corpus_format)
 
 
 def run_checked(executor: Callable[[PrepareOptions], PrepareResult], options: PrepareOptions) -> PrepareResult:

@@ -16,7 +16,9 @@ from engine.errors import ConfigurationError, CorpusError
 from tests.conftest import ROOT
 from tests.helpers import run, small_store
 
-FORMS = "a .jsonl/.json, .parquet or .arrow/.feather/.ipc file, a folder, or a .txt file holding one continuous text"
+FORMS = ("a .jsonl/.json file (plain or .gz/.zst/.bz2/.xz), a .parquet or .arrow/.feather/.ipc file, a folder or "
+         "quoted glob of such shards, a datasets save_to_disk folder, a folder of text files, or a .txt file holding one "
+         "continuous text")
 
 
 @pytest.fixture
@@ -89,7 +91,7 @@ def test_one_phrase_lists_every_corpus_form(tmp_path):
     corpus.write_text("id,text\n", encoding="utf-8")
     result = prepare(corpus, tmp_path)
     assert result.exit_code == 2
-    assert result.output == f"error: {corpus}: unknown corpus format '.csv' (expected {FORMS})\n"
+    assert result.output == f"error: {corpus}: unknown corpus format '.csv' (expected {FORMS}; --corpus-format FORMAT names it)\n"
     with pytest.raises(CorpusError) as err:
         Corpus.from_path(tmp_path / "nope.jsonl")
     assert str(err.value) == f"{tmp_path / 'nope.jsonl'}: no such corpus file or directory (expected {FORMS})"

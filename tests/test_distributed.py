@@ -114,6 +114,48 @@ def test_cli_executor_ray(tmp_path):
     assert json.loads(result.output)["partitions"]["train"]["documents"] == 39
 
 
+def _store_files(out):
+    store = out / "store"
+    return {p.relative_to(store).as_posix(): p.read_bytes() for p in sorted(store.rglob("*")) if p.is_file()}
+
+
+def test_ray_makes_ids_for_jsonl_without_them_as_the_local_executor_does(tmp_path):
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["abc", "abd", "xyz", "bca", "cab"] * 3),
+                   encoding="utf-8")
+    options = dict(tokenizer="char", context_length=2, hash_split=(0.6, 0.2, 0.2), quiet=True)
+    on_ray = prepare_on_ray(src, None, tmp_path / "ray", **options)
+    local = prepare(src, None, tmp_path / "local", **options)
+    assert _store_files(tmp_path / "ray") == _store_files(tmp_path / "local")
+    assert TokenStore.open(on_ray.store_path).ids(Partition.TRAIN)[0].startswith("c.jsonl:0000")
+    assert on_ray.report["read"] == local.report["read"] and on_ray.report["read"]["ids_made_from_file_and_row"]
+
+
+def test_ray_reads_compressed_shards_with_nested_fields_and_bad_lines_as_local(tmp_path):
+    import gzip
+
+    import zstandard
+
+    rows = [json.dumps({"meta": {"key": f"k{i}", "body": "abcde"[i % 5:] + "xy"[: i % 3]}}) for i in range(24)]
+    rows[5] = '{"meta": {"key": "bad"'  # malformed, skipped with --skip-bad-lines
+    root = tmp_path / "shards"
+    root.mkdir()
+    for k in range(3):
+        data = "".join(r + "\n" for r in rows[8 * k:8 * (k + 1)]).encode()
+        if k == 1:
+            (root / f"part-{k}.jsonl.gz").write_bytes(gzip.compress(data))
+        else:
+            (root / f"part-{k}.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(data))
+    options = dict(tokenizer="bpe", merges=10, context_length=2, hash_split=(0.6, 0.2, 0.2), quiet=True,
+                   text_column="meta.body", id_column="meta.key", skip_bad_lines=True)
+    on_ray = prepare_on_ray(root, None, tmp_path / "ray", **options)
+    local = prepare(root, None, tmp_path / "local", **options)
+    assert _store_files(tmp_path / "ray") == _store_files(tmp_path / "local")
+    assert on_ray.report["partitions"] == local.report["partitions"]
+    assert on_ray.report["read"] == local.report["read"] and on_ray.report["read"]["skipped_bad_lines"] == 1
+    assert on_ray.report["read"]["documents"] == 23
+
+
 def test_worker_errors_come_back_as_engine_errors(tmp_path):
     # Kept last in the module: a run that fails inside a worker can leave its actor holding a CPU
     # of this 2-CPU instance for a while, so no Ray run follows it here.

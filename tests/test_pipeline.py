@@ -230,8 +230,8 @@ def test_cli_unknown_character_is_one_line_and_byte_bpe_encodes_it(tmp_path, abc
     ({"executor": "spark"}, ConfigurationError, "--executor 'spark' is unknown (expected one of: local, ray)"),
     ({"resume": True, "executor": "ray"}, ConfigurationError, "--resume applies to --executor local only"),
     ({"ray_address": "auto"}, ConfigurationError, "--ray-address applies to --executor ray only"),
-    ({"executor": "ray", "text_column": "body"}, ConfigurationError,
-     "--text-column and --id-column apply to --executor local only"),
+    ({"corpus_format": "csv"}, ConfigurationError,
+     "--corpus-format 'csv' is unknown (expected one of: jsonl, parquet, arrow, folder)"),
     ({"on_invalid_utf8": "ignore"}, ConfigurationError, "--on-invalid-utf8 'ignore' is unknown (expected one of: "
                                                         "error, replace, skip)"),
     ({"threads": 0}, ConfigurationError, "--threads is 0; expected a whole number of threads >= 1"),

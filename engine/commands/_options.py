@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from engine.corpus.shards import CORPUS_FORMATS
 from engine.corpus.splits import PARTITIONS, parse_ratios
 from engine.errors import ConfigurationError
 
@@ -45,6 +46,15 @@ def column_options(fn):
     fn = click.option("--text-column", "text_column", metavar="NAME", default="text", show_default=True,
                       help="JSONL/Parquet/Arrow field holding the document text.")(fn)
     return fn
+
+
+def corpus_format_option(fn):
+    """``--corpus-format FORMAT``: read the corpus as jsonl, parquet, arrow or folder, whatever its
+    suffixes say (the command receives ``corpus_format``, None unless given)."""
+    return click.option("--corpus-format", "corpus_format", type=click.Choice(list(CORPUS_FORMATS)), default=None,
+                        help="Read the corpus as this format instead of guessing it from suffixes (every file of a "
+                             "folder or glob too; compression still follows the last suffix), e.g. "
+                             "--corpus-format jsonl for shards named part-00000 [default: guess].")(fn)
 
 
 def json_option(fn):

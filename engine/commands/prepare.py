@@ -7,7 +7,7 @@ import json
 import click
 
 from engine.commands._messages import cli_spelling
-from engine.commands._options import column_options, json_option, split_options
+from engine.commands._options import column_options, corpus_format_option, json_option, split_options
 from engine.corpus.readers import INVALID_UTF8_POLICIES
 from engine.prepare_options import EXECUTORS
 from engine.tokenizers.base import TIE_BREAKS
@@ -37,6 +37,7 @@ def _fittable() -> str:
 @click.argument("corpus", required=False, type=click.Path(path_type=str))
 @split_options
 @column_options
+@corpus_format_option
 @click.option("--out", "out_dir", default="out", show_default=True, type=click.Path(path_type=str),
               help="Output directory (store/, tokenizer.json, report.json).")
 @click.option("--tokenizer", default="bpe", show_default=True, metavar="KIND|FILE",
@@ -75,8 +76,10 @@ def _fittable() -> str:
 def command(corpus, splits, hash_split, train_fraction, as_json, **options):
     """Fit a tokenizer on the training partition, encode every document, write the store.
 
-    CORPUS is a .jsonl, .parquet or Arrow IPC (.arrow/.feather) file, a folder of text files, or
-    one continuous .txt file (split by position). Without CORPUS the bundled data/corpus.jsonl and data/splits.json are used.
+    CORPUS is a .jsonl (plain or .gz/.zst/.bz2/.xz), .parquet or Arrow IPC (.arrow/.feather) file,
+    a folder or quoted glob of such shards (read in sorted order as one corpus), a datasets
+    save_to_disk folder, a folder of text files, or one continuous .txt file (split by position).
+    Without CORPUS the bundled data/corpus.jsonl and data/splits.json are used.
     Writes OUT/store (Parquet, partitioned by split), OUT/tokenizer.json and OUT/report.json, and
     prints documents, characters, tokens and complete windows (context T, stride S) per partition;
     "short" counts the documents shorter than T+1 tokens (they give no window) and "tails" the
@@ -100,6 +103,8 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
       engine prepare data/tinyshakespeare.txt --tokenizer char --train-fraction 0.9 --json
       engine prepare big.jsonl --hash-split 0.98,0.01,0.01 --tokenizer tokenizer.json --threads 16
       engine prepare pages.parquet --hash-split 0.98,0.01,0.01 --text-column body --id-column url
+      engine prepare 'shards/*.jsonl.zst' --hash-split 0.98,0.01,0.01 --text-column meta.body
+      engine prepare shards/ --corpus-format jsonl --hash-split 0.98,0.01,0.01
       engine prepare big.jsonl --hash-split 0.98,0.01,0.01 --resume    # after an interruption
       engine prepare big.parquet --hash-split 0.98,0.01,0.01 --executor ray --ray-address auto
     """

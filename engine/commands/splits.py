@@ -8,22 +8,23 @@ from pathlib import Path
 import click
 
 from engine.checks import check_out_file
-from engine.commands._options import column_options, json_option
+from engine.commands._options import column_options, corpus_format_option, json_option
 from engine.corpus.splits import parse_ratios
 from engine.errors import ConfigurationError
 
 
 @click.command("splits")
-@click.argument("corpus", type=click.Path(exists=True, path_type=Path))
+@click.argument("corpus", type=click.Path(path_type=Path))
 @click.option("--hash-split", "hash_split", metavar="R,R,R", required=True,
               help="Train,validation,test ratios; each id goes where its hash falls (e.g. 0.98,0.01,0.01).")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Manifest JSON to write: {\"train\": [ids], \"validation\": [ids], \"test\": [ids]}.")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @column_options
+@corpus_format_option
 @json_option
 def command(corpus: Path, hash_split: str, out_path: Path, force: bool, text_column: str, id_column: str | None,
-            as_json: bool) -> None:
+            corpus_format: str | None, as_json: bool) -> None:
     """Assign every document of CORPUS to train/validation/test by hashing its id; write the manifest.
 
     The assignment is the same rule `engine prepare --hash-split` applies, so
@@ -34,17 +35,19 @@ def command(corpus: Path, hash_split: str, out_path: Path, force: bool, text_col
     Example:
       engine splits corpus.jsonl --hash-split 0.98,0.01,0.01 --out splits.json
       engine splits pages.parquet --hash-split 0.98,0.01,0.01 --id-column url --out splits.json
+      engine splits 'shards/*.jsonl.gz' --hash-split 0.98,0.01,0.01 --out splits.json
       engine prepare corpus.jsonl --splits splits.json
     """
     from engine.corpus import Corpus, SplitManifest, is_continuous_text
 
-    if is_continuous_text(corpus):
+    if corpus_format is None and is_continuous_text(corpus):
         raise ConfigurationError(f"{corpus}: a continuous .txt text is one document, split by position "
                                  "(engine prepare --train-fraction), not by id")
     check_out_file(out_path, force=True, is_ours=bool, what="a split manifest")  # never a device node, FIFO or link
     if out_path.exists() and not force:
         raise ConfigurationError(f"{out_path} exists; pass --force to replace it")
-    documents = Corpus.from_path(corpus, text_column=text_column, id_column=id_column, exclude=(out_path,))
+    documents = Corpus.from_path(corpus, text_column=text_column, id_column=id_column, exclude=(out_path,),
+                                 corpus_format=corpus_format)
     manifest = SplitManifest.by_hash(parse_ratios(hash_split)).assign(documents.ids())
     manifest.to_json(out_path)
     counts = {p.value: n for p, n in manifest.counts().items()}

@@ -3,6 +3,10 @@
 - ``engine.corpus.readers``: ``Document``, ``ReadReport``, the streaming readers (JSONL, Parquet and
   Arrow IPC, folders of text files, one continuous text) and ``open_corpus``, the one dispatch by
   format that ``Corpus.from_path`` and ``prepare`` share;
+- ``engine.corpus.shards``: what a corpus path names (one file, a folder or glob of shards, a
+  ``datasets`` folder, a folder of text files) and ``--corpus-format``;
+- ``engine.corpus.compressed``: gzip, zstandard, bzip2 and xz files read as streams;
+- ``engine.corpus.jsonl``: the JSONL reader (plain, compressed or sharded);
 - ``engine.corpus.collection``: ``Corpus``, the documents in memory, in order, indexed by id;
 - ``engine.corpus.splits``: ``Partition``, ``SplitManifest`` (lists or a hash rule),
   ``ManifestCheck`` (the manifest's rules over streamed documents) and ``CorpusPartitions``
@@ -27,8 +31,10 @@ from engine.corpus.readers import (
     iter_parquet,
     iter_parquet_batches,
     open_corpus,
+    read_shards,
     read_text_file,
 )
+from engine.corpus.shards import CorpusShards, corpus_shards
 from engine.corpus.splits import (
     PARTITIONS,
     CorpusPartitions,

@@ -61,9 +61,11 @@ class Corpus(Sequence[Document]):
     @classmethod
     def from_path(cls, path: str | os.PathLike, *, on_invalid_utf8: str = "error", skip_bad_lines: bool = False,
                   text_column: str = TEXT_COLUMN, id_column: str | None = None,
-                  batch_size: int = PARQUET_BATCH_SIZE, exclude: Iterable[str | os.PathLike] = ()) -> "Corpus":
-        """Every document ``open_corpus(path)`` reads: ``.jsonl``/``.json`` lines, ``.parquet`` or Arrow
-        IPC, a directory of ``.parquet`` files (a dataset), or any other directory (a folder of text files).
+                  batch_size: int = PARQUET_BATCH_SIZE, exclude: Iterable[str | os.PathLike] = (),
+                  corpus_format: str | None = None) -> "Corpus":
+        """Every document ``open_corpus(path)`` reads: ``.jsonl``/``.json`` lines (plain or compressed),
+        ``.parquet`` or Arrow IPC, a folder or glob of such shards, a ``datasets`` save_to_disk folder,
+        or any other directory (a folder of text files); ``corpus_format`` overrides the guess.
 
         Each reader takes the options that apply to it (Parquet strings are UTF-8 already; only JSONL
         has lines to skip; ``text_column``/``id_column`` name the columns of JSONL and Parquet/Arrow,
@@ -74,7 +76,7 @@ class Corpus(Sequence[Document]):
         report = ReadReport()
         batches = open_corpus(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
                               text_column=text_column, id_column=id_column, batch_documents=batch_size, report=report,
-                              exclude=exclude)
+                              exclude=exclude, corpus_format=corpus_format)
         return cls((doc for batch in batches for doc in batch), source=str(path), report=report)
 
     def __len__(self) -> int:

@@ -73,6 +73,15 @@ class ReadReport:
         return any((self.skipped_bad_lines, self.skipped_invalid_utf8, self.replaced_invalid_utf8,
                     self.replaced_sequences, self.dropped_sequences))
 
+    def add(self, other: "ReadReport") -> None:
+        """Count ``other``'s reading too (the report of a later shard read apart)."""
+        for name in ("documents", "blank_lines", "skipped_bad_lines", "skipped_invalid_utf8", "replaced_invalid_utf8",
+                     "replaced_sequences", "dropped_sequences"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.made_ids = self.made_ids or other.made_ids
+        for message in other.first_problems:
+            self.note(message)
+
     def notes(self) -> list[str]:
         """One line per thing a user should know about how the corpus was read."""
         notes = []

@@ -19,6 +19,8 @@ counter of ``engine.tokenizers.streaming``, ``source_digest``). A line the scan 
 than ``LONG_STRING_BYTES`` * 64) is read whole as before, so its error message or policy is exactly
 that of a short line (``read_long_line`` returns None). A file of a folder corpus longer than
 ``LONG_LINE_BYTES`` is the same without escapes (``read_long_file``; read whole if it is not UTF-8).
+A compressed JSONL file (``engine.corpus.compressed``) is scanned the same way in its decompressed
+bytes; each reading of a long text decompresses the file again up to the text's start.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import secrets
 from pathlib import Path
 from typing import Callable, Iterator
 
+from engine.corpus.compressed import open_binary
 from engine.corpus.documents import _SURROGATE
 from engine.errors import CorpusError
 
@@ -123,7 +126,7 @@ def _decoded_parts(path: Path, start: int, end: int, escaped: bool = True) -> It
     or of its UTF-8 text; the part is None (and the iteration ends) where it is no valid UTF-8, JSON
     escape or surrogate pair."""
     cutter = _safe_cut if escaped else _text_cut
-    with open(path, "rb") as fh:
+    with open_binary(path) as fh:
         fh.seek(start)
         pos, carry = start, b""
         while pos < end or carry:

@@ -1,23 +1,30 @@
 """Documents and the streaming corpus readers.
 
-Readers are generators (``iter_jsonl``, ``iter_parquet``, ``iter_parquet_batches``,
-``iter_folder``) that hold one line, one record batch or one file at a time; ``open_corpus``
-picks the reader by format (the one dispatch that ``Corpus.from_path`` and ``prepare`` share) and
-hands out lists of documents. Every reader checks ids (present, non-empty, unique) and UTF-8 as it
-goes and raises ``CorpusError`` with the file, the 1-based line (JSONL) or row (Parquet), and for
-bad UTF-8 the absolute byte offset of the first bad byte in the file. Cost: one pass over the
-input, plus one dict entry per id for the duplicate check. ``read_text_file`` reads one continuous
-text (split it by position with ``CorpusPartitions.from_text``).
+Readers are generators (``iter_jsonl`` in ``engine.corpus.jsonl``, ``iter_parquet`` and
+``iter_parquet_batches`` in ``engine.corpus.arrow``, ``iter_folder``) that hold one line, one
+record batch or one file at a time; ``open_corpus`` picks the reader by format (the one dispatch
+that ``Corpus.from_path`` and ``prepare`` share) and hands out lists of documents. Every reader
+checks ids (present, non-empty, unique) and UTF-8 as it goes and raises ``CorpusError`` with the
+file, the 1-based line (JSONL) or row (Parquet), and for bad UTF-8 the absolute byte offset of the
+first bad byte in the file. Cost: one pass over the input, plus one dict entry per id for the
+duplicate check. ``read_text_file`` reads one continuous text (split it by position with
+``CorpusPartitions.from_text``).
+
+Shards and compression: a corpus path is one file, plain or compressed, a folder or glob of
+shards, or a ``datasets`` folder (``engine.corpus.shards``, ``engine.corpus.compressed``); shards are
+read in order as one corpus, under the same rules as one file (ids unique across them all).
 
 Columns: JSONL and Parquet/Arrow read the text from ``text_column`` (default ``"text"``) and the id
-from ``id_column``. With ``id_column=None`` (the default) the id is the ``"id"`` field when the
-first record has one; when it has none, every id is *made from file and row*:
-``f"{name}:{row:06d}"``, where ``name`` is the file name (for a directory of Parquet files, the
-file's POSIX path relative to the directory) and ``row`` is counted the way error messages count
-it: the 1-based line of a JSONL file (blank lines included), the 0-based row inside a Parquet or
-Arrow file. So ``c.jsonl:000003`` is line 3 of ``c.jsonl`` and ``part/a.parquet:000000`` is the
-first row of ``part/a.parquet``; ``ReadReport.made_ids`` records it. A named ``id_column`` must
-exist. Ids must be valid UTF-8: a lone surrogate (JSON ``"\\ud800"``) or a file name that is not
+from ``id_column``; a dotted name (``meta.body``) names a nested field (a JSON object's, a struct
+column's) unless a field of that whole name exists. With ``id_column=None`` (the default) the id
+is the ``"id"`` field when the first record has one; when it has none, every id is *made from
+file and row*: ``f"{name}:{row:06d}"``, where ``name`` is the file name (for shards of a folder or
+glob, the file's POSIX path relative to the folder) and ``row`` is counted the way error messages
+count it: the 1-based line of a JSONL file (blank lines included; a compressed file's lines as
+decompressed), the 0-based row inside a Parquet or Arrow file. So ``c.jsonl:000003`` is line 3 of
+``c.jsonl`` and ``part/a.parquet:000000`` is the first row of ``part/a.parquet``;
+``ReadReport.made_ids`` records it. A named ``id_column`` must exist. Ids must be valid UTF-8: a
+lone surrogate (JSON ``"\\ud800"``) or a file name that is not
 UTF-8 follows ``on_invalid_utf8`` like text does (the default, "error", names the file and line).
 
 Counts: ``ReadReport`` counts every blank line, skipped line, skipped document, and every invalid
@@ -26,20 +33,22 @@ UTF-8 byte sequence (or lone surrogate) replaced by U+FFFD or dropped, so nothin
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from engine.corpus.arrow import ARROW_SUFFIXES, iter_parquet, iter_parquet_batches
+from engine.corpus.arrow import iter_parquet, iter_parquet_batches
 from engine.corpus.documents import (
     ID_COLUMN, INVALID_UTF8_POLICIES, PARQUET_BATCH_SIZE, TEXT_COLUMN, Document, ReadReport,
-    _apply_policy, _check_columns, _check_policy, _decode, _id_not_utf8, _is_hidden, _SURROGATE, unique_ids,
+    _apply_policy, _check_columns, _check_policy, _decode, _id_not_utf8, unique_ids,
     decode_counting, made_id,
 )
 from engine.corpus import long_lines as long_line_reader
+from engine.corpus.jsonl import iter_jsonl, json_error_text, json_field
+from engine.corpus.shards import (
+    ARROW_SUFFIXES, CORPUS_FORMATS, CORPUS_FORMS, CorpusShards, corpus_shards, folder_files,
+)
 from engine.errors import ConfigurationError, CorpusError
-from engine.store_files import LOCK_SUFFIX, MANIFEST_NAME, STORE_NAME
 
 __all__ = [
     "Document",
@@ -51,6 +60,7 @@ __all__ = [
     "read_text_file",
     "corpus_format",
     "open_corpus",
+    "read_shards",
     "check_columns_apply",
     "decode_counting",
     "made_id",
@@ -58,228 +68,13 @@ __all__ = [
     "CORPUS_FORMATS",
     "CORPUS_FORMS",
     "json_error_text",
+    "json_field",
     "ARROW_SUFFIXES",
     "INVALID_UTF8_POLICIES",
     "PARQUET_BATCH_SIZE",
     "TEXT_COLUMN",
     "ID_COLUMN",
 ]
-
-
-def iter_jsonl(
-    path: str | os.PathLike,
-    *,
-    on_invalid_utf8: str = "error",
-    skip_bad_lines: bool = False,
-    text_column: str = TEXT_COLUMN,
-    id_column: str | None = None,
-    report: ReadReport | None = None,
-    long_lines: bool = False,
-) -> Iterator[Document]:
-    """Stream ``{"id": str, "text": str}`` objects, one per line, as Documents.
-
-    The text is the ``text_column`` field, the id the ``id_column`` field; with ``id_column=None``
-    the ``"id"`` field, or, when the first object has no ``"id"``, an id made from the file name and
-    the 1-based line number (``c.jsonl:000003``) for every line (a later line with an ``"id"`` is then
-    malformed: all lines have one or none). Blank lines are skipped and counted. Malformed lines (bad
-    JSON, not an object, missing or non-string or empty id/text) raise ``CorpusError`` naming
-    ``file:line``, or with ``skip_bad_lines`` are skipped and counted in ``report``. Duplicate ids
-    always raise (both line numbers). Invalid UTF-8, and lone surrogates in ids and texts, follow
-    ``on_invalid_utf8``: "error" (file, line, absolute byte offset), "replace" (U+FFFD, each
-    sequence counted), or "skip" (drop the line, count it). NUL characters are ordinary text.
-    With ``long_lines``, the text of a line longer than ``LONG_LINE_BYTES`` stays in the file: it is
-    a ``LongText`` (``engine.corpus.long_lines``), decoded part by part by whoever reads it.
-    """
-    _check_policy(on_invalid_utf8)
-    _check_columns(text_column, id_column)
-    path = Path(path)
-    report = report if report is not None else ReadReport()
-    report.source = str(path)
-    report.text_column, report.id_column = text_column, id_column or ID_COLUMN
-
-    def records(counts: ReadReport) -> Iterator[tuple[Document, str]]:
-        return _jsonl_records(path, on_invalid_utf8, skip_bad_lines, text_column, id_column, counts, long_lines)
-
-    yield from unique_ids(records, report, str(path))
-
-
-def _jsonl_records(path: Path, on_invalid_utf8: str, skip_bad_lines: bool, text_column: str, id_column: str | None,
-                   report: ReadReport, long_lines: bool = False) -> Iterator[tuple[Document, str]]:
-    """``iter_jsonl``'s documents, each with its line (``"line N"``), before the duplicate check."""
-    columns = _JsonColumns(text_column, id_column, path.name)
-    try:
-        fh = open(path, "rb")
-    except OSError as exc:
-        raise CorpusError(f"{path}: cannot read corpus file: {exc.strerror}") from None
-    with fh:
-        offset = lineno = 0
-        # Each line's bytes and str are dropped once used: a long line is held once as its text
-        # while the consumer works on it, not three times; with ``long_lines`` not even once.
-        longest = long_line_reader.LONG_LINE_BYTES
-        while raw := fh.readline(longest) if long_lines else fh.readline():
-            lineno += 1
-            line_start, offset = offset, offset + len(raw)
-            where = f"{path}:{lineno}"
-            if long_lines and len(raw) == longest and raw[-1] != 0x0A:
-                found = long_line_reader.read_long_line(path, fh, line_start, raw,
-                                                        lambda line: columns.parse(line, where, lineno), where)
-                # A lone surrogate in the id (or in a text that is no long string) follows the policy: read whole.
-                if found is not None and _id_not_utf8(found[0]) is None and (
-                        not isinstance(found[1], str) or _id_not_utf8(found[1]) is None):
-                    doc_id, text, offset = found
-                    report.documents += 1
-                    report.made_ids = columns.made
-                    yield Document(doc_id, text), f"line {lineno}"
-                    continue
-                fh.seek(line_start)  # read whole: its errors and policies are a short line's
-                raw = fh.readline()
-                offset = line_start + len(raw)
-            if not raw[:64].strip() and not raw.strip():  # no copy of a long line that is not blank
-                report.blank_lines += 1
-                continue
-            before = (report.replaced_invalid_utf8, report.replaced_sequences)
-            line = _decode(raw, where=where, base_offset=line_start, policy=on_invalid_utf8, report=report)
-            del raw
-            if line is None:
-                continue
-            try:
-                doc_id, text = columns.parse(line, where, lineno)  # JSON ignores the trailing \r\n
-                del line
-                fixed = _fix_surrogates(doc_id, text, where=where, policy=on_invalid_utf8, report=report)
-            except CorpusError as exc:
-                if not skip_bad_lines:
-                    raise
-                report.replaced_invalid_utf8, report.replaced_sequences = before  # a skipped line changes nothing
-                report.skipped_bad_lines += 1
-                report.note(str(exc))
-                continue
-            if fixed is None:
-                continue
-            doc_id, text = fixed
-            report.documents += 1
-            report.made_ids = columns.made
-            yield Document(doc_id, text), f"line {lineno}"
-
-
-def _no_repeated_keys(pairs: list[tuple[str, object]]) -> dict:
-    """``object_pairs_hook``: a repeated key makes a line ambiguous (which "text" is meant?)."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        key = next(k for k, _ in pairs if k in seen or seen.add(k))
-        raise _RepeatedKey(key)
-    return obj
-
-
-class _RepeatedKey(ValueError):
-    pass
-
-
-class _JsonColumns:
-    """Reads the id and text of one JSONL object; decides at the first object whether ids are made."""
-
-    def __init__(self, text_column: str, id_column: str | None, name: str):
-        self.text, self.id, self.name = text_column, id_column or ID_COLUMN, name
-        self.optional_id = id_column is None
-        self.made: bool | None = None  # decided by the first object read
-        self.made_at = 0
-
-    def expected(self) -> str:
-        return f'{{"{self.id}": str, "{self.text}": str}}'
-
-    def _hint(self, key: str, obj: dict) -> str:
-        """What to do about a missing field: the fields the line has, and the option naming another."""
-        shown = ", ".join(json.dumps(k, ensure_ascii=False) for k in list(obj)[:6]) + (", ..." if len(obj) > 6 else "")
-        has = f"the line has {shown}" if obj else "the line has no fields"
-        if key == self.id and self.optional_id:
-            # The first line decided: it had an id, so ids are read, not made.
-            return (f'{has}; line {self.made_at} has an "{self.id}", so every line needs one '
-                    f'(ids are made from file and line only when no line has an "{self.id}")')
-        option = "--text-column NAME (text_column=" if key == self.text else "--id-column NAME (id_column="
-        return f"{has}: name the {'text' if key == self.text else 'id'} field with {option} in Python)"
-
-    def parse(self, line: str, where: str, lineno: int) -> tuple[str, str]:
-        obj = _parse_jsonl_object(line, where, f'{{"{self.id}": ..., "{self.text}": ...}}')
-        if self.made is None:
-            self.made = self.optional_id and self.id not in obj
-            self.made_at = lineno
-        if self.made and self.id in obj:
-            raise CorpusError(
-                f'{where}: has "{self.id}" but line {self.made_at} has none, so ids are made from file and line; '
-                f'expected every line with an "{self.id}" or none'
-            )
-        keys = (self.text,) if self.made else (self.id, self.text)
-        for key in keys:
-            if key not in obj:
-                raise CorpusError(f'{where}: missing "{key}" (expected {self.expected()}); {self._hint(key, obj)}')
-            if not isinstance(obj[key], str):
-                raise CorpusError(f'{where}: "{key}" must be a string, got {type(obj[key]).__name__}')
-        if self.made:
-            return made_id(self.name, lineno), obj[self.text]
-        if not obj[self.id]:
-            raise CorpusError(f'{where}: empty "{self.id}" (expected a non-empty string)')
-        return obj[self.id], obj[self.text]
-
-
-def _parse_jsonl_object(line: str, where: str, expected: str) -> dict:
-    # strict=False lets raw control characters (NUL, tab) stand inside strings: they are ordinary text.
-    try:
-        obj = json.loads(line, strict=False, object_pairs_hook=_no_repeated_keys)
-    except json.JSONDecodeError as exc:
-        exc = _error_without_newline(line) or exc  # columns as on the line itself, not past its end
-        raise CorpusError(f"{where}: malformed JSON ({json_error_text(exc)}); expected one object per line") from None
-    except _RepeatedKey as exc:
-        raise CorpusError(f'{where}: key "{exc.args[0]}" appears twice in one object; expected each key once') from None
-    except RecursionError:
-        raise CorpusError(f"{where}: JSON nested too deeply; expected one flat object per line") from None
-    except ValueError as exc:  # e.g. an integer literal longer than Python converts
-        raise CorpusError(f"{where}: malformed JSON ({exc}); expected one object per line") from None
-    if not isinstance(obj, dict):
-        raise CorpusError(f"{where}: expected a JSON object {expected}, got {type(obj).__name__}")
-    return obj
-
-
-def json_error_text(exc: json.JSONDecodeError) -> str:
-    """``"<what> at column N"`` for a JSON error; Python's message may already end in "at"
-    ("Unterminated string starting at"), which is not doubled."""
-    return f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
-
-
-def _error_without_newline(line: str) -> json.JSONDecodeError | None:
-    """The JSON error of ``line`` without its line ending (a line is parsed with it, to spare a copy)."""
-    try:
-        json.loads(line.rstrip("\r\n"), strict=False)
-    except json.JSONDecodeError as exc:
-        return exc
-    except (ValueError, RecursionError):
-        return None
-    return None
-
-
-def _fix_surrogates(doc_id: str, text: str, *, where: str, policy: str,
-                    report: ReadReport) -> tuple[str, str] | None:
-    """A JSON ``\\ud800`` escape decodes to a lone surrogate, which no UTF-8 text can hold: in the id
-    or the text, it follows the policy (error, skip the document, or replace each by U+FFFD)."""
-    for what, value in (("id", doc_id), ("text", text)):
-        exc = _id_not_utf8(value)
-        if exc is None:
-            continue
-        char = f"U+{ord(value[exc.start]):04X}"
-        message = (
-            f"{where}: the id {doc_id!r} holds a lone surrogate {char} at character offset {exc.start}; "
-            "expected an id that is valid UTF-8 (on_invalid_utf8='replace' or 'skip' accepts it)"
-            if what == "id" else
-            f"{where}: document {doc_id!r} holds a lone surrogate {char} at character "
-            f"offset {exc.start}; expected text that is valid UTF-8 (on_invalid_utf8='replace' or 'skip' accepts it)"
-        )
-
-        def replaced():
-            new_id, n_id = _SURROGATE.subn("\ufffd", doc_id)
-            new_text, n_text = _SURROGATE.subn("\ufffd", text)
-            return (new_id, new_text), n_id + n_text
-
-        return _apply_policy(policy, message, report, replaced)
-    return doc_id, text
 
 
 def iter_folder(
@@ -290,7 +85,7 @@ def iter_folder(
 
     id = relative POSIX path, text = the UTF-8 contents. Hidden means any path component starting
     with "."; symlinked directories are not followed. Engine's own outputs are no documents: the
-    folders (and files) in ``exclude`` (``prepare`` passes its ``--out``), every token store (a
+    folders (and files) in ``exclude`` (``prepare`` passes its ``--out`` and ``--splits``), every token store (a
     folder holding ``_engine.json``) and every ``prepare`` output folder (one holding ``store.lock``
     or ``store/_engine.json``) are left out, so a corpus folder may hold the outputs of runs over it.
     Bad UTF-8 in a file names the file and byte
@@ -304,22 +99,8 @@ def iter_folder(
         raise CorpusError(f"{root}: not a directory (expected a folder of text files)")
     report = report if report is not None else ReadReport()
     report.source = str(root)
-    excluded = {os.path.realpath(p) for p in exclude}
-    relative = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".") and not _engine_output(Path(dirpath) / d, excluded)]
-        for name in filenames:
-            full = Path(dirpath) / name
-            if not name.startswith(".") and full.is_file() and os.path.realpath(full) not in excluded:
-                relative.append(full.relative_to(root).as_posix())
-    yield from unique_ids(lambda counts: _folder_records(root, sorted(relative), on_invalid_utf8, counts, long_files),
-                          report, str(root))
-
-
-def _engine_output(folder: Path, excluded: set[str]) -> bool:
-    """Whether a folder of a folder corpus is left out: excluded, a token store or a ``prepare`` output."""
-    return (os.path.realpath(folder) in excluded or (folder / MANIFEST_NAME).is_file()
-            or (folder / f"{STORE_NAME}{LOCK_SUFFIX}").is_file() or (folder / STORE_NAME / MANIFEST_NAME).is_file())
+    yield from unique_ids(lambda counts: _folder_records(root, folder_files(root, exclude), on_invalid_utf8, counts,
+                                                         long_files), report, str(root))
 
 
 def _folder_records(root: Path, relative: list[str], on_invalid_utf8: str,
@@ -398,43 +179,22 @@ def read_text_file(path: str | os.PathLike, *, on_invalid_utf8: str = "error", r
 
 # -- one dispatch by format -----------------------------------------------------------------------
 
-CORPUS_FORMATS = ("jsonl", "parquet", "folder")
-# Every form a corpus argument may take (corpus_format's readers, and is_continuous_text's .txt),
-# in the one phrase that error messages use.
-CORPUS_FORMS = (f"a .jsonl/.json, .parquet or {'/'.join(ARROW_SUFFIXES)} file, a folder, "
-                "or a .txt file holding one continuous text")
-
-
 def is_continuous_text(path: str | os.PathLike) -> bool:
     """A ``.txt`` file is one continuous text (read whole by ``read_text_file``), not a corpus of documents."""
     path = Path(path)
     return path.is_file() and path.suffix == ".txt"
 
 
-def corpus_format(path: str | os.PathLike) -> str:
-    """The reader for ``path``: "jsonl" (``.jsonl``/``.json``), "parquet" (``.parquet``, Arrow IPC
-    ``.arrow``/``.feather``/``.ipc``, or a directory whose non-hidden files are all ``.parquet``),
-    or "folder" (any other directory, one document per text file).
+def corpus_format(path: str | os.PathLike, corpus_format: str | None = None) -> str:
+    """The reader for ``path`` (``engine.corpus.shards``): "jsonl" (``.jsonl``/``.json``, plain or
+    compressed), "parquet", "arrow" (``.arrow``/``.feather``/``.ipc``, a ``datasets`` folder), each
+    also for a folder or glob of such shards, or "folder" (a folder of text files, one document
+    each). ``corpus_format`` overrides the guess.
 
-    CorpusError for a path that does not exist or has another suffix (a continuous ``.txt`` file is
-    no multi-document corpus: read it with ``read_text_file``).
+    CorpusError for a path that does not exist (and is no glob), a suffix of no format, or a folder
+    that mixes kinds (a continuous ``.txt`` file is no multi-document corpus: read it with ``read_text_file``).
     """
-    path = Path(path)
-    if path.is_dir():
-        files = [p for p in path.rglob("*") if p.is_file() and not _is_hidden(p.relative_to(path))]
-        return "parquet" if files and all(p.suffix == ".parquet" for p in files) else "folder"
-    if not path.exists():
-        raise CorpusError(f"{path}: no such corpus file or directory (expected {CORPUS_FORMS})")
-    if path.suffix in (".jsonl", ".json"):
-        return "jsonl"
-    if path.suffix == ".parquet" or path.suffix in ARROW_SUFFIXES:
-        return "parquet"
-    if is_continuous_text(path):
-        raise CorpusError(
-            f"{path}: unknown corpus format '.txt' for a corpus of documents: a .txt file is one continuous "
-            "text (read it with read_text_file and split it with CorpusPartitions.from_text)"
-        )
-    raise CorpusError(f"{path}: unknown corpus format {path.suffix or '(no suffix)'!r} (expected {CORPUS_FORMS})")
+    return corpus_shards(path, corpus_format).kind
 
 
 def _batched(documents: Iterable[Document], size: int, chars: int | None) -> Iterator[list[Document]]:
@@ -455,15 +215,17 @@ def _batched(documents: Iterable[Document], size: int, chars: int | None) -> Ite
         yield batch
 
 
-def check_columns_apply(path: str | os.PathLike, text_column: str = TEXT_COLUMN, id_column: str | None = None) -> None:
+def check_columns_apply(path: str | os.PathLike, text_column: str = TEXT_COLUMN, id_column: str | None = None,
+                        corpus_format: str | None = None) -> None:
     """ConfigurationError when columns other than the defaults are named for a corpus that has none
     (a folder of text files, one continuous text)."""
     _check_columns(text_column, id_column)
     if text_column == TEXT_COLUMN and id_column is None:
         return
     path = Path(path)
-    if is_continuous_text(path) or corpus_format(path) == "folder":
-        kind = "a continuous .txt text" if is_continuous_text(path) else "a folder of text files"
+    continuous = corpus_format is None and is_continuous_text(path)
+    if continuous or corpus_shards(path, corpus_format).kind == "folder":
+        kind = "a continuous .txt text" if continuous else "a folder of text files"
         raise ConfigurationError(
             f"{path}: text_column/id_column apply to JSONL, Parquet and Arrow corpora, not {kind} "
             "(a file's text is its contents, its id its relative path)"
@@ -482,32 +244,60 @@ def open_corpus(
     report: ReadReport | None = None,
     long_lines: bool = False,
     exclude: Iterable[str | os.PathLike] = (),
+    corpus_format: str | None = None,
 ) -> Iterator[list[Document]]:
     """The documents of a corpus at ``path``, in order, as lists of at most ``batch_documents``
     documents (and ``batch_chars`` characters unless one document is larger; None: no limit).
 
-    The format is chosen by ``corpus_format`` (checked now, before the first batch is asked for);
-    each reader takes the options that apply to it (Parquet strings are UTF-8 already; JSONL
-    has lines to skip, Parquet rows with nulls; ``text_column``/``id_column`` apply to JSONL and
-    Parquet/Arrow, and a folder of text files refuses them). Parquet is read in record batches of ``batch_documents`` rows, and a
-    batch never spans two record batches. Memory: one batch (or one file of a folder).
+    The format and the shards are chosen by ``engine.corpus.shards.corpus_shards`` (checked now,
+    before the first batch is asked for; ``corpus_format`` overrides the guess): one file, plain or
+    compressed, a folder or glob of shards read in order as one corpus, a ``datasets`` folder, or a
+    folder of text files. Each reader takes the options that apply to it (Parquet strings are UTF-8
+    already; JSONL has lines to skip, Parquet rows with nulls; ``text_column``/``id_column``, dotted
+    for nested fields, apply to JSONL and Parquet/Arrow, and a folder of text files refuses them).
+    Parquet is read in record batches of ``batch_documents`` rows, and a batch never spans two
+    record batches. Memory: one batch (or one file of a folder), whatever the compression.
     ``long_lines``: a long JSONL line's (or folder file's) text stays in the file (``iter_jsonl``, ``iter_folder``).
-    ``exclude``: paths a folder corpus leaves out (``iter_folder``).
+    ``exclude``: paths a folder corpus (or a folder of shards) leaves out.
     """
-    kind = corpus_format(path)
-    check_columns_apply(path, text_column, id_column)
+    shards = corpus_shards(path, corpus_format, exclude=exclude)
+    check_columns_apply(path, text_column, id_column, corpus_format)
+    return read_shards(shards, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
+                       text_column=text_column, id_column=id_column, batch_documents=batch_documents,
+                       batch_chars=batch_chars, report=report, long_lines=long_lines, exclude=exclude)
+
+
+def read_shards(
+    shards: CorpusShards,
+    *,
+    on_invalid_utf8: str = "error",
+    skip_bad_lines: bool = False,
+    text_column: str = TEXT_COLUMN,
+    id_column: str | None = None,
+    batch_documents: int = PARQUET_BATCH_SIZE,
+    batch_chars: int | None = None,
+    report: ReadReport | None = None,
+    long_lines: bool = False,
+    exclude: Iterable[str | os.PathLike] = (),
+    made_ids: bool | None = None,
+) -> Iterator[list[Document]]:
+    """``open_corpus`` of shards already listed (``corpus_shards``): the whole corpus, or some of its
+    shards (``made_ids``: whether ids are made, as the corpus's first shard decided)."""
     _check_policy(on_invalid_utf8)
     report = report if report is not None else ReadReport()
-    if kind == "parquet":
+    path = shards.path
+    if shards.kind in ("parquet", "arrow"):
         return (
             batch
             for rows in iter_parquet_batches(path, batch_size=batch_documents, text_column=text_column,
-                                             id_column=id_column, report=report, skip_bad_rows=skip_bad_lines)
+                                             id_column=id_column, report=report, skip_bad_rows=skip_bad_lines,
+                                             shards=shards, made_ids=made_ids)
             for batch in _batched(rows, batch_documents, batch_chars)
         )
-    if kind == "jsonl":
+    if shards.kind == "jsonl":
         docs = iter_jsonl(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
-                          text_column=text_column, id_column=id_column, report=report, long_lines=long_lines)
+                          text_column=text_column, id_column=id_column, report=report, long_lines=long_lines,
+                          shards=shards, made_ids=made_ids)
     else:
         docs = iter_folder(path, on_invalid_utf8=on_invalid_utf8, report=report, long_files=long_lines, exclude=exclude)
     return _batched(docs, batch_documents, batch_chars)
