@@ -170,7 +170,7 @@ def open_megatron(prefix: str | os.PathLike, *, partition: Partition | str = Par
     np.cumsum(lengths, out=ends[1:])
     offsets = np.ascontiguousarray(ends[documents])
     if tokens:
-        raw = np.memmap(bin_path, dtype=dtype.newbyteorder("<"), mode="r", shape=(tokens,))
+        raw = np.memmap(bin_path, dtype=dtype.newbyteorder("<"), mode="r", shape=(tokens,)).view(np.ndarray)
     else:
         raw = np.empty(0, dtype=dtype)
     if dtype.kind == "i" and dtype.itemsize != 4:  # int8, int16, int64: checked (int32 is served unscanned)
