@@ -40,8 +40,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -179,13 +181,25 @@ class _Temporaries:
         self.paths.clear()
 
 
-def _write_tokens(store: TokenStore, part: Partition, out, dtype: np.dtype, bos_id: int, drop: bool,
-                  vocab_size: int, lengths: np.ndarray) -> int:
+def _prefetched(batches: Iterator, pool: ThreadPoolExecutor) -> Iterator:
+    """The items of ``batches``, the next one decoded on ``pool`` while the caller handles the current
+    one (pyarrow decodes without the GIL)."""
+    pending = pool.submit(next, batches, None)
+    while True:
+        item = pending.result()
+        if item is None:
+            return
+        pending = pool.submit(next, batches, None)
+        yield item
+
+
+def _write_tokens(store: TokenStore, part: Partition, batches: Iterator, out, dtype: np.dtype, bos_id: int,
+                  drop: bool, vocab_size: int, lengths: np.ndarray) -> int:
     """Stream the split's documents into the open file ``out``; fills ``lengths``; returns tokens written."""
     buffer = np.empty(0, dtype=dtype)
     limit = min(int(np.iinfo(dtype).max), vocab_size - 1)
     documents = written = 0
-    for values, offsets in token_batches(store, part):
+    for values, offsets in batches:
         count = offsets.shape[0] - 1
         if documents + count > lengths.shape[0]:
             raise StoreError(f"{store.path}: split {part.value} holds more documents than its manifest's "
@@ -233,18 +247,27 @@ def _export(kind: str, store, split: Partition | str, out: str | os.PathLike, *,
     documents = store.num_documents(part)
     if not documents:
         raise ConfigurationError(f"{store.path}: split {part.value} holds no documents; nothing to export")
-    tokenizer = store.tokenizer()
-    vocab_size = int(tokenizer.vocab_size)
-    chosen = _dtype(kind, vocab_size, dtype)
-    bos_id, drop = document_rule(store, tokenizer, bos)
-    files[0].parent.mkdir(parents=True, exist_ok=True)
-    _check_targets(files, marker, kind, force)
+    with ThreadPoolExecutor(1) as pool:  # the first row group is decoded while the tokenizer loads
+        batches = _prefetched(token_batches(store, part), pool)
+        tokenizer = store.tokenizer()
+        vocab_size = int(tokenizer.vocab_size)
+        chosen = _dtype(kind, vocab_size, dtype)
+        bos_id, drop = document_rule(store, tokenizer, bos)
+        files[0].parent.mkdir(parents=True, exist_ok=True)
+        _check_targets(files, marker, kind, force)
+        result = _write_files(kind, store, part, batches, files, marker, chosen, bos_id, drop, vocab_size,
+                              documents, tokenizer, force)
+    return result
+
+
+def _write_files(kind, store, part, batches, files, marker, chosen, bos_id, drop, vocab_size, documents, tokenizer,
+                 force) -> ExportResult:
     temporaries = _Temporaries()
     try:
         lengths = np.empty(documents, dtype=np.int32)
         data = temporaries.new(files[0])
         with open(data, "wb") as fh:
-            tokens = _write_tokens(store, part, fh, chosen, bos_id, drop, vocab_size, lengths)
+            tokens = _write_tokens(store, part, batches, fh, chosen, bos_id, drop, vocab_size, lengths)
             fh.flush()
             os.fsync(fh.fileno())
         if kind == "megatron":
