@@ -30,9 +30,10 @@ an interrupted export leaves the previous pair or a ``.bin`` without ``.idx``; n
 then the flat file. Before anything is read, each target must be absent or a regular file written
 by an export of the same kind (``PATH.json`` is an engine export marker naming it); anything else
 is refused (``force=True`` replaces regular files that are not provably engine's; a folder, a link
-or a device is never replaced). Bad input raises ``ConfigurationError`` (an unknown or empty split,
-a dtype that cannot hold the vocabulary, a Megatron prefix spelled with ``.bin``) or ``StoreError``
-(a missing or corrupt store), each naming what and where; nothing is left behind.
+or a device is never replaced). Bad input raises ``ConfigurationError`` (an empty split, a dtype that
+cannot hold the vocabulary, a Megatron prefix spelled with ``.bin``, a target that may not be
+replaced) or ``StoreError`` (an unknown split, a missing or corrupt store, an id outside the
+vocabulary), each naming what and where; nothing is left behind.
 """
 
 from __future__ import annotations
