@@ -10,10 +10,10 @@ by engine (``peers_byte_bpe.trained_tokenizer``, cached in bench/.cache) and wri
 
 - engine: ``prepare(corpus, splits, tokenizer=tokenizer.json, threads=2)`` (read, encode, store),
   then ``export_megatron(store, "train", prefix, bos=False)``.
-- peer: ``preprocess_data.py``'s loop: ``multiprocessing.Pool(2)`` whose workers load the
-  ``tokenizer.json`` with Hugging Face ``tokenizers`` and map ``json.loads`` + ``encode(text,
-  add_special_tokens=False).ids`` + the end-of-document id over the lines (``imap``, chunks of 32),
-  the main process ``IndexedDatasetBuilder.add_document(ids, [len(ids)])`` per document (dtype
+- peer (bench/megatron_peer.py, a module its worker processes can import): ``preprocess_data.py``'s
+  loop: ``multiprocessing.Pool(2)`` whose workers load the ``tokenizer.json`` with Hugging Face
+  ``tokenizers`` and map ``json.loads`` + ``encode(text, add_special_tokens=False).ids`` + the
+  end-of-document id over the lines (``imap``, chunks of 32), the main process ``IndexedDatasetBuilder.add_document(ids, [len(ids)])`` per document (dtype
   ``DType.optimal_dtype(vocab size)``), then ``finalize``. (Megatron's own tokenizer wrapper would
   add Python overhead on top of ``tokenizers``; this is its fastest form.)
 
@@ -29,7 +29,6 @@ Run: ``python bench/peers_export.py [--quick]``.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import shutil
 import tempfile
@@ -38,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from megatron_peer import run_preprocess_data
 from timing import best_of, row
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -80,49 +80,6 @@ def run_engine(corpus: Path, splits: Path, tokenizer: Path, work: Path) -> tuple
     result = prepare(corpus, splits, work / "engine", tokenizer=str(tokenizer), threads=THREADS, quiet=True)
     export_megatron(result.store_path, "train", work / "engine-train", bos=False)
     return time.perf_counter() - start, result.store_path, work / "engine-train"
-
-
-class _Encoder:
-    """``preprocess_data.py``'s Encoder: one tokenizer per worker process, one JSON line per call."""
-
-    tokenizer = None
-    eod = None
-
-    def __init__(self, tokenizer_path: str, eod: int):
-        self.tokenizer_path, self.eod_id = tokenizer_path, eod
-
-    def initializer(self):
-        from tokenizers import Tokenizer
-
-        _Encoder.tokenizer = Tokenizer.from_file(self.tokenizer_path)
-        _Encoder.eod = self.eod_id
-
-    def encode(self, line: str):
-        data = json.loads(line)
-        ids = _Encoder.tokenizer.encode(data["text"], add_special_tokens=False).ids
-        lens = []
-        if ids:
-            lens.append(len(ids))
-            ids.append(_Encoder.eod)
-            lens[-1] += 1
-        return ids, lens, len(line)
-
-
-def run_preprocess_data(corpus: Path, tokenizer: Path, eod: int, work: Path) -> tuple[float, Path]:
-    from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder
-    from tokenizers import Tokenizer
-
-    prefix = work / "megatron-train"
-    start = time.perf_counter()
-    vocab_size = Tokenizer.from_file(str(tokenizer)).get_vocab_size(with_added_tokens=True)
-    encoder = _Encoder(str(tokenizer), eod)
-    with open(corpus, encoding="utf-8") as fin, multiprocessing.get_context("fork").Pool(
-            THREADS, initializer=encoder.initializer) as pool:
-        builder = IndexedDatasetBuilder(str(prefix) + ".bin", dtype=DType.optimal_dtype(vocab_size))
-        for ids, lens, _ in pool.imap(encoder.encode, fin, 32):
-            builder.add_document(ids, lens)
-        builder.finalize(str(prefix) + ".idx")
-    return time.perf_counter() - start, prefix
 
 
 def _same_pair(a: Path, b: Path) -> None:
