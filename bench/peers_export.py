@@ -13,7 +13,8 @@ by engine (``peers_byte_bpe.trained_tokenizer``, cached in bench/.cache) and wri
 - peer (bench/megatron_peer.py, a module its worker processes can import): ``preprocess_data.py``'s
   loop: ``multiprocessing.Pool(2)`` whose workers load the ``tokenizer.json`` with Hugging Face
   ``tokenizers`` and map ``json.loads`` + ``encode(text, add_special_tokens=False).ids`` + the
-  end-of-document id over the lines (``imap``, chunks of 32), the main process ``IndexedDatasetBuilder.add_document(ids, [len(ids)])`` per document (dtype
+  end-of-document id over the lines (``imap``, chunks of 32), the main process
+  ``IndexedDatasetBuilder.add_document(ids, [len(ids)])`` per document (dtype
   ``DType.optimal_dtype(vocab size)``), then ``finalize``. (Megatron's own tokenizer wrapper would
   add Python overhead on top of ``tokenizers``; this is its fastest form.)
 
