@@ -15,7 +15,8 @@ was dropped, the store and split, and each file's name and size. It is how a loa
 (nanoGPT's assumes uint16) and how a later export knows these files are its own.
 
 The document rule. Documents are written as stored. A document's BOS is its first token when that
-is the store's BOS id (a store whose documents carry no BOS has none to drop). ``bos=False``
+is the store's BOS id (a store whose manifest records no BOS, ``bos_id: null``, has none to drop; a
+manifest without the entry means the tokenizer's). ``bos=False``
 (``--no-bos``) writes every document without its BOS; when the store's BOS is its EOS (GPT-2 style,
 ``<|endoftext|>`` on both sides) every document is written without its BOS too, as ``[content...,
 EOS]``, so exactly one end-of-text token separates two documents, as Megatron's ``--append-eod``
@@ -85,19 +86,19 @@ class ExportResult:
 
 
 def _recorded(store: TokenStore, tokenizer, name: str) -> int | None:
-    """The store's ``bos_id`` / ``eos_id`` (its manifest), else its tokenizer's; None (or < 0): none."""
+    """The store's ``bos_id`` / ``eos_id`` as its manifest records them (``None``: its documents carry
+    none); a manifest without the entry falls back to the tokenizer's. None (or < 0): no such token."""
     try:
         value = getattr(store, name)
-    except (KeyError, TypeError):
-        value = None
-    value = getattr(tokenizer, name, None) if value is None else value
+    except KeyError:
+        value = getattr(tokenizer, name, None)
     return None if value is None or int(value) < 0 else int(value)
 
 
 def document_rule(store: TokenStore, tokenizer, bos: bool) -> tuple[int, bool]:
     """``(bos id or -1, drop)``: the first token of a document is dropped when ``drop`` and it is that id
-    (see the module docstring). The store's manifest says its BOS/EOS ids; a store that records
-    none falls back to its tokenizer's."""
+    (see the module docstring). The store's manifest says its BOS/EOS ids (a recorded ``None``: the
+    documents carry no BOS); a manifest without them falls back to the tokenizer's."""
     bos_id, eos_id = _recorded(store, tokenizer, "bos_id"), _recorded(store, tokenizer, "eos_id")
     if bos_id is None:
         return -1, False

@@ -227,16 +227,23 @@ def test_uint16_holds_ids_up_to_65535(tmp_path):
 
 
 def test_a_store_without_bos_is_written_as_stored(tmp_path, monkeypatch):
-    """A store whose manifest records no BOS: nothing is dropped, even with bos=False."""
+    """A manifest that records no BOS (null): nothing is dropped, even with bos=False and a tokenizer
+    that has one; a manifest without the entry: the tokenizer's BOS is the one dropped."""
     tok = char_tokenizer()
     store = make_store(tmp_path / "store", tok, copies=1)
+    stored = np.concatenate([d.tokens for d in store.documents("train")]).astype(np.uint16)
     monkeypatch.setattr(TokenStore, "bos_id", property(lambda self: None))
-    monkeypatch.setattr(type(tok), "bos_id", None, raising=False)
-    monkeypatch.setattr(TokenStore, "tokenizer", lambda self: tok)
     result = export_flat(store, "train", tmp_path / "a.bin", bos=False)
-    assert not result.bos_dropped
-    want = np.concatenate([d.tokens for d in store.documents("train")]).astype(np.uint16)
-    assert np.array_equal(np.fromfile(tmp_path / "a.bin", np.uint16), want)
+    assert not result.bos_dropped and result.tokens == stored.shape[0]
+    assert np.array_equal(np.fromfile(tmp_path / "a.bin", np.uint16), stored)
+    assert json.loads((tmp_path / "a.bin.json").read_text())["bos_id"] is None
+
+    def missing(self):
+        raise KeyError("bos_id")
+
+    monkeypatch.setattr(TokenStore, "bos_id", property(missing))
+    result = export_flat(store, "train", tmp_path / "b.bin", bos=False)
+    assert result.bos_dropped and result.tokens == stored.shape[0] - len(store.documents("train"))
 
 
 def test_only_a_leading_bos_is_dropped(tmp_path):
