@@ -18,8 +18,10 @@ by engine (``peers_byte_bpe.trained_tokenizer``, cached in bench/.cache) and wri
   ``DType.optimal_dtype(vocab size)``), then ``finalize``. (Megatron's own tokenizer wrapper would
   add Python overhead on top of ``tokenizers``; this is its fastest form.)
 
-Both ``.bin`` and both ``.idx`` are compared byte for byte before a row is made (a difference
-raises). ``export alone`` times ``export_megatron`` of the prepared store (read the Parquet row
+Each side runs 3 times in turns (once with ``quick``); the fastest run counts. Both ``.bin`` and
+both ``.idx`` are compared byte for byte before a row is made (a difference raises). The engine side
+loads the ``tokenizer.json`` twice (``prepare``, then ``export`` for the vocabulary size), as the two
+commands do. ``export alone`` times ``export_megatron`` of the prepared store (read the Parquet row
 groups, drop nothing, write uint16, fsync, rename) beside ``np.copyto`` of the split's uint32 token
 buffer (the bytes export reads, copied once in memory): ratio = copy seconds / export seconds; an
 information row puts it beside one ``write`` + ``fsync`` of the same ``.bin`` bytes. A first run's
@@ -112,7 +114,7 @@ def compare(quick: bool) -> dict:
         run_engine(work / "warm" / "corpus.jsonl", work / "warm" / "splits.json", tokenizer, work / "warm")
         os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per worker process, as preprocess_data runs
         engine_runs, peer_runs = [], []
-        for _ in range(1 if quick else 2):
+        for _ in range(1 if quick else 3):  # in turns, so both see the same moments of a shared machine
             for folder in ("engine", "engine-train.bin", "engine-train.idx", "engine-train.json"):
                 path = work / folder
                 shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
