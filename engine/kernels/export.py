@@ -20,23 +20,33 @@ def gather_documents(values, offsets, bos, drop_first, out, lengths):
     """Copy documents ``0 .. len(offsets) - 2`` of ``(values, offsets)`` into ``out`` (any integer
     dtype, at least as long as the ids kept), each without its first token when ``drop_first`` and
     that token equals ``bos``; ``lengths[d]`` = ids written for document ``d``. Returns
-    ``(ids written, largest id written or -1)``."""
+    ``(ids written, largest id written or -1)``. Each document is copied and scanned through slices
+    indexed by ``range()`` (no dependence between iterations, no negative-index check), and the
+    largest id is a separate reduction, so both loops vectorise."""
     documents = offsets.shape[0] - 1
     n = 0
-    largest = -1
     for d in range(documents):
         start = offsets[d]
         stop = offsets[d + 1]
         if drop_first and stop > start and np.int64(values[start]) == bos:
             start += 1
-        for i in range(start, stop):
-            v = np.int64(values[i])
-            if v > largest:
-                largest = v
-            out[n] = v
-            n += 1
-        lengths[d] = stop - start
-    return n, largest
+        count = stop - start
+        source = values[start:stop]
+        target = out[n:n + count]
+        for i in range(count):  # indices from range(): no negative-index check, the loop vectorises
+            target[i] = source[i]
+        n += count
+        lengths[d] = count
+    largest = np.uint32(0)
+    for d in range(documents):
+        start = offsets[d]
+        stop = offsets[d + 1]
+        if drop_first and stop > start and np.int64(values[start]) == bos:
+            start += 1
+        source = values[start:stop]
+        for i in range(source.shape[0]):
+            largest = max(largest, source[i])
+    return n, np.int64(largest) if n else np.int64(-1)
 
 
 @kernel
@@ -68,9 +78,10 @@ def wrap_documents(values, offsets, bos, eos, out_offsets, out):
         if bos >= 0:
             out[n] = bos
             n += 1
-        for i in range(start, stop):
-            out[n] = values[i]
-            n += 1
+        source = values[start:stop]
+        target = out[n:n + (stop - start)]
+        for i in range(source.shape[0]):  # slices and range(): the loop vectorises
+            target[i] = source[i]
+        n += stop - start
         if eos >= 0 and (stop == start or np.int64(values[stop - 1]) != eos):
             out[n] = eos
-            n += 1
