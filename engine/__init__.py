@@ -33,6 +33,10 @@ _EXPORTS = {
     "TokenStore": "engine.store",
     "EncodedDocument": "engine.store",
     "TokenBuffers": "engine.buffers",
+    # trainers' formats
+    "export_megatron": "engine.export",
+    "export_flat": "engine.export",
+    "open_megatron": "engine.megatron",
     # windows, batches, packing, mixtures
     "CausalWindowConfig": "engine.windows",
     "MiniBatchConfig": "engine.batches",

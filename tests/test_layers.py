@@ -37,7 +37,7 @@ LAYERS = [
                                 "engine.testhook", "engine.progress", "engine.parallel", "engine.numba_internals"]),
     ("kernels", ["engine.kernel_cache", "engine.kernels", "engine.kernels.*", "engine.cuda", "engine.cuda.*"]),
     ("corpus and tokenizers", ["engine.corpus", "engine.corpus.*", "engine.tokenizers", "engine.tokenizers.*"]),
-    ("store and buffers", ["engine.buffers", "engine.store", "engine.store.*"]),
+    ("store and buffers", ["engine.buffers", "engine.store", "engine.store.*", "engine.megatron", "engine.export"]),
     ("batch sources", ["engine.windows", "engine.batches", "engine.packing", "engine.packed", "engine.mixing",
                        "engine.masks", "engine.block_masks", "engine.loss", "engine.audit", "engine.epoch_index"]),
     ("prepare steps", ["engine.prepare_options", "engine.outputs", "engine.steps"]),

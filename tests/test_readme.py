@@ -156,6 +156,17 @@ def mixture(workdir):
     assert [row["samples"] for row in report][2] in (8, 9)  # weight 0.001 of 8,008 samples, within one
 
 
+def export_for_trainer(workdir):
+    pytest.importorskip("datasets", reason="needs the bench extra (pip install -e '.[bench]')")
+    store = bundled_store(workdir)
+    namespace = run_block(("Export for your trainer", 0))
+    documents = store.documents("train")
+    lengths = np.array([len(d.tokens) - 1 for d in documents])  # written without BOS
+    idx = (workdir / "out" / "megatron" / "train_text_document.idx").read_bytes()
+    assert idx[:9] == b"MMIDIDX\x00\x00" and np.array_equal(np.frombuffer(idx, "<i4", len(documents), 34), lengths)
+    assert len(namespace["hf"]) == len(documents) and namespace["epoch"].batch_count == namespace["same"].batch_count
+
+
 BLOCKS = {
     ("Quickstart", 0): quickstart,
     ("Python API", 0): python_api,
@@ -168,6 +179,7 @@ BLOCKS = {
     ("Packed rows with PyTorch attention", 1): "skip: needs CUDA and flash_attn (flash_attn_varlen_func)",
     ("Packed epochs, FlexAttention and mixtures", 0): packed_epoch_loop,
     ("Packed epochs, FlexAttention and mixtures", 1): mixture,
+    ("Export for your trainer", 0): export_for_trainer,
 }
 
 
