@@ -335,7 +335,7 @@ class SentencePieceTokenizer(Tokenizer):
         def flush():
             nonlocal empty
             if pending:
-                decoded = pending.decode("utf-8", "replace")
+                decoded = _bytes_text(bytes(pending))
                 if decoded:
                     text.append(decoded)
                     empty = False
@@ -408,6 +408,26 @@ class SentencePieceTokenizer(Tokenizer):
             escape_whitespaces=bool(norm["escape_whitespaces"]),
         )
         return cls(model, bos=payload["bos"], eos=payload["eos"])
+
+
+def _bytes_text(data: bytes) -> str:
+    """``data`` as text, each byte that starts no valid UTF-8 character becoming U+FFFD on its own
+    (SentencePiece's rule for runs of byte pieces; Python's ``errors="replace"`` would join some)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    out, i = [], 0
+    while i < len(data):
+        lead = data[i]
+        n = 1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+        try:
+            out.append(data[i:i + n].decode("utf-8"))
+            i += n
+        except UnicodeDecodeError:
+            out.append("\ufffd")
+            i += 1
+    return "".join(out)
 
 
 def _byte_of(piece: str) -> int | None:
