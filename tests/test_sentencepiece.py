@@ -231,3 +231,45 @@ def test_long_inputs(pairs):
     for text in ["a" * 20_000, " " * 20_000, "中" * 20_000, ("ab " * 7000)]:
         assert tok.encode(text).tolist() == sp.encode(text)
     assert np.array_equal(tok.encode("x" * 5000), tok.encode("x" * 5000))
+
+
+def test_cli_import_and_prepare_through_store_and_windows(models, tmp_path):
+    from click.testing import CliRunner
+
+    from engine.cli import main
+    from engine.corpus import Partition
+    from engine.store import TokenStore
+    from engine.windows import CausalWindowConfig
+
+    model = models["nfkc_user"]
+    sp = spm.SentencePieceProcessor(model_file=str(model))
+    runner = CliRunner()
+    result = runner.invoke(main, ["tokenizers", "import", str(model), "--out", str(tmp_path / "imported.json")])
+    assert result.exit_code == 0, result.output
+    assert "imported sentencepiece" in result.output and "spm-bpe" in result.output and "bos '<s>'=1" in result.output
+    imported = load_tokenizer(tmp_path / "imported.json")
+    assert imported == load_tokenizer(model)
+
+    corpus = tmp_path / "corpus.txt"
+    text = "First Citizen:\nBefore we proceed any further, hear me speak.  \u00e9\u0301 \u2460 42 <sep> \U0001f600\n" * 20
+    corpus.write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    result = runner.invoke(main, ["prepare", str(corpus), "--tokenizer", str(model), "--train-fraction", "1",
+                                  "--context", "16", "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text())
+    tok = load_tokenizer(out / "tokenizer.json")
+    assert tok.hash == imported.hash == report["tokenizer"]["hash"]
+    store = TokenStore.open(out / "store", tokenizer=tok)
+    values, offsets = store.arrays(Partition("train"))
+    expected = [sp.bos_id(), *sp.encode(text), sp.eos_id()]
+    assert values.tolist() == expected and offsets.tolist() == [0, len(expected)]
+    config = CausalWindowConfig(16, 1)
+    assert report["partitions"]["train"]["windows"] == config.window_count(len(expected)) == len(expected) - 16
+    first = config.windows(values)[0]
+    assert first.input.tolist() == expected[:16] and first.target.tolist() == expected[1:17]
+
+    bad = tmp_path / "junk.model"
+    bad.write_bytes(b"\x0a\x05\x0a\x03abc\xff\xff")
+    result = runner.invoke(main, ["prepare", str(corpus), "--tokenizer", str(bad), "--out", str(tmp_path / "o2")])
+    assert result.exit_code == 2 and "junk.model: not a SentencePiece model" in result.output
