@@ -161,13 +161,22 @@ def test_byte_fallback_gives_byte_pieces(pairs):
     assert tok.decode(ids) == "😀"
 
 
-def test_chunking_rule_follows_the_vocabulary(pairs):
-    assert pairs["identity_bytes"][0].split_mode == 1
-    assert pairs["whitespace"][0].split_mode == 1  # runs of ▁ keep the rule
-    assert pairs["suffix"][0].split_mode == 2
-    assert pairs["nfkc_user"][0].split_mode == 0  # "▁the▁" holds "e▁"
-    tok = pairs["no_split"][0]
-    assert any("\u2581" in p[1:] for p in tok.pieces) and tok.split_mode == 0  # pieces across words
+def test_chunks_are_cut_where_no_piece_joins_the_two_characters(pairs):
+    """Merging chunk by chunk is exact because no piece holds a cut's pair: the models whose pieces
+    cross words (split_by_whitespace=False) or hold "e▁" (a user-defined "▁the▁") keep those joins."""
+    from engine.kernels.spm_bpe import chunk_end
+
+    tok, sp = pairs["no_split"]
+    joined = [p for p in tok.pieces if "\u2581" in p[1:] and tok.types[tok.pieces.index(p)] == 1]
+    assert joined  # pieces across words
+    for piece in joined[:50]:
+        data = np.frombuffer(piece.encode(), dtype=np.uint8)
+        assert chunk_end(data, 0, data.shape[0], tok._ascii_join, tok._join_table) == data.shape[0]
+    tok, _ = pairs["identity_bytes"]
+    data = np.frombuffer("\u2581the\u2581king".encode(), dtype=np.uint8)
+    assert chunk_end(data, 0, data.shape[0], tok._ascii_join, tok._join_table) == len("\u2581the".encode())
+    tok, _ = pairs["nfkc_user"]
+    assert chunk_end(data, 0, data.shape[0], tok._ascii_join, tok._join_table) > len("\u2581the".encode())
 
 
 def test_wrappers_and_file_round_trip(pairs, tmp_path):

@@ -24,12 +24,14 @@ piece ids, then virtual ids for characters that occur inside pieces without bein
 symbol's id (-1: unknown); an unknown symbol becomes its UTF-8 bytes' ``byte_ids`` with
 ``byte_fallback``, else ``unk_id``, a run of unknown symbols giving one ``unk_id``.
 
-Sentences are cut into chunks that no piece can span (``split_mode``: 1 cuts before a run of
-space symbols that follows another character, 2 after a run of space symbols; 0 never cuts). The
-caller chooses a mode only when no piece holds that boundary's two characters, so merges never
-cross a cut and each chunk merges alone with the same result; chunks of up to ``MAX_CACHED_BYTES``
-bytes are cached (``bpe_encode.new_piece_cache`` layout: rows ``(key, bytes at, ids at, count)``),
-the cache outliving the call and emptied when full (bounded, linear).
+Sentences are cut into chunks that no symbol can span: between two characters that are adjacent
+in no piece (normal or user-defined; ``ascii_join`` / ``join_table``). A merged symbol is a piece
+and a frozen one a user-defined piece, so no symbol holds such a pair, merges never cross the cut
+and every chunk merges alone to the symbols the whole sentence has there (the order of merges
+inside a chunk is the sentence's order restricted to it). The one interaction across a cut, a run
+of unknown symbols, is joined when the ids are written. Chunks of up to ``MAX_CACHED_BYTES`` bytes
+are cached (``bpe_encode.new_piece_cache`` layout: rows ``(key, bytes at, ids at, count)``), the
+cache outliving the call and emptied when full (bounded, linear).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from engine.kernels.bpe_encode import key_home, piece_key, same_span
 from engine.kernels.bpe_merge import LONG_WORD, merge_word
 
 __all__ = ["MAX_CACHED_BYTES", "MAX_TRIE_RESULTS", "charsmap_match", "ud_match", "build_ud_table",
-           "first_bytes", "normalize_documents", "encode_normalized"]
+           "first_bytes", "normalize_documents", "build_join_table", "chunk_end", "encode_normalized"]
 
 MAX_CACHED_BYTES = 96
 MAX_TRIE_RESULTS = 32  # SentencePiece's kMaxTrieResultsSize
@@ -172,16 +174,6 @@ def _prefix(buf, pos, stop, trie, repl, ud_table, ud_values, has_ud):
 
 
 @kernel(inline="always")
-def _room(out, at, need):
-    """``out`` with room for ``need`` more bytes after ``at`` (a larger copy when it lacks it)."""
-    if at + need > out.shape[0]:
-        grown = np.empty(2 * out.shape[0] + need + 64, dtype=np.uint8)
-        grown[:at] = out[:at]
-        return grown
-    return out
-
-
-@kernel(inline="always")
 def _put_space(out, at, escape):
     if escape:
         out[at] = 0xE2
@@ -226,26 +218,16 @@ def first_bytes(trie, ud_table, ud_values, has_ud):
     return first, second
 
 
-@kernel(inline="always")
-def _plain(buf, pos, stop, first, second):
-    """Whether ``buf[pos]`` is an ASCII byte no search can change (see ``first_bytes``)."""
-    b = buf[pos]
-    if b >= 0x80:
-        return False
-    f = first[b]
-    if f == 0:
-        return True
-    return f == 1 and (pos + 1 >= stop or not second[b, buf[pos + 1]])
-
-
 @kernel
 def normalize_documents(buf, document_offsets, trie, repl, ud_table, ud_values, has_ud, first, second, add_dummy,
-                        remove_extra, escape, suffix):
-    """Normalize every document of ``buf`` (UTF-8): ``(out uint8, out_offsets int64[D+1])``.
-    ``first``, ``second``: ``first_bytes`` of the tables."""
+                        remove_extra, escape, suffix, out, out_offsets):
+    """Normalize every document of ``buf`` (UTF-8) into ``out`` (uint8) and ``out_offsets``
+    (int64[D+1]); ``first``, ``second``: ``first_bytes`` of the tables. Returns the bytes written,
+    or -1 when ``out`` may lack room (the caller retries with a larger one): ``out`` needs
+    ``3 * len(buf) + 6 * documents`` bytes, more when replacements are longer than their keys."""
     documents = document_offsets.shape[0] - 1
-    out = np.empty(buf.shape[0] + buf.shape[0] // 2 + 3 * documents + 64, dtype=np.uint8)
-    out_offsets = np.empty(documents + 1, dtype=np.int64)
+    total = document_offsets[documents]
+    capacity = out.shape[0]
     at = np.int64(0)
     for d in range(documents):
         out_offsets[d] = at
@@ -255,7 +237,11 @@ def normalize_documents(buf, document_offsets, trie, repl, ud_table, ud_values, 
         if remove_extra:
             while pos < stop:
                 b = buf[pos]
-                if _plain(buf, pos, stop, first, second):
+                plain = False  # an ASCII byte no search can change (see first_bytes)
+                if b < 0x80:
+                    f = first[b]
+                    plain = f == 0 or (f == 1 and (pos + 1 >= stop or not second[np.int64(b), np.int64(buf[pos + 1])]))
+                if plain:
                     if b != 0x20:
                         break
                     pos += 1
@@ -266,14 +252,16 @@ def normalize_documents(buf, document_offsets, trie, repl, ud_table, ud_values, 
                 pos += consumed
         if pos >= stop:
             continue
-        out = _room(out, at, 3)
         if add_dummy and not suffix:
             at = _put_space(out, at, escape)
         prev_space = remove_extra
         while pos < stop:
             b = buf[pos]
-            if _plain(buf, pos, stop, first, second):  # an ASCII byte no search changes: copied
-                out = _room(out, at, 3)
+            plain = False  # an ASCII byte no search can change: copied
+            if b < 0x80:
+                f = first[b]
+                plain = f == 0 or (f == 1 and (pos + 1 >= stop or not second[np.int64(b), np.int64(buf[pos + 1])]))
+            if plain:
                 if b == 0x20:
                     if not prev_space:
                         at = _put_space(out, at, escape)
@@ -285,7 +273,9 @@ def normalize_documents(buf, document_offsets, trie, repl, ud_table, ud_values, 
                 pos += 1
                 continue
             from_repl, start, length, consumed = _prefix(buf, pos, stop, trie, repl, ud_table, ud_values, has_ud)
-            out = _room(out, at, 3 * length)
+            # room for this replacement, 3 bytes a byte for the rest and 6 a document
+            if at + 3 * length + 3 * (total - pos - consumed) + 6 * (documents - d) > capacity:
+                return -1
             i = start
             end = start + length
             if from_repl:
@@ -322,43 +312,70 @@ def normalize_documents(buf, document_offsets, trie, repl, ud_table, ud_values, 
             else:
                 while at > doc_start and out[at - 1] == 0x20:
                     at -= 1
-        out = _room(out, at, 3)
         if add_dummy and suffix:
             at = _put_space(out, at, escape)
     out_offsets[documents] = at
-    return out[:at], out_offsets
+    return at
+
+
+@kernel
+def build_join_table(lefts, rights):
+    """An open-addressing set (int64 keys ``(left << 21) | right``, -1 free) of code point pairs."""
+    size = 16
+    while size < 2 * lefts.shape[0] + 2:
+        size <<= 1
+    table = np.full(size, -1, dtype=np.int64)
+    mask = size - 1
+    for k in range(lefts.shape[0]):
+        key = (lefts[k] << 21) | rights[k]
+        slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
+        while table[slot] != key and table[slot] != -1:
+            slot = (slot + 1) & mask
+        table[slot] = key
+    return table
 
 
 @kernel(inline="always")
-def _chunk_end(buf, pos, stop, split_mode, escape):
-    """End of the chunk starting at ``pos`` (see the module docstring)."""
-    if split_mode == 0:
-        return stop
-    j = pos + 1
-    if escape:
-        while j < stop:
-            if split_mode == 1:
-                if (buf[j] == 0xE2 and j + 2 < stop and buf[j + 1] == 0x96 and buf[j + 2] == 0x81
-                        and not (j - 3 >= pos and buf[j - 3] == 0xE2 and buf[j - 2] == 0x96 and buf[j - 1] == 0x81)):
-                    return j
-            else:
-                if (j - 3 >= pos and buf[j - 3] == 0xE2 and buf[j - 2] == 0x96 and buf[j - 1] == 0x81
-                        and (buf[j] & 0xC0) != 0x80
-                        and not (buf[j] == 0xE2 and j + 2 < stop and buf[j + 1] == 0x96 and buf[j + 2] == 0x81)):
-                    return j
-            j += 1
-        return stop
+def _joined(table, a, b):
+    key = (a << 21) | b
+    mask = table.shape[0] - 1
+    slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
+    found = False
+    while table[slot] != -1:
+        if table[slot] == key:
+            found = True
+            break
+        slot = (slot + 1) & mask
+    return found
+
+
+@kernel
+def chunk_end(buf, pos, stop, ascii_join, join_table):
+    """End of the chunk starting at ``pos``: the first character boundary whose two characters are
+    adjacent in no piece (``ascii_join`` for two ASCII characters, else ``join_table``), or ``stop``."""
+    prev = np.int64(buf[pos])
+    n = _char_len(buf[pos])
+    if n > 1:
+        prev = _decode_char(buf, pos, min(n, stop - pos))
+    j = pos + n
     while j < stop:
-        if split_mode == 1:
-            if buf[j] == 0x20 and buf[j - 1] != 0x20:
+        b = buf[j]
+        if b < 0x80 and prev < 0x80:
+            if not ascii_join[prev, np.int64(b)]:
                 return j
-        elif buf[j - 1] == 0x20 and buf[j] != 0x20 and (buf[j] & 0xC0) != 0x80:
+            prev = np.int64(b)
+            j += 1
+            continue
+        n = min(_char_len(b), stop - j)
+        cp = _decode_char(buf, j, n)
+        if not _joined(join_table, prev, cp):
             return j
-        j += 1
+        prev = cp
+        j += n
     return stop
 
 
-@kernel(inline="always")
+@kernel
 def _emit_symbol(s, n_syms, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, out, at, start):
     """Write the id(s) of symbol ``s`` at ``out[at:]`` (``start``: where the chunk's ids begin, for
     the run rule of unknown symbols); returns the new position."""
@@ -423,7 +440,7 @@ def _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud,
 
 @kernel
 def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts, lefts,
-                      rights, made, priorities, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, split_mode, escape,
+                      rights, made, priorities, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, ascii_join, join_table,
                       cache, cache_bytes, cache_ids, cache_state, bos, eos, wrap, out, out_offsets):
     """Ids of every normalized document of ``buf`` into ``out`` (uint32; ``len(buf) + 2 * documents``
     entries); with ``wrap`` each is ``[bos, ids..., eos]`` (``bos`` < 0: none). Returns the ids written."""
@@ -441,7 +458,7 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
         pos = document_offsets[d]
         stop = document_offsets[d + 1]
         while pos < stop:
-            end = _chunk_end(buf, pos, stop, split_mode, escape)
+            end = chunk_end(buf, pos, stop, ascii_join, join_table)
             length = end - pos
             chunk_at = at
             if length <= MAX_CACHED_BYTES:

@@ -17,12 +17,14 @@ The rules (the file is read by ``engine.tokenizers.spm_model``, the hot loops ar
 - **Ids**: a symbol that is a piece has its id; any other (a character of no piece) is unknown:
   with ``byte_fallback`` it becomes the ``<0xXX>`` pieces of its UTF-8 bytes, else ``<unk>``, a run
   of unknown symbols giving one ``<unk>``.
-- **Chunks** (what makes it fast): merges never cross the start of a run of ``▁`` that follows
-  another character when no piece holds a character followed by ``▁`` (``split_by_whitespace``,
-  the trainer's default, never makes one; ``allow_whitespace_only_pieces`` adds runs of ``▁``,
-  which keep the rule); with ``treat_whitespace_as_suffix`` the mirror rule. Then the sentence is
-  cut there and each chunk is merged once and cached; for a model with such a piece the sentence
-  is merged whole. Either way the ids are the library's.
+- **Chunks** (what makes it fast): SentencePiece merges the whole sentence at once, but a merge
+  can only make a piece, so two adjacent characters that are adjacent in no piece (normal or
+  user-defined) are never inside one symbol. The sentence is cut between every such pair (with
+  the default ``split_by_whitespace`` vocabulary: before every ``▁`` that follows another
+  character, and around most punctuation) and each chunk merges alone, to the same symbols in the
+  same order; a chunk is merged once and cached. The one effect across a cut, a run of unknown
+  symbols becoming one ``<unk>``, is applied as the ids are written. Either way the ids are the
+  library's, whatever the vocabulary (``allow_whitespace_only_pieces``, pieces across words).
 - **Decoding** (SentencePiece's ``Decode``): control pieces decode to nothing, ``<unk>`` to the
   model's ``unk_surface`` (`` ⁇ ``), runs of byte pieces to their UTF-8 (each invalid byte to
   U+FFFD), ``▁`` to a space, and the leading ``▁`` of the text is dropped (every leading one while
@@ -49,7 +51,7 @@ import numpy as np
 
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, new_piece_cache
-from engine.kernels.spm_bpe import build_ud_table, encode_normalized, first_bytes, normalize_documents
+from engine.kernels.spm_bpe import build_join_table, build_ud_table, encode_normalized, first_bytes, normalize_documents
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_ids, check_texts, register_tokenizer
 from engine.tokenizers.pretokenize import utf8_bytes
 from engine.tokenizers.spm_model import (BYTE, CONTROL, MODEL_TYPES, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, SpmModel,
@@ -58,9 +60,9 @@ from engine.tokenizers.spm_model import (BYTE, CONTROL, MODEL_TYPES, NORMAL, UNK
 __all__ = ["SentencePieceTokenizer", "load_sentencepiece"]
 
 SPACE = "\u2581"
-CACHE_SLOTS = 1 << 16
-CACHE_BYTES = 1 << 20
-CACHE_IDS = 1 << 18
+CACHE_SLOTS = 1 << 20
+CACHE_BYTES = 1 << 24
+CACHE_IDS = 1 << 23
 _NO_CHARSMAP = np.zeros(0, dtype=np.uint32)
 
 
@@ -201,16 +203,14 @@ class SentencePieceTokenizer(Tokenizer):
         self._ud = (*build_ud_table(pool, offsets, np.asarray(list(user.values()), dtype=np.int64)), bool(user))
         self._charsmap = _decode_charsmap(model.precompiled_charsmap, self.source)
         self._searched = first_bytes(self._charsmap[0], *self._ud)
-        space = SPACE if model.escape_whitespaces else " "
-        mode = 2 if model.treat_whitespace_as_suffix else 1
-        for p in list(mergeable) + list(user):
-            for x, y in zip(p, p[1:]):
-                if (mode == 1 and y == space and x != space) or (mode == 2 and x == space and y != space):
-                    mode = 0
-                    break
-            if mode == 0:
-                break
-        self.split_mode = mode
+        joined = {(ord(x), ord(y)) for p in list(mergeable) + list(user) for x, y in zip(p, p[1:])}
+        self._ascii_join = np.zeros((128, 128), dtype=np.bool_)
+        for x, y in joined:
+            if x < 128 and y < 128:
+                self._ascii_join[x, y] = True
+        rest = [(x, y) for x, y in joined if x >= 128 or y >= 128]
+        self._join_table = build_join_table(np.array([x for x, _ in rest], dtype=np.int64),
+                                            np.array([y for _, y in rest], dtype=np.int64))
         self._caches: list = []
 
     def __getstate__(self) -> dict:
@@ -235,8 +235,17 @@ class SentencePieceTokenizer(Tokenizer):
         trie, repl = self._charsmap
         ud_table, ud_values, has_ud = self._ud
         m = self.model
-        return normalize_documents(buf, offsets, trie, repl, ud_table, ud_values, has_ud, *self._searched, m.add_dummy_prefix,
-                                   m.remove_extra_whitespaces, m.escape_whitespaces, m.treat_whitespace_as_suffix)
+        documents = offsets.shape[0] - 1
+        out_offsets = np.empty(documents + 1, dtype=np.int64)
+        size = 3 * buf.shape[0] + 6 * documents + 16
+        while True:
+            out = np.empty(size, dtype=np.uint8)
+            used = normalize_documents(buf, offsets, trie, repl, ud_table, ud_values, has_ud, *self._searched,
+                                       m.add_dummy_prefix, m.remove_extra_whitespaces, m.escape_whitespaces,
+                                       m.treat_whitespace_as_suffix, out, out_offsets)
+            if used >= 0:
+                return out[:used], out_offsets
+            size *= 2
 
     def _run(self, buf: np.ndarray, offsets: np.ndarray, wrap: bool) -> tuple[np.ndarray, np.ndarray]:
         norm, norm_offsets = self._normalize(buf, offsets)
@@ -253,8 +262,8 @@ class SentencePieceTokenizer(Tokenizer):
         try:
             count = encode_normalized(
                 norm, norm_offsets, self._char_table, self._n_syms, ud_table, ud_values, has_ud, *self._merge_tables,
-                self._sym_out, self._sym_cp, self._byte_ids, self.unk_id, self.model.byte_fallback, self.split_mode,
-                self.model.escape_whitespaces, *cache, -1 if self.bos_id is None else self.bos_id,
+                self._sym_out, self._sym_cp, self._byte_ids, self.unk_id, self.model.byte_fallback, self._ascii_join,
+                self._join_table, *cache, -1 if self.bos_id is None else self.bos_id,
                 -1 if self.eos_id is None else self.eos_id, wrap, out, out_offsets)
         finally:
             self._caches.append(cache)
