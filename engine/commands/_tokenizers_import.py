@@ -1,4 +1,5 @@
-"""``engine tokenizers import``: turn a tiktoken rank file or a tokenizer.json into an engine tokenizer file."""
+"""``engine tokenizers import``: turn a tiktoken rank file, a tokenizer.json or a SentencePiece .model into an
+engine tokenizer file."""
 
 from __future__ import annotations
 
@@ -15,15 +16,20 @@ __all__ = ["import_command", "detect_format"]
 
 
 def detect_format(path: Path) -> str:
-    """``tokenizer.json`` for a .json name or content starting with ``{``, else ``tiktoken``."""
+    """``tokenizer.json`` for a .json name or content starting with ``{``, ``sentencepiece`` for a
+    protobuf ModelProto, else ``tiktoken``."""
+    from engine.tokenizers.spm_model import looks_like_model
+
     if path.suffix.lower() == ".json":
         return "tokenizer.json"
     try:
         with open(path, "rb") as fh:
-            head = fh.read(64).lstrip()
+            head = fh.read(64)
     except OSError as exc:
         raise TokenizerError(f"{path}: cannot read: {exc.strerror}") from None
-    return "tokenizer.json" if head.startswith(b"{") else "tiktoken"
+    if looks_like_model(head):
+        return "sentencepiece"
+    return "tokenizer.json" if head.lstrip().startswith(b"{") else "tiktoken"
 
 
 def _parse_specials(values: tuple[str, ...]) -> dict[str, int] | None:
@@ -38,7 +44,7 @@ def _parse_specials(values: tuple[str, ...]) -> dict[str, int] | None:
 
 def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str | None,
             special: tuple[str, ...], out: Path, force: bool) -> None:
-    """Import FILE (tiktoken rank file or tokenizer.json) as an engine byte-level BPE tokenizer.
+    """Import FILE (tiktoken rank file, tokenizer.json or SentencePiece BPE .model) as an engine tokenizer.
 
     The tokenizer keeps the ids of FILE; --bos and --eos name the special tokens that wrap each
     document: give both (they may be the same token) or neither (then <|endoftext|> when present).
@@ -48,6 +54,7 @@ def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str
       engine tokenizers import cl100k_base.tiktoken --pattern cl100k \\
           --special '<|endoftext|>=100257' --out cl100k.tokenizer.json
       engine tokenizers import hf/tokenizer.json --bos '<bos>' --eos '<eos>' --out bpe.json
+      engine tokenizers import llama/tokenizer.model --out llama.tokenizer.json
     """
     from engine.tokenizers.interop import load_hf_tokenizer_json, load_tiktoken
 
@@ -55,7 +62,13 @@ def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str
         raise TokenizerError(f"{file}: file not found")
     check_out_file(out, force=force, is_ours=is_engine_tokenizer_file, what="an engine tokenizer file")
     fmt = fmt or detect_format(file)
-    if fmt == "tiktoken":
+    if fmt == "sentencepiece":
+        from engine.tokenizers.sentencepiece import load_sentencepiece
+
+        if special:
+            raise TokenizerError("--special applies to tiktoken files only (a SentencePiece model lists its pieces)")
+        tokenizer = load_sentencepiece(file, bos="" if bos is None else bos, eos="" if eos is None else eos)
+    elif fmt == "tiktoken":
         tokenizer = load_tiktoken(file, pattern=pattern, special_tokens=_parse_specials(special), bos=bos, eos=eos)
     else:
         if special:
@@ -64,13 +77,13 @@ def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str
     tokenizer.save(out)
     click.echo(
         f"imported {fmt} {file} -> {out}: {tokenizer.kind}, vocab_size {tokenizer.vocab_size}, "
-        f"pattern {tokenizer.pattern}, bos {tokenizer.bos!r}={tokenizer.bos_id}, "
+        f"pattern {getattr(tokenizer, 'pattern', None)}, bos {tokenizer.bos!r}={tokenizer.bos_id}, "
         f"eos {tokenizer.eos!r}={tokenizer.eos_id}, hash {tokenizer.hash[:12]}")
 
 
 import_command = click.command("import")(
     click.argument("file", type=click.Path(path_type=Path))(
-        click.option("--format", "fmt", type=click.Choice(["tiktoken", "tokenizer.json"]), default=None,
+        click.option("--format", "fmt", type=click.Choice(["tiktoken", "tokenizer.json", "sentencepiece"]), default=None,
                      help="Input format (default: detected from the extension and content).")(
             click.option("--pattern", type=click.Choice(list(PATTERNS)), default="gpt2", show_default=True,
                          help="Pre-tokenizer of a tiktoken file (tokenizer.json names its own).")(

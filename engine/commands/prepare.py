@@ -42,7 +42,7 @@ def _fittable() -> str:
               help="Output directory (store/, tokenizer.json, report.json).")
 @click.option("--tokenizer", default="bpe", show_default=True, metavar="KIND|FILE",
               help=f"A kind to fit on the train partition ({_fittable()}), or the path of a tokenizer file to encode "
-                   "with (engine, Hugging Face tokenizer.json, tiktoken).")
+                   "with (engine, Hugging Face tokenizer.json, tiktoken, SentencePiece .model).")
 @click.option("--merges", default=None, type=int,
               help="BPE merges to train (bpe, byte-bpe; default 200 unless --vocab-size is given).")
 @click.option("--vocab-size", "vocab_size", default=None, type=int,

@@ -1,8 +1,9 @@
 """``load_tokenizer``: any tokenizer file, recognised by its content.
 
 An engine file (``Tokenizer.save``, rebuilt by ``engine.tokenizers.base.tokenizer_from_json``), a
-Hugging Face ``tokenizer.json`` with a byte-level BPE model, or a tiktoken rank file
-(``engine.tokenizers.interop``). It sits above both: interop builds byte-level BPE tokenizers on
+Hugging Face ``tokenizer.json`` with a byte-level BPE model, a tiktoken rank file
+(``engine.tokenizers.interop``), or a SentencePiece ``.model`` file (a protobuf ``ModelProto``,
+``engine.tokenizers.sentencepiece``). It sits above both: interop builds byte-level BPE tokenizers on
 ``base``, so the dispatch over every format lives here rather than in ``base``.
 """
 
@@ -16,15 +17,18 @@ from engine.checks import JSONLimitError, parse_json
 from engine.errors import ConfigurationError, TokenizerError
 from engine.tokenizers.base import Tokenizer, _import_kinds, tokenizer_from_json
 from engine.tokenizers.interop import load_hf_tokenizer_json, load_tiktoken
+from engine.tokenizers.sentencepiece import SentencePieceTokenizer
+from engine.tokenizers.spm_model import looks_like_model, parse_model
 
 __all__ = ["load_tokenizer"]
 
 
 def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> Tokenizer:
     """Load a tokenizer file, recognised by its content: an engine file (``Tokenizer.save``), a
-    Hugging Face ``tokenizer.json`` with a byte-level BPE model, or a tiktoken rank file
-    (``<base64 token> <rank>`` lines). A tiktoken file does not name its pre-tokenizer: ``pattern``
-    does, else it is ``cl100k`` for a file of exactly 100,256 ranks (cl100k_base), ``o200k`` for
+    Hugging Face ``tokenizer.json`` with a byte-level BPE model, a tiktoken rank file
+    (``<base64 token> <rank>`` lines), or a SentencePiece ``.model`` file of type BPE (a protobuf
+    ModelProto, ``engine.tokenizers.sentencepiece``). A tiktoken file does not name its
+    pre-tokenizer: ``pattern`` does, else it is ``cl100k`` for a file of exactly 100,256 ranks (cl100k_base), ``o200k`` for
     one of exactly 199,998 ranks (o200k_base) and ``gpt2`` otherwise. Files without special tokens
     get ``<|endoftext|>`` after the last id (``tokenizer.notes`` says so)."""
     _import_kinds()  # registered before dispatching on "kind"
@@ -35,6 +39,11 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
         raise TokenizerError(f"{path}: tokenizer file not found") from None
     except OSError as exc:
         raise TokenizerError(f"{path}: cannot read tokenizer file: {exc.strerror}") from None
+    if looks_like_model(raw):
+        if pattern is not None:
+            raise ConfigurationError(f"{path}: pattern= / --pattern {pattern} applies to a tiktoken rank file; a "
+                                     "SentencePiece model has no pre-tokenizer pattern")
+        return SentencePieceTokenizer(parse_model(raw, str(path)), source=str(path))
     if _looks_like_tiktoken(raw):
         ranks = sum(1 for line in raw.splitlines() if line.strip())
         chosen = pattern or {100_256: "cl100k", 199_998: "o200k"}.get(ranks, "gpt2")
@@ -50,7 +59,8 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
         if raw.lstrip()[:1] in (b"{", b"["):
             raise TokenizerError(f"{path}: tokenizer file is not valid JSON ({exc}); is it truncated?") from None
         raise TokenizerError(f"{path}: not a tokenizer file: expected JSON (an engine file or a Hugging Face "
-                             "tokenizer.json) or a tiktoken rank file ('<base64 token> <rank>' lines)") from None
+                             "tokenizer.json), a SentencePiece .model file or a tiktoken rank file "
+                             "('<base64 token> <rank>' lines)") from None
     if isinstance(obj, dict) and "model" in obj and "format" not in obj:
         tok = load_hf_tokenizer_json(path)
     else:

@@ -1,0 +1,519 @@
+"""SentencePiece BPE: normalization (``normalize_documents``) and merging (``encode_normalized``).
+
+Normalization, per document (a sentence), as SentencePiece's normalizer does it:
+
+- at each position the longest user-defined symbol (``ud_table``) is copied as it is; else the
+  longest key of the precompiled charsmap (``trie``: a Darts double array of uint32 units; the
+  value of a key is the offset of its NUL-terminated replacement in ``repl``; only the first 32
+  keys that prefix the text are considered, as SentencePiece's search returns); else one
+  character is copied;
+- with ``remove_extra_whitespaces``: leading replacements that are exactly one space are dropped,
+  leading spaces of a replacement are dropped after a replacement that ended with a space (or at
+  the start), and trailing space symbols are dropped at the end;
+- ``escape`` writes each space as U+2581 (``▁``); ``add_dummy`` puts one space symbol before the
+  text (after it when ``suffix``, SentencePiece's ``treat_whitespace_as_suffix``), unless the
+  text is empty or all removed whitespace.
+
+Merging (SentencePiece's ``bpe::Model::Encode``): a sentence starts as its characters, a
+user-defined symbol matched at a position being one frozen symbol; repeatedly, of all adjacent
+pairs whose concatenation is a piece, the one of highest score (``priorities``: lower = higher
+score; equal scores are equal priorities) merges, the leftmost on ties. Symbols are ids in a
+pair table (``bpe_merge.build_pair_table``; merges by ``bpe_merge.merge_word``, not ordered):
+piece ids, then virtual ids for characters that occur inside pieces without being pieces, then
+``n_syms + code point`` for characters in no piece (they never merge). ``sym_out`` gives each
+symbol's id (-1: unknown); an unknown symbol becomes its UTF-8 bytes' ``byte_ids`` with
+``byte_fallback``, else ``unk_id``, a run of unknown symbols giving one ``unk_id``.
+
+Sentences are cut into chunks that no symbol can span: between two characters that are adjacent
+in no piece (normal or user-defined; ``ascii_join`` / ``join_table``). A merged symbol is a piece
+and a frozen one a user-defined piece, so no symbol holds such a pair, merges never cross the cut
+and every chunk merges alone to the symbols the whole sentence has there (the order of merges
+inside a chunk is the sentence's order restricted to it). The one interaction across a cut, a run
+of unknown symbols, is joined when the ids are written. Chunks of up to ``MAX_CACHED_BYTES`` bytes
+are cached (``bpe_encode.new_piece_cache`` layout: rows ``(key, bytes at, ids at, count)``), the
+cache outliving the call and emptied when full (bounded, linear).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.kernels import kernel
+from engine.kernels.bpe_encode import key_home, piece_key, same_span
+from engine.kernels.bpe_merge import LONG_WORD, merge_word
+
+__all__ = ["MAX_CACHED_BYTES", "MAX_TRIE_RESULTS", "charsmap_match", "ud_match", "build_ud_table",
+           "first_bytes", "normalize_documents", "build_join_table", "chunk_end", "encode_normalized"]
+
+MAX_CACHED_BYTES = 96
+MAX_TRIE_RESULTS = 32  # SentencePiece's kMaxTrieResultsSize
+_CACHE_KEY, _CACHE_BYTES, _CACHE_IDS, _CACHE_COUNT = 0, 1, 2, 3
+_SHORT = 7  # bpe_encode.SHORT_PIECE: pieces up to this many bytes are their own key
+
+
+@kernel(inline="always")
+def _char_len(lead):
+    """Bytes of the UTF-8 character starting with byte ``lead`` (SentencePiece's OneCharLen)."""
+    if lead < 0x80:
+        return 1
+    if lead < 0xE0:
+        return 2
+    if lead < 0xF0:
+        return 3
+    return 4
+
+
+@kernel(inline="always")
+def _decode_char(buf, pos, length):
+    c = np.int64(buf[pos])
+    if length == 1:
+        return c
+    if length == 2:
+        return ((c & 0x1F) << 6) | (np.int64(buf[pos + 1]) & 0x3F)
+    if length == 3:
+        return ((c & 0x0F) << 12) | ((np.int64(buf[pos + 1]) & 0x3F) << 6) | (np.int64(buf[pos + 2]) & 0x3F)
+    return (((c & 0x07) << 18) | ((np.int64(buf[pos + 1]) & 0x3F) << 12) | ((np.int64(buf[pos + 2]) & 0x3F) << 6)
+            | (np.int64(buf[pos + 3]) & 0x3F))
+
+
+@kernel
+def charsmap_match(trie, buf, pos, stop):
+    """``(length, value)`` of the longest of the first ``MAX_TRIE_RESULTS`` charsmap keys that prefix
+    ``buf[pos:stop]`` (Darts-clone's commonPrefixSearch), or ``(0, 0)``."""
+    size = trie.shape[0]
+    if size == 0:
+        return 0, 0
+    node = np.int64(0)
+    unit = np.int64(trie[0])
+    node ^= (unit >> 10) << ((unit & (1 << 9)) >> 6)
+    best_length, best_value, found = 0, 0, 0
+    for i in range(pos, stop):
+        c = np.int64(buf[i])
+        node ^= c
+        if node < 0 or node >= size:
+            break
+        unit = np.int64(trie[node])
+        if (unit & ((1 << 31) | 0xFF)) != c:
+            break
+        node ^= (unit >> 10) << ((unit & (1 << 9)) >> 6)
+        if (unit >> 8) & 1:
+            if found < MAX_TRIE_RESULTS and 0 <= node < size:
+                length = i - pos + 1
+                if best_length == 0 or length > best_length:
+                    best_length = length
+                    best_value = np.int64(trie[node]) & ((1 << 31) - 1)
+            found += 1
+    return best_length, best_value
+
+
+@kernel
+def build_ud_table(pool, offsets, syms):
+    """A byte trie of the user-defined symbols ``pool[offsets[k]:offsets[k+1]]`` (symbol ``syms[k]``):
+    ``(table, values)``: ``table`` int64 rows ``((node << 8) | byte, child)`` by open addressing (-1
+    free), ``values[node]`` the symbol ending there or -1. Node 0 is the root."""
+    total = offsets[offsets.shape[0] - 1]
+    size = 16
+    while size < 2 * total + 2:
+        size <<= 1
+    table = np.full((size, 2), -1, dtype=np.int64)
+    values = np.full(total + 1, -1, dtype=np.int64)
+    nodes = 1
+    mask = size - 1
+    for k in range(offsets.shape[0] - 1):
+        node = np.int64(0)
+        for i in range(offsets[k], offsets[k + 1]):
+            key = (node << 8) | np.int64(pool[i])
+            slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
+            while table[slot, 0] != key and table[slot, 0] != -1:
+                slot = (slot + 1) & mask
+            if table[slot, 0] == -1:
+                table[slot, 0] = key
+                table[slot, 1] = nodes
+                nodes += 1
+            node = table[slot, 1]
+        values[node] = syms[k]
+    return table, values[:nodes].copy()
+
+
+@kernel(inline="always")
+def ud_match(table, values, buf, pos, stop):
+    """``(length, symbol)`` of the longest user-defined symbol at ``buf[pos:stop]``, or ``(0, -1)``."""
+    mask = table.shape[0] - 1
+    node = np.int64(0)
+    best_length, best_sym = 0, np.int64(-1)
+    for i in range(pos, stop):
+        key = (node << 8) | np.int64(buf[i])
+        slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
+        while table[slot, 0] != key and table[slot, 0] != -1:
+            slot = (slot + 1) & mask
+        if table[slot, 0] == -1:
+            break
+        node = table[slot, 1]
+        if values[node] >= 0:
+            best_length = i - pos + 1
+            best_sym = values[node]
+    return best_length, best_sym
+
+
+@kernel(inline="always")
+def _prefix(buf, pos, stop, trie, repl, ud_table, ud_values, has_ud):
+    """SentencePiece's NormalizePrefix: ``(from_repl, start, length, consumed)``: the replacement is
+    ``repl[start:start+length]`` when ``from_repl`` else ``buf[start:start+length]``."""
+    if has_ud:
+        length, _ = ud_match(ud_table, ud_values, buf, pos, stop)
+        if length > 0:
+            return False, pos, length, length
+    length, value = charsmap_match(trie, buf, pos, stop)
+    if length > 0:
+        end = value
+        while end < repl.shape[0] and repl[end] != 0:
+            end += 1
+        return True, value, end - value, length
+    n = min(_char_len(buf[pos]), stop - pos)
+    return False, pos, n, n
+
+
+@kernel(inline="always")
+def _put_space(out, at, escape):
+    if escape:
+        out[at] = 0xE2
+        out[at + 1] = 0x96
+        out[at + 2] = 0x81
+        return at + 3
+    out[at] = 0x20
+    return at + 1
+
+
+@kernel
+def first_bytes(trie, ud_table, ud_values, has_ud):
+    """``(first, second)``: ``first[b]`` is 0 when no charsmap key or user-defined symbol starts with
+    byte ``b``, 2 when ``b`` alone is a key or a user-defined symbol starts with it, else 1;
+    ``second[b, c]`` is whether some key starts with ``b c``. An ASCII byte of ``first`` 0, or of 1
+    not followed by a ``second`` byte, is copied without a search."""
+    first = np.zeros(256, dtype=np.int8)
+    second = np.zeros((256, 256), dtype=np.bool_)
+    size = trie.shape[0]
+    if size > 0:
+        root = np.int64(0) ^ ((np.int64(trie[0]) >> 10) << ((np.int64(trie[0]) & (1 << 9)) >> 6))
+        for b in range(256):
+            node = root ^ b
+            if not (0 <= node < size) or (np.int64(trie[node]) & ((1 << 31) | 0xFF)) != b:
+                continue
+            unit = np.int64(trie[node])
+            first[b] = 2 if (unit >> 8) & 1 else 1
+            node ^= (unit >> 10) << ((unit & (1 << 9)) >> 6)
+            for c in range(256):
+                child = node ^ c
+                if 0 <= child < size and (np.int64(trie[child]) & ((1 << 31) | 0xFF)) == c:
+                    second[b, c] = True
+    if has_ud:
+        mask = ud_table.shape[0] - 1
+        for b in range(256):
+            key = np.int64(b)
+            slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
+            while ud_table[slot, 0] != key and ud_table[slot, 0] != -1:
+                slot = (slot + 1) & mask
+            if ud_table[slot, 0] != -1:
+                first[b] = 2
+    return first, second
+
+
+@kernel
+def normalize_documents(buf, document_offsets, trie, repl, ud_table, ud_values, has_ud, first, second, add_dummy,
+                        remove_extra, escape, suffix, out, out_offsets):
+    """Normalize every document of ``buf`` (UTF-8) into ``out`` (uint8) and ``out_offsets``
+    (int64[D+1]); ``first``, ``second``: ``first_bytes`` of the tables. Returns the bytes written,
+    or -1 when ``out`` may lack room (the caller retries with a larger one): ``out`` needs
+    ``3 * len(buf) + 6 * documents`` bytes, more when replacements are longer than their keys."""
+    documents = document_offsets.shape[0] - 1
+    total = document_offsets[documents]
+    capacity = out.shape[0]
+    at = np.int64(0)
+    for d in range(documents):
+        out_offsets[d] = at
+        doc_start = at
+        pos = document_offsets[d]
+        stop = document_offsets[d + 1]
+        if remove_extra:
+            while pos < stop:
+                b = buf[pos]
+                plain = False  # an ASCII byte no search can change (see first_bytes)
+                if b < 0x80:
+                    f = first[b]
+                    plain = f == 0 or (f == 1 and (pos + 1 >= stop or not second[np.int64(b), np.int64(buf[pos + 1])]))
+                if plain:
+                    if b != 0x20:
+                        break
+                    pos += 1
+                    continue
+                from_repl, start, length, consumed = _prefix(buf, pos, stop, trie, repl, ud_table, ud_values, has_ud)
+                if length != 1 or (repl[start] if from_repl else buf[start]) != 0x20:
+                    break
+                pos += consumed
+        if pos >= stop:
+            continue
+        if add_dummy and not suffix:
+            at = _put_space(out, at, escape)
+        prev_space = remove_extra
+        while pos < stop:
+            b = buf[pos]
+            plain = False  # an ASCII byte no search can change: copied
+            if b < 0x80:
+                f = first[b]
+                plain = f == 0 or (f == 1 and (pos + 1 >= stop or not second[np.int64(b), np.int64(buf[pos + 1])]))
+            if plain:
+                if b == 0x20:
+                    if not prev_space:
+                        at = _put_space(out, at, escape)
+                    prev_space = remove_extra
+                else:
+                    out[at] = b
+                    at += 1
+                    prev_space = False
+                pos += 1
+                continue
+            from_repl, start, length, consumed = _prefix(buf, pos, stop, trie, repl, ud_table, ud_values, has_ud)
+            # room for this replacement, 3 bytes a byte for the rest and 6 a document
+            if at + 3 * length + 3 * (total - pos - consumed) + 6 * (documents - d) > capacity:
+                return -1
+            i = start
+            end = start + length
+            if from_repl:
+                if prev_space:
+                    while i < end and repl[i] == 0x20:
+                        i += 1
+                if i < end:
+                    for j in range(i, end):
+                        if escape and repl[j] == 0x20:
+                            at = _put_space(out, at, True)
+                        else:
+                            out[at] = repl[j]
+                            at += 1
+                    prev_space = repl[end - 1] == 0x20
+            else:
+                if prev_space:
+                    while i < end and buf[i] == 0x20:
+                        i += 1
+                if i < end:
+                    for j in range(i, end):
+                        if escape and buf[j] == 0x20:
+                            at = _put_space(out, at, True)
+                        else:
+                            out[at] = buf[j]
+                            at += 1
+                    prev_space = buf[end - 1] == 0x20
+            pos += consumed
+            if not remove_extra:
+                prev_space = False
+        if remove_extra:
+            if escape:
+                while at - doc_start >= 3 and out[at - 3] == 0xE2 and out[at - 2] == 0x96 and out[at - 1] == 0x81:
+                    at -= 3
+            else:
+                while at > doc_start and out[at - 1] == 0x20:
+                    at -= 1
+        if add_dummy and suffix:
+            at = _put_space(out, at, escape)
+    out_offsets[documents] = at
+    return at
+
+
+@kernel
+def build_join_table(lefts, rights):
+    """An open-addressing set (int64 keys ``(left << 21) | right``, -1 free) of code point pairs."""
+    size = 16
+    while size < 2 * lefts.shape[0] + 2:
+        size <<= 1
+    table = np.full(size, -1, dtype=np.int64)
+    mask = size - 1
+    for k in range(lefts.shape[0]):
+        key = (lefts[k] << 21) | rights[k]
+        slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
+        while table[slot] != key and table[slot] != -1:
+            slot = (slot + 1) & mask
+        table[slot] = key
+    return table
+
+
+@kernel(inline="always")
+def _joined(table, a, b):
+    key = (a << 21) | b
+    mask = table.shape[0] - 1
+    slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
+    found = False
+    while table[slot] != -1:
+        if table[slot] == key:
+            found = True
+            break
+        slot = (slot + 1) & mask
+    return found
+
+
+@kernel
+def chunk_end(buf, pos, stop, ascii_join, join_table):
+    """End of the chunk starting at ``pos``: the first character boundary whose two characters are
+    adjacent in no piece (``ascii_join`` for two ASCII characters, else ``join_table``), or ``stop``."""
+    prev = np.int64(buf[pos])
+    n = _char_len(buf[pos])
+    if n > 1:
+        prev = _decode_char(buf, pos, min(n, stop - pos))
+    j = pos + n
+    while j < stop:
+        b = buf[j]
+        if b < 0x80 and prev < 0x80:
+            if not ascii_join[prev, np.int64(b)]:
+                return j
+            prev = np.int64(b)
+            j += 1
+            continue
+        n = min(_char_len(b), stop - j)
+        cp = _decode_char(buf, j, n)
+        if not _joined(join_table, prev, cp):
+            return j
+        prev = cp
+        j += n
+    return stop
+
+
+@kernel
+def _emit_symbol(s, n_syms, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, out, at, start):
+    """Write the id(s) of symbol ``s`` at ``out[at:]`` (``start``: where the chunk's ids begin, for
+    the run rule of unknown symbols); returns the new position."""
+    if s < n_syms and sym_out[s] >= 0:
+        out[at] = sym_out[s]
+        return at + 1
+    cp = sym_cp[s] if s < n_syms else s - n_syms
+    if not byte_fallback:
+        if at > start and out[at - 1] == unk_id:
+            return at
+        out[at] = unk_id
+        return at + 1
+    if cp < 0x80:
+        out[at] = byte_ids[cp]
+        return at + 1
+    if cp < 0x800:
+        out[at] = byte_ids[0xC0 | (cp >> 6)]
+        out[at + 1] = byte_ids[0x80 | (cp & 0x3F)]
+        return at + 2
+    if cp < 0x10000:
+        out[at] = byte_ids[0xE0 | (cp >> 12)]
+        out[at + 1] = byte_ids[0x80 | ((cp >> 6) & 0x3F)]
+        out[at + 2] = byte_ids[0x80 | (cp & 0x3F)]
+        return at + 3
+    out[at] = byte_ids[0xF0 | (cp >> 18)]
+    out[at + 1] = byte_ids[0x80 | ((cp >> 12) & 0x3F)]
+    out[at + 2] = byte_ids[0x80 | ((cp >> 6) & 0x3F)]
+    out[at + 3] = byte_ids[0x80 | (cp & 0x3F)]
+    return at + 4
+
+
+@kernel
+def _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts, lefts, rights, made,
+                 priorities, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, parts, part_priority, out, at):
+    """Segment, merge and write the chunk ``buf[pos:end]`` at ``out[at:]``; returns ``(new position,
+    parts)`` (``parts`` grown when the chunk is longer than it)."""
+    if parts.shape[0] < end - pos:
+        parts = np.empty(end - pos, dtype=np.int64)
+    m = 0
+    i = pos
+    limit = char_table.shape[0]
+    while i < end:
+        if has_ud:
+            length, sym = ud_match(ud_table, ud_values, buf, i, end)
+            if length > 0:
+                parts[m] = sym
+                m += 1
+                i += length
+                continue
+        n = min(_char_len(buf[i]), end - i)
+        cp = _decode_char(buf, i, n)
+        s = char_table[cp] if cp < limit else -1
+        parts[m] = s if s >= 0 else n_syms + cp
+        m += 1
+        i += n
+    m = merge_word(parts, m, LONG_WORD, False, pairs, nexts, lefts, rights, made, priorities, part_priority)
+    start = at
+    for k in range(m):
+        at = _emit_symbol(parts[k], n_syms, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, out, at, start)
+    return at, parts
+
+
+@kernel
+def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts, lefts,
+                      rights, made, priorities, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, ascii_join, join_table,
+                      cache, cache_bytes, cache_ids, cache_state, bos, eos, wrap, out, out_offsets):
+    """Ids of every normalized document of ``buf`` into ``out`` (uint32; ``len(buf) + 2 * documents``
+    entries); with ``wrap`` each is ``[bos, ids..., eos]`` (``bos`` < 0: none). Returns the ids written."""
+    parts = np.empty(LONG_WORD, dtype=np.int64)
+    part_priority = np.empty(LONG_WORD, dtype=np.int64)
+    cache_size = cache.shape[0]
+    cache_mask = cache_size - 1
+    at = np.int64(0)
+    for d in range(document_offsets.shape[0] - 1):
+        out_offsets[d] = at
+        if wrap and bos >= 0:
+            out[at] = bos
+            at += 1
+        content = at
+        pos = document_offsets[d]
+        stop = document_offsets[d + 1]
+        while pos < stop:
+            end = chunk_end(buf, pos, stop, ascii_join, join_table)
+            length = end - pos
+            chunk_at = at
+            if length <= MAX_CACHED_BYTES:
+                key = piece_key(buf, pos, length)
+                slot = key_home(key, cache_mask)
+                while cache[slot, _CACHE_KEY] != 0:
+                    if cache[slot, _CACHE_KEY] == key and (length <= _SHORT or same_span(
+                            cache_bytes, np.int64(cache[slot, _CACHE_BYTES]), buf, pos, length)):
+                        break
+                    slot = (slot + 1) & cache_mask
+                if cache[slot, _CACHE_KEY] != 0:
+                    first = np.int64(cache[slot, _CACHE_IDS])
+                    for j in range(np.int64(cache[slot, _CACHE_COUNT])):
+                        out[at] = cache_ids[first + j]
+                        at += 1
+                else:
+                    at, parts = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs,
+                                             nexts, lefts, rights, made, priorities, sym_out, sym_cp, byte_ids, unk_id,
+                                             byte_fallback, parts, part_priority, out, at)
+                    count = at - chunk_at
+                    stored = length if length > _SHORT else 0
+                    if (cache_state[0] >= (cache_size * 3) // 4 or cache_state[1] + stored > cache_bytes.shape[0]
+                            or cache_state[2] + count > cache_ids.shape[0]):
+                        for j in range(cache_size):
+                            cache[j, _CACHE_KEY] = 0
+                        cache_state[0] = 0
+                        cache_state[1] = 0
+                        cache_state[2] = 0
+                        slot = key_home(key, cache_mask)
+                    at_bytes = cache_state[1]
+                    at_ids = cache_state[2]
+                    cache[slot, _CACHE_KEY] = key
+                    cache[slot, _CACHE_BYTES] = at_bytes
+                    cache[slot, _CACHE_IDS] = at_ids
+                    cache[slot, _CACHE_COUNT] = count
+                    for j in range(stored):
+                        cache_bytes[at_bytes + j] = buf[pos + j]
+                    for j in range(count):
+                        cache_ids[at_ids + j] = out[chunk_at + j]
+                    cache_state[0] += 1
+                    cache_state[1] = at_bytes + stored
+                    cache_state[2] = at_ids + count
+            else:
+                at, parts = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts,
+                                         lefts, rights, made, priorities, sym_out, sym_cp, byte_ids, unk_id,
+                                         byte_fallback, parts, part_priority, out, at)
+            # a run of unknown symbols across two chunks is one unknown id
+            if (not byte_fallback and at > chunk_at and chunk_at > content and out[chunk_at] == unk_id
+                    and out[chunk_at - 1] == unk_id):
+                for j in range(chunk_at, at - 1):
+                    out[j] = out[j + 1]
+                at -= 1
+            pos = end
+        if wrap:
+            out[at] = eos
+            at += 1
+    out_offsets[document_offsets.shape[0] - 1] = at
+    return at
