@@ -359,7 +359,7 @@ def search(buf, start, stop, pos, program, stack, memo, forbid_at):
 @kernel
 def find_matches(buf, start, stop, program, out):
     """Write the ``[start, end)`` of every match in ``buf[start:stop]`` into ``out`` (int64 (k, 2), at least
-    ``stop - start + 1`` rows), as the ``regex`` module's ``finditer`` iterates; returns k."""
+    ``2 * (stop - start) + 2`` rows), as the ``regex`` module's ``finditer`` iterates; returns k."""
     stack, memo = new_scratch(program)
     count = 0
     pos = start

@@ -142,10 +142,11 @@ def _fold_map() -> np.ndarray:
 @functools.lru_cache(maxsize=1)
 def _multi_folds() -> tuple[frozenset, np.ndarray]:
     """(full case folds of more than one character, mask of the characters that have one)."""
+    from engine.tokenizers.unicode_properties import CATEGORIES
+
     strings, mask = set(), np.zeros(MAX_CP, dtype=bool)
-    for cp in range(MAX_CP):
-        if 0xD800 <= cp <= 0xDFFF:
-            continue
+    cased = np.flatnonzero(np.isin(_categories(), [CATEGORIES.index(c) for c in ("Lu", "Ll", "Lt")]))
+    for cp in cased.tolist():  # only cased letters have multi-character folds
         folded = chr(cp).casefold()
         if len(folded) > 1:
             strings.add(folded)
@@ -153,7 +154,21 @@ def _multi_folds() -> tuple[frozenset, np.ndarray]:
     return frozenset(strings), mask
 
 
+@functools.lru_cache(maxsize=1)
+def _fold_groups() -> dict[int, tuple[int, ...]]:
+    from engine.tokenizers.unicode_properties import FOLD_CLASSES
+
+    return {cp: group for group in FOLD_CLASSES for cp in group}
+
+
 def _fold_closure(mask: np.ndarray) -> np.ndarray:
+    hits = np.flatnonzero(mask)
+    if hits.shape[0] <= 64:
+        out = mask.copy()
+        groups = _fold_groups()
+        for cp in hits.tolist():
+            out[list(groups.get(cp, ()))] = True
+        return out
     rep = _fold_map()
     return np.isin(rep, np.unique(rep[mask]))
 
@@ -678,14 +693,17 @@ def _class_tables(masks: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     for k, mask in enumerate(masks):
         bits[mask] |= np.uint64(1) << np.uint64(k)
     blocks = bits.reshape(MAX_CP >> 8, 256)
-    unique, inverse = np.unique(blocks, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    first = int(inverse[0])  # block 0's row goes first
-    perm = np.concatenate([[first], np.delete(np.arange(unique.shape[0]), first)])
-    rank = np.empty_like(perm)
-    rank[perm] = np.arange(perm.shape[0])
-    stage1 = rank[inverse].astype(np.int32)
-    stage2 = np.ascontiguousarray(unique[perm].reshape(-1))
+    index: dict[bytes, int] = {}
+    stage1 = np.empty(blocks.shape[0], dtype=np.int32)
+    rows = []
+    for k in range(blocks.shape[0]):  # block 0 is met first, so it is row 0
+        key = blocks[k].tobytes()
+        row = index.get(key)
+        if row is None:
+            row = index[key] = len(rows)
+            rows.append(k)
+        stage1[k] = row
+    stage2 = np.ascontiguousarray(blocks[rows].reshape(-1))
     return stage1, stage2
 
 
@@ -728,7 +746,7 @@ class Regex:
         """Byte ``[start, end)`` (int64, shape (k, 2)) of the matches of valid UTF-8 ``data`` (bytes or a
         1-d uint8 array), as ``regex.finditer(pattern, text)`` gives them, empty matches included."""
         buf = _as_buffer(data)
-        out = np.empty((buf.shape[0] + 1, 2), dtype=np.int64)
+        out = np.empty((2 * buf.shape[0] + 2, 2), dtype=np.int64)
         count = find_matches(buf, 0, buf.shape[0], self.program, out)
         return out[:count].copy()
 
