@@ -471,6 +471,9 @@ class _Parser:
         if end < 0:
             return None
         inner = self.p[i + 1:end]
+        if inner.strip() != inner or inner == ",":
+            raise self.error(f"the quantifier {{{inner}}} (a repetition in the regex module, literal text in "
+                             "Oniguruma)", i)
         lo, comma, hi = inner.partition(",")
         if not (lo.isdigit() or (comma and lo == "" and hi.isdigit())) or (hi and not hi.isdigit()):
             return None
@@ -508,7 +511,8 @@ class _Parser:
             self.i += 1
             kind = RUN_POSSESSIVE
         if atom[0] in ("assert", "look", "empty"):
-            raise self.error("a quantifier on an assertion", at)
+            raise self.error("a quantifier on an empty group" if atom[0] == "empty" else "a quantifier on an assertion",
+                             at)
         nxt = self.peek()
         if nxt is not None and (nxt in "*+?" or (nxt == "{" and self.quantifier_at(self.i) is not None)):
             raise self.error("a quantifier after a quantifier", self.i)
