@@ -17,6 +17,7 @@ from engine.checks import JSONLimitError, parse_json
 from engine.errors import ConfigurationError, TokenizerError
 from engine.tokenizers.base import Tokenizer, _import_kinds, tokenizer_from_json
 from engine.tokenizers.interop import load_hf_tokenizer_json, load_tiktoken
+from engine.tokenizers.pretokenize import canonical_pattern
 from engine.tokenizers.sentencepiece import SentencePieceTokenizer
 from engine.tokenizers.spm_model import looks_like_model, parse_model
 
@@ -28,7 +29,8 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
     Hugging Face ``tokenizer.json`` with a byte-level BPE model, a tiktoken rank file
     (``<base64 token> <rank>`` lines), or a SentencePiece ``.model`` file of type BPE (a protobuf
     ModelProto, ``engine.tokenizers.sentencepiece``). A tiktoken file does not name its
-    pre-tokenizer: ``pattern`` does, else it is ``cl100k`` for a file of exactly 100,256 ranks (cl100k_base), ``o200k`` for
+    pre-tokenizer: ``pattern`` (a name or any regex) does, else it is ``cl100k`` for a file of exactly
+    100,256 ranks (cl100k_base), ``o200k`` for
     one of exactly 199,998 ranks (o200k_base) and ``gpt2`` otherwise. Files without special tokens
     get ``<|endoftext|>`` after the last id (``tokenizer.notes`` says so)."""
     _import_kinds()  # registered before dispatching on "kind"
@@ -66,7 +68,7 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
     else:
         tok = tokenizer_from_json(obj, str(path))
     own = getattr(tok, "pattern", None)
-    if pattern is not None and pattern != own:
+    if pattern is not None and canonical_pattern(pattern) != own:
         raise ConfigurationError(f"{path}: pattern= / --pattern {pattern} applies to a tiktoken rank file, which "
                                  "names no pre-tokenizer; this file fixes its own "
                                  f"({own or 'none: it is no byte-level BPE'})")
