@@ -31,6 +31,7 @@ KIND_MODULES = (
     "engine.tokenizers.word",
     "engine.tokenizers.bpe",
     "engine.tokenizers.byte_bpe",
+    "engine.tokenizers.hf_pipeline",
 )
 
 # A ``Tokenizer`` subclass: engine.tokenizers.base defines the class and imports this module, so
