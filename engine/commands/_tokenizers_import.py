@@ -13,8 +13,8 @@ __all__ = ["import_command", "detect_format"]
 
 
 def detect_format(path: Path) -> str:
-    """``tokenizer.json`` for a .json name or content starting with ``{``, else ``tiktoken``."""
-    if path.suffix.lower() == ".json":
+    """``tokenizer.json`` for a folder, a .json name or content starting with ``{``, else ``tiktoken``."""
+    if path.is_dir() or path.suffix.lower() == ".json":
         return "tokenizer.json"
     try:
         with open(path, "rb") as fh:
@@ -36,18 +36,20 @@ def _parse_specials(values: tuple[str, ...]) -> dict[str, int] | None:
 
 def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str | None,
             special: tuple[str, ...], out: Path) -> None:
-    """Import FILE (tiktoken rank file or tokenizer.json) as an engine byte-level BPE tokenizer.
+    """Import FILE (tiktoken rank file, tokenizer.json or a model folder holding one) as an engine tokenizer.
 
     The tokenizer keeps the ids of FILE; --bos and --eos name the special tokens that wrap each
-    document: give both (they may be the same token) or neither (then <|endoftext|> when present).
+    document: give both (they may be the same token) or neither (then the file's: post_processor, tokenizer_config.json).
 
     \b
     Example:
       engine tokenizers import cl100k_base.tiktoken --pattern cl100k \\
           --special '<|endoftext|>=100257' --out cl100k.tokenizer.json
       engine tokenizers import hf/tokenizer.json --bos '<bos>' --eos '<eos>' --out bpe.json
+      engine tokenizers import models/Llama-2-7b/ --out llama2.tokenizer.json
     """
-    from engine.tokenizers.interop import load_hf_tokenizer_json, load_tiktoken
+    from engine.tokenizers.hf_pipeline import load_hf_file
+    from engine.tokenizers.interop import load_tiktoken
 
     if not file.exists():
         raise TokenizerError(f"{file}: file not found")
@@ -57,11 +59,11 @@ def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str
     else:
         if special:
             raise TokenizerError("--special applies to tiktoken files only (tokenizer.json lists its added tokens)")
-        tokenizer = load_hf_tokenizer_json(file, bos=bos, eos=eos)
+        tokenizer = load_hf_file(file, bos=bos, eos=eos)
     tokenizer.save(out)
     click.echo(
         f"imported {fmt} {file} -> {out}: {tokenizer.kind}, vocab_size {tokenizer.vocab_size}, "
-        f"pattern {tokenizer.pattern}, bos {tokenizer.bos!r}={tokenizer.bos_id}, "
+        f"pattern {getattr(tokenizer, 'pattern', 'of the file')}, bos {tokenizer.bos!r}={tokenizer.bos_id}, "
         f"eos {tokenizer.eos!r}={tokenizer.eos_id}, hash {tokenizer.hash[:12]}")
 
 

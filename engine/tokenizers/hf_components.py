@@ -296,7 +296,7 @@ def parse_pre_tokenizer(spec, source: str) -> list[tuple]:
                           bool(item.get("split", True))))
         else:
             raise TokenizerError(
-                f"{source}: pre-tokenizer {kind!r} is not supported ({_name(item)}); expected Split, Digits, "
+                f"{source}: unsupported pre_tokenizer {kind!r} ({_name(item)}); expected Split, Digits, "
                 "Punctuation, Whitespace, WhitespaceSplit, Metaspace, ByteLevel or Sequence")
 
     add(spec)

@@ -52,12 +52,13 @@ from engine.kernels.hf_split import MERGED_NEXT, compact, edit_pieces, find_lite
 from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_file_id, check_ids, register_tokenizer
 from engine.tokenizers.byte_bpe import bytes_to_unicode
+from engine.tokenizers.interop import _added_tokens, load_hf_tokenizer_json
 from engine.tokenizers.hf_components import (WHITE, WORD, AddedToken, AddedVocabulary, build_decoder, build_normalizer,
                                              byte_flags, char_flags, parse_pre_tokenizer, post_processor_wrappers)
 from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
 from engine.tokenizers.unicode_tables import code_point_classes
 
-__all__ = ["HfBpeTokenizer", "load_hf_pipeline", "read_model_folder"]
+__all__ = ["HfBpeTokenizer", "load_hf_pipeline", "load_hf_file", "read_model_folder"]
 
 ENDOFTEXT = "<|endoftext|>"
 _END_TOKENS = (ENDOFTEXT, "</s>", "<eos>", "<|end_of_text|>")
@@ -103,8 +104,8 @@ class HfBpeTokenizer(Tokenizer):
         self.data, self.config, self.match_special = data, dict(config or {}), bool(match_special)
         self.source = source
         self._read_model(data.get("model"), source)
-        self._read_added(data.get("added_tokens"), source)
         self.normalize, normalizers = build_normalizer(data.get("normalizer"), source)
+        self._read_added(data.get("added_tokens"), source)
         self.steps = parse_pre_tokenizer(data.get("pre_tokenizer"), source)
         if any(s[0] == "metaspace" and s[2] == "first" for s in self.steps):
             clash = [k for k in normalizers if k in ("Strip", "Prepend", "Replace")]
@@ -131,6 +132,8 @@ class HfBpeTokenizer(Tokenizer):
         vocab, merges = model.get("vocab"), model.get("merges", [])
         if not isinstance(vocab, dict) or not isinstance(merges, list):
             raise TokenizerError(f"{source}: model needs a \"vocab\" object and a \"merges\" list")
+        if not vocab:
+            raise TokenizerError(f"{source}: the model's \"vocab\" is empty")
         owner: dict[int, str] = {}
         for text, value in vocab.items():
             i = check_file_id(value, f"{source}: vocab token {text!r:.40}")
@@ -159,18 +162,13 @@ class HfBpeTokenizer(Tokenizer):
     def _read_added(self, added_tokens, source: str) -> None:
         if added_tokens is None:
             added_tokens = []
-        if not isinstance(added_tokens, list):
-            raise TokenizerError(f"{source}: \"added_tokens\" is {type(added_tokens).__name__}, expected a list")
+        try:
+            _added_tokens(added_tokens)  # objects with a content and an id, none twice
+        except TokenizerError as exc:
+            raise TokenizerError(f"{source}: {exc}") from None
         tokens: list[AddedToken] = []
-        seen: dict[str, int] = {}
-        for k, item in enumerate(added_tokens):
-            if not (isinstance(item, dict) and isinstance(item.get("content"), str) and item["content"]):
-                raise TokenizerError(f"{source}: added token {k}: expected an object with a string \"content\" and "
-                                     f"an integer \"id\", got {json.dumps(item)[:80]}")
-            i = check_file_id(item.get("id"), f"{source}: added token {item['content']!r:.40}")
-            if item["content"] in seen:
-                raise TokenizerError(f"{source}: added token {item['content']!r:.40} appears twice")
-            seen[item["content"]] = i
+        for item in added_tokens:
+            i = int(item["id"])
             special = bool(item.get("special", False))
             tokens.append(AddedToken(i, item["content"], special, bool(item.get("normalized", not special)),
                                      bool(item.get("single_word")), bool(item.get("lstrip")), bool(item.get("rstrip"))))
@@ -180,8 +178,8 @@ class HfBpeTokenizer(Tokenizer):
         names: list[str | None] = [None] * size
         for text, i in self.vocab.items():
             names[i] = text
-        for t in tokens:
-            names[t.id] = t.content
+        for t in tokens:  # decoded in their normalized spelling, as Hugging Face decodes them
+            names[t.id] = self.normalize(t.content) if t.normalized and self.normalize is not None else t.content
         self.id_to_token = names
         self._special_ids = np.zeros(size, dtype=np.bool_)
         self._special_ids[[t.id for t in tokens if t.special]] = True
@@ -530,3 +528,22 @@ def load_hf_pipeline(path: str | os.PathLike, *, bos: str | None = None, eos: st
         if size > MAX_VOCAB_SIZE:
             raise TokenizerError(f"{path}: {size} tokens: expected at most {MAX_VOCAB_SIZE}")
     return HfBpeTokenizer(data, config=config, bos=bos, eos=eos, match_special=match_special, source=str(path))
+
+
+def load_hf_file(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None) -> Tokenizer:
+    """A ``tokenizer.json`` (or model folder) as an engine tokenizer: a byte-level BPE file that
+    ``interop.load_hf_tokenizer_json`` reads (GPT-2's shape, every added token special) stays a
+    ``ByteBpeTokenizer``; every other file, and every model folder, is an ``HfBpeTokenizer``."""
+    path = Path(path)
+    if not path.is_dir():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            data = None
+        added = data.get("added_tokens") if isinstance(data, dict) else None
+        if isinstance(added, list) and all(isinstance(t, dict) and t.get("special") for t in added):
+            try:
+                return load_hf_tokenizer_json(path, bos=bos, eos=eos)
+            except TokenizerError:
+                pass
+    return load_hf_pipeline(path, bos=bos, eos=eos)

@@ -1,7 +1,8 @@
 """``load_tokenizer``: any tokenizer file, recognised by its content.
 
 An engine file (``Tokenizer.save``, rebuilt by ``engine.tokenizers.base.tokenizer_from_json``), a
-Hugging Face ``tokenizer.json`` with a byte-level BPE model, or a tiktoken rank file
+Hugging Face ``tokenizer.json`` with a BPE model or a model folder holding one
+(``engine.tokenizers.hf_pipeline.load_hf_file``), or a tiktoken rank file
 (``engine.tokenizers.interop``). It sits above both: interop builds byte-level BPE tokenizers on
 ``base``, so the dispatch over every format lives here rather than in ``base``.
 """
@@ -15,20 +16,24 @@ from pathlib import Path
 
 from engine.errors import ConfigurationError, TokenizerError
 from engine.tokenizers.base import Tokenizer, _import_kinds, tokenizer_from_json
-from engine.tokenizers.interop import load_hf_tokenizer_json, load_tiktoken
+from engine.tokenizers.hf_pipeline import load_hf_file
+from engine.tokenizers.interop import load_tiktoken
 
 __all__ = ["load_tokenizer"]
 
 
 def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> Tokenizer:
     """Load a tokenizer file, recognised by its content: an engine file (``Tokenizer.save``), a
-    Hugging Face ``tokenizer.json`` with a byte-level BPE model, or a tiktoken rank file
+    Hugging Face ``tokenizer.json`` with a BPE model (or a model folder: ``tokenizer.json`` with
+    ``tokenizer_config.json`` / ``special_tokens_map.json``), or a tiktoken rank file
     (``<base64 token> <rank>`` lines). A tiktoken file does not name its pre-tokenizer: ``pattern``
     does, else it is ``cl100k`` for a file of exactly 100,256 ranks (cl100k_base), ``o200k`` for
     one of exactly 199,998 ranks (o200k_base) and ``gpt2`` otherwise. Files without special tokens
     get ``<|endoftext|>`` after the last id (``tokenizer.notes`` says so)."""
     _import_kinds()  # registered before dispatching on "kind"
     path = Path(path)
+    if path.is_dir():  # a model folder: tokenizer.json and its tokenizer_config.json / special_tokens_map.json
+        return _check_pattern(load_hf_file(path), pattern, path)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -50,9 +55,13 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
         raise TokenizerError(f"{path}: not a tokenizer file: expected JSON (an engine file or a Hugging Face "
                              "tokenizer.json) or a tiktoken rank file ('<base64 token> <rank>' lines)") from None
     if isinstance(obj, dict) and "model" in obj and "format" not in obj:
-        tok = load_hf_tokenizer_json(path)
+        tok = load_hf_file(path)
     else:
         tok = tokenizer_from_json(obj, str(path))
+    return _check_pattern(tok, pattern, path)
+
+
+def _check_pattern(tok: Tokenizer, pattern: str | None, path: Path) -> Tokenizer:
     own = getattr(tok, "pattern", None)
     if pattern is not None and pattern != own:
         raise ConfigurationError(f"{path}: pattern= / --pattern {pattern} applies to a tiktoken rank file, which "
