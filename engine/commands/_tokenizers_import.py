@@ -71,8 +71,9 @@ import_command = click.command("import")(
     click.argument("file", type=click.Path(path_type=Path))(
         click.option("--format", "fmt", type=click.Choice(["tiktoken", "tokenizer.json"]), default=None,
                      help="Input format (default: detected from the extension and content).")(
-            click.option("--pattern", type=click.Choice(list(PATTERNS)), default="gpt2", show_default=True,
-                         help="Pre-tokenizer of a tiktoken file (tokenizer.json names its own).")(
+            click.option("--pattern", default="gpt2", show_default=True, metavar="NAME|REGEX",
+                         help=f"Pre-tokenizer of a tiktoken file (tokenizer.json names its own): {', '.join(PATTERNS)} "
+                              "or any regex, e.g. --pattern '\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+|\\s+'.")(
                 click.option("--bos", default=None, help="Special token written before each document (with --eos).")(
                     click.option("--eos", default=None, help="Special token written after each document (with --bos).")(
                         click.option("--special", multiple=True, metavar="TOKEN=ID",

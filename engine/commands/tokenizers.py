@@ -101,8 +101,9 @@ def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | No
 @click.option("--merges", type=int, default=None, help="BPE merges (default 200 unless --vocab-size).")
 @click.option("--level", type=click.Choice(LEVELS), default="char", show_default=True, help="BPE level.")
 @click.option("--vocab-size", type=int, default=None, help="BPE: stop at this many ids (specials included).")
-@click.option("--pattern", type=click.Choice(list(PATTERNS)), default="gpt2", show_default=True,
-              help="Byte-level BPE pre-tokenizer pattern.")
+@click.option("--pattern", default="gpt2", show_default=True, metavar="NAME|REGEX",
+              help=f"Byte-level BPE pre-tokenizer: {', '.join(PATTERNS)} or any regex, e.g. "
+                   "--pattern '[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+'.")
 @click.option("--tie-break", type=click.Choice(list(TIE_BREAKS)), default="first", show_default=True,
               help="BPE tie rule: the pair that occurs first in the training text, or Hugging Face's order.")
 @split_options

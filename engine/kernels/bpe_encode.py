@@ -5,8 +5,9 @@ the long-word path are described there).
 
 Drivers:
 
-- ``encode_bytes`` (byte level): cuts pieces a block at a time (``scan_pieces``: ASCII pieces in
-  a loop without calls, the rest by the full scanners), then for each piece: one byte is its byte
+- ``encode_bytes`` (byte level): cuts pieces a block at a time (``scan_document``: for the named
+  patterns ASCII pieces in a loop without calls, the rest by the full scanners; for a compiled
+  regex the matcher of ``regex_vm``), then for each piece: one byte is its byte
   token; else its 64-bit ``piece_key`` (the bytes themselves up to 7 bytes, else a hash and a
   byte compare) finds it in the token table (``build_piece_table``: the tokens whose own bytes
   merge into them, ``self_merging_tokens``; every token for tiktoken files), else in a bounded
@@ -25,7 +26,7 @@ import numpy as np
 from engine.kernels import kernel
 from engine.kernels.bpe_merge import (EMPTY_KEY, FNV_OFFSET, GOLDEN, LONG_WORD, build_pair_table, hash_span, key_slot,
                                       merge_short, merge_short_first, merge_word, record_long, same_span)
-from engine.kernels.pretokenize import ascii_table, scan_pieces
+from engine.kernels.pretokenize import ascii_table, scan_document
 from engine.kernels.wordsplit import word_end
 
 __all__ = [
@@ -388,8 +389,8 @@ def encode_bytes(
     for d in range(document_offsets.shape[0] - 1):
         out_pos, pos, end_of_document = begin_document(out, out_offsets, document_offsets, d, out_pos, wrap, bos)
         while pos < end_of_document:
-            count = scan_pieces(buf, pos, end_of_document, classes, table, pattern, ends, np.int64(0),
-                                np.int64(PIECE_BLOCK))
+            count = scan_document(buf, document_offsets[d], pos, end_of_document, classes, table, pattern, ends,
+                                  np.int64(0), np.int64(PIECE_BLOCK))
             k = np.int64(0)
             while k < count:
                 k, pos, out_pos, key, slot = _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool,

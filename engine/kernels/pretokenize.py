@@ -28,6 +28,7 @@ import numpy as np
 from numba.extending import overload
 
 from engine.kernels import kernel
+from engine.kernels.regex_vm import RegexProgram, regex_piece_ends
 
 # A pattern reaches the kernels as an instance of its own (empty) class, so its Numba type names it:
 # each pattern compiles its own scanner, and a kernel never compiles the scanners of the others.
@@ -41,8 +42,9 @@ O200K = O200kPattern()
 
 def _for_pattern(pattern, gpt2, cl100k, o200k):
     """The function for the pattern of Numba type ``pattern`` (an overload's choice when it compiles)."""
-    chosen = {Gpt2Pattern: gpt2, Cl100kPattern: cl100k, O200kPattern: o200k}.get(getattr(pattern, "instance_class", None))
-    if chosen is None:
+    kinds = {Gpt2Pattern: gpt2, Cl100kPattern: cl100k, O200kPattern: o200k}
+    chosen = kinds.get(getattr(pattern, "instance_class", None))
+    if getattr(pattern, "instance_class", None) not in kinds:
         raise TypeError(f"expected a pre-tokenizer pattern (GPT2, CL100K or O200K), got {pattern}")
     return chosen
 
@@ -394,6 +396,26 @@ def scan_pieces(buf, pos, end, classes, table, pattern, out_ends, at, limit):
     return at
 
 
+def scan_document(buf, start, pos, end, classes, table, pattern, out_ends, at, limit):
+    """``scan_pieces`` within the document ``buf[start:end]`` from the piece end ``pos``, for any pattern:
+    a compiled regex (a ``regex_vm.RegexProgram``) runs ``regex_vm.regex_piece_ends``, the named
+    patterns their scanners (kernels only)."""
+    raise TypeError("scan_document runs inside Numba kernels only (an overload picks the pattern's scanner)")
+
+
+@overload(scan_document, inline="always")
+def _scan_document(buf, start, pos, end, classes, table, pattern, out_ends, at, limit):
+    if getattr(pattern, "instance_class", None) is RegexProgram:
+        def regex_impl(buf, start, pos, end, classes, table, pattern, out_ends, at, limit):
+            return regex_piece_ends(buf, start, end, pos, pattern, out_ends, at, limit)
+        return regex_impl
+    _for_pattern(pattern, None, None, None)
+
+    def impl(buf, start, pos, end, classes, table, pattern, out_ends, at, limit):
+        return scan_pieces(buf, pos, end, classes, table, pattern, out_ends, at, limit)
+    return impl
+
+
 @kernel
 def pretokenize_ends(buf, document_offsets, classes, pattern, out_ends):
     """Write the end byte offset of every piece of every document into ``out_ends``.
@@ -405,6 +427,6 @@ def pretokenize_ends(buf, document_offsets, classes, pattern, out_ends):
     table = ascii_table(classes)
     count = np.int64(0)
     for d in range(document_offsets.shape[0] - 1):
-        count = scan_pieces(buf, document_offsets[d], document_offsets[d + 1], classes, table, pattern, out_ends,
-                            count, out_ends.shape[0])
+        count = scan_document(buf, document_offsets[d], document_offsets[d], document_offsets[d + 1], classes, table,
+                              pattern, out_ends, count, out_ends.shape[0])
     return count

@@ -1,8 +1,9 @@
 """Byte-level BPE: the frozen tokenizer (kind ``"bpe-byte"``) and its trainer.
 
 The byte-level rule (GPT-2 style): the initial alphabet is the 256 byte values, so any text encodes
-and nothing is unknown; the pre-tokenizer (GPT-2's pattern by default, or cl100k's or o200k's, as
-``engine.tokenizers.pretokenize`` spells them) cuts the text into pieces encoded apart; merges are
+and nothing is unknown; the pre-tokenizer (GPT-2's pattern by default, cl100k's or o200k's, as
+``engine.tokenizers.pretokenize`` spells them, or any regex: Llama 3's, Qwen2's...) cuts the text
+into pieces encoded apart; merges are
 ranked as trained. With the same ranks it gives exactly the ids that ``tiktoken`` (``encode_ordinary``) and
 Hugging Face ``tokenizers`` (``encode(text, add_special_tokens=False)``) give, and it imports and
 exports both formats (``engine.tokenizers.interop``).
@@ -39,7 +40,7 @@ from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_wor
 from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.base import (MAX_VOCAB_SIZE, FitOptions, Tokenizer, _iter_texts, check_ids, check_special_ids,
                                    check_texts, register_tokenizer)
-from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
+from engine.tokenizers.pretokenize import canonical_pattern, pattern_code, utf8_bytes
 from engine.tokenizers.streaming import byte_level_span, byte_level_text_span, encode_streaming
 from engine.tokenizers.unicode_tables import code_point_classes
 
@@ -93,8 +94,8 @@ class ByteBpeTokenizer(Tokenizer):
         eos: str = "<eos>",
         whole_piece_first: bool | None = None,
     ):
-        self.pattern = pattern
-        self._pattern_code = pattern_code(pattern)
+        self.pattern = canonical_pattern(pattern)  # a name, or the regex when it is none of the named ones
+        self._pattern_code = pattern_code(self.pattern)
         self.tokens = [None if t is None else bytes(t) for t in tokens]
         self.specials = check_special_ids(specials if specials is not None else {"<bos>": 0, "<eos>": 1})
         if len(self.tokens) > MAX_VOCAB_SIZE:
@@ -364,7 +365,7 @@ class ByteBpeTrainer:
 
     def __init__(self, merges: int | None = None, *, vocab_size: int | None = None, pattern: str = "gpt2",
                  tie_break: str = "first", special_tokens: Sequence[str] = ("<bos>", "<eos>")):
-        pattern_code(pattern)
+        pattern = canonical_pattern(pattern)
         if tie_break not in ("first", "hf"):
             raise TokenizerError(f"unknown tie_break {tie_break!r} (expected 'first' or 'hf')")
         special_tokens = tuple(special_tokens)
@@ -382,6 +383,7 @@ class ByteBpeTrainer:
                 f"(expected >= {len(special_tokens) + 256})")
         self.merges, self.vocab_size, self.pattern = merges, vocab_size, pattern
         self.tie_break, self.special_tokens = tie_break, special_tokens
+        self.code = pattern_code(pattern)
         self.history: list[int] = []
         self.initial_tokens = 0
 
@@ -403,7 +405,7 @@ class ByteBpeTrainer:
 
     def span(self, window: str, pos: int, final: bool) -> tuple[int, str]:
         """Where a long training text may be cut (``engine.tokenizers.streaming``)."""
-        return byte_level_text_span(window, pos, final, pattern_code(self.pattern))
+        return byte_level_text_span(window, pos, final, self.code)
 
     def count_types(self, texts: Sequence[str]) -> tuple[list[bytes], np.ndarray]:
         """Distinct pieces of one batch (``bytes``, first appearance) and their int64 counts."""

@@ -5,7 +5,10 @@
   whose concatenation is a token, lowest rank first; a piece that is a token is that token).
 - tokenizer.json: a ``BPE`` model whose vocabulary is written in GPT-2's printable byte alphabet
   (``bytes_to_unicode``), merges as ``"a b"`` strings or ``["a", "b"]`` pairs (both read), a
-  ``ByteLevel`` pre-tokenizer (gpt2) or ``Split(regex) + ByteLevel(use_regex=false)``.
+  ``ByteLevel`` pre-tokenizer (gpt2) or ``Split(regex, Isolated) + ByteLevel(use_regex=false)`` with
+  any regex the pre-tokenizer compiler takes (``engine.tokenizers.regex``; gpt2's, cl100k's and
+  o200k's take their hand-written scanners). Exported tokenizers with a pattern other than gpt2
+  write that ``Split`` (the regex itself) before ``ByteLevel(use_regex=false)``.
   Imported tokenizers keep the file's merge order and ids.
 
 The import rule: ``encode(text)`` of an imported tokenizer gives exactly the ids of the file's own
@@ -30,13 +33,10 @@ from pathlib import Path
 from engine.errors import TokenizerError
 from engine.tokenizers.base import MAX_VOCAB_SIZE, check_file_id, check_special_ids
 from engine.tokenizers.byte_bpe import ByteBpeTokenizer, bytes_to_unicode
-from engine.tokenizers.pretokenize import PATTERNS
+from engine.tokenizers.pretokenize import PATTERNS, canonical_pattern
 
 __all__ = ["load_tiktoken", "save_tiktoken", "load_hf_tokenizer_json", "save_hf_tokenizer_json", "merges_from_ranks"]
 
-# tiktoken spells the GPT-2 pattern with a grouped contraction; both split identically.
-_PATTERN_NAMES = {PATTERNS["gpt2"]: "gpt2", PATTERNS["cl100k"]: "cl100k", PATTERNS["o200k"]: "o200k",
-                  r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""": "gpt2"}
 ENDOFTEXT = "<|endoftext|>"
 
 
@@ -169,12 +169,11 @@ def _pattern_of(pre_tokenizer, source: str) -> str:
                 and not steps[1].get("use_regex", True) and not steps[1].get("add_prefix_space"):
             pattern = steps[0].get("pattern")
             regex = pattern.get("Regex") if isinstance(pattern, dict) else None
-            if isinstance(regex, str) and regex in _PATTERN_NAMES and steps[0].get("behavior") == "Isolated" \
-                    and not steps[0].get("invert"):
-                return _PATTERN_NAMES[regex]
+            if isinstance(regex, str) and steps[0].get("behavior") == "Isolated" and not steps[0].get("invert"):
+                return canonical_pattern(regex, f"{source}: pre_tokenizer Split regex")
     raise TokenizerError(
         f"{source}: unsupported pre_tokenizer {json.dumps(pre_tokenizer)[:200]}; expected ByteLevel(use_regex=true) "
-        "or Sequence[Split(gpt2, cl100k or o200k regex, Isolated), ByteLevel(use_regex=false)]")
+        "or Sequence[Split(Regex, Isolated, invert=false), ByteLevel(use_regex=false)]")
 
 
 def load_hf_tokenizer_json(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None) -> ByteBpeTokenizer:
@@ -279,7 +278,7 @@ def save_hf_tokenizer_json(tokenizer: ByteBpeTokenizer, path: str | os.PathLike)
         pre = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     else:
         pre = {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": PATTERNS[tokenizer.pattern]}, "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"Regex": PATTERNS.get(tokenizer.pattern, tokenizer.pattern)}, "behavior": "Isolated", "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
     data = {
         "version": "1.0",

@@ -18,6 +18,7 @@ from engine.errors import ConfigurationError, TokenizerError
 from engine.tokenizers.base import Tokenizer, _import_kinds, tokenizer_from_json
 from engine.tokenizers.hf_pipeline import load_hf_file
 from engine.tokenizers.interop import load_tiktoken
+from engine.tokenizers.pretokenize import canonical_pattern
 
 __all__ = ["load_tokenizer"]
 
@@ -27,7 +28,7 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
     Hugging Face ``tokenizer.json`` with a BPE model (or a model folder: ``tokenizer.json`` with
     ``tokenizer_config.json`` / ``special_tokens_map.json``), or a tiktoken rank file
     (``<base64 token> <rank>`` lines). A tiktoken file does not name its pre-tokenizer: ``pattern``
-    does, else it is ``cl100k`` for a file of exactly 100,256 ranks (cl100k_base), ``o200k`` for
+    (a name or any regex) does, else it is ``cl100k`` for a file of exactly 100,256 ranks (cl100k_base), ``o200k`` for
     one of exactly 199,998 ranks (o200k_base) and ``gpt2`` otherwise. Files without special tokens
     get ``<|endoftext|>`` after the last id (``tokenizer.notes`` says so)."""
     _import_kinds()  # registered before dispatching on "kind"
@@ -63,7 +64,7 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
 
 def _check_pattern(tok: Tokenizer, pattern: str | None, path: Path) -> Tokenizer:
     own = getattr(tok, "pattern", None)
-    if pattern is not None and pattern != own:
+    if pattern is not None and canonical_pattern(pattern) != own:
         raise ConfigurationError(f"{path}: pattern= / --pattern {pattern} applies to a tiktoken rank file, which "
                                  "names no pre-tokenizer; this file fixes its own "
                                  f"({own or 'none: it is no byte-level BPE'})")

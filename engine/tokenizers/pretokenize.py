@@ -1,7 +1,9 @@
 """Pre-tokenization: split text into the pieces byte-level BPE merges within.
 
-Three patterns, matched exactly as the ``regex`` module matches them (see
-``engine.kernels.pretokenize`` for how the scanners reproduce the regex semantics):
+A pattern is a name below or any regex string. Three patterns have hand-written scanners, matched
+exactly as the ``regex`` module matches them (see ``engine.kernels.pretokenize`` for how the
+scanners reproduce the regex semantics); a regex string equal to one of them (or to tiktoken's
+spellings, ``TIKTOKEN_SPELLINGS``) is that name and takes its scanner:
 
 - ``"gpt2"``:   ``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``
 - ``"cl100k"``: ``'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+|\\p{N}{1,3}`` followed by
@@ -10,6 +12,11 @@ Three patterns, matched exactly as the ``regex`` module matches them (see
   ``[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+``
   and ``...[upper]+[lower]*``, each with an optional ``(?i:'s|'t|'re|'ve|'m|'ll|'d)``, then
   ``\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+``
+
+Any other regex is compiled by ``engine.tokenizers.regex`` and run by the matcher of
+``engine.kernels.regex_vm``; the pieces are its matches and the text between them (Hugging Face's
+``Split`` with the ``Isolated`` behaviour; for patterns that match every character, as
+pre-tokenizer patterns do, exactly the matches ``regex.findall`` gives).
 
 ``pretokenize(text)`` gives the pieces as strings; ``pretokenize_bytes(data)`` gives the end byte
 offsets of the pieces of UTF-8 data (int64), the form the encoder and trainer use.
@@ -22,9 +29,11 @@ import numpy as np
 
 from engine.errors import TokenizerError
 from engine.kernels.pretokenize import CL100K, GPT2, O200K, pretokenize_ends
+from engine.tokenizers.regex import compile_regex
 from engine.tokenizers.unicode_tables import code_point_classes
 
-__all__ = ["PATTERNS", "pattern_code", "pretokenize", "pretokenize_bytes", "utf8_bytes"]
+__all__ = ["PATTERNS", "TIKTOKEN_GPT2", "TIKTOKEN_SPELLINGS", "canonical_pattern", "pattern_code", "pretokenize", "pretokenize_bytes",
+           "utf8_bytes"]
 
 PATTERNS = {
     "gpt2": r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
@@ -41,14 +50,41 @@ PATTERNS = {
     ]),
 }
 _CODES = {"gpt2": GPT2, "cl100k": CL100K, "o200k": O200K}
+# tiktoken's spellings (older and current releases) of the same patterns: the same pieces.
+TIKTOKEN_GPT2 = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+TIKTOKEN_SPELLINGS = {
+    TIKTOKEN_GPT2: "gpt2",
+    r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s""": "gpt2",
+    (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$"""
+     r"""|\s*[\r\n]|\s+(?!\S)|\s"""): "cl100k",
+}
+_NAMES = {PATTERNS["gpt2"]: "gpt2", PATTERNS["cl100k"]: "cl100k", PATTERNS["o200k"]: "o200k", **TIKTOKEN_SPELLINGS}
+
+
+def canonical_pattern(pattern: str, source: str = "pattern") -> str:
+    """The name of ``pattern`` if it is one (or spells one), else the regex itself once it compiles
+    (``TokenizerError`` naming an unsupported construct; ``source`` says where the pattern came from)."""
+    if not isinstance(pattern, str):
+        raise TokenizerError(f"{source}: expected a pattern name or a regex string, got {type(pattern).__name__}")
+    if pattern in _CODES:
+        return pattern
+    name = _NAMES.get(pattern)
+    if name is not None:
+        return name
+    if not pattern:
+        raise TokenizerError(f"{source}: an empty pre-tokenizer pattern (expected a name: {', '.join(_CODES)}, "
+                             "or a regex)")
+    compile_regex(pattern, source=source)
+    return pattern
 
 
 def pattern_code(pattern: str):
-    """What the kernels take for a pattern name (``engine.kernels.pretokenize.GPT2``, ``CL100K`` or
-    ``O200K``: one Numba type each); ``TokenizerError`` for an unknown name."""
-    code = _CODES.get(pattern)
+    """What the kernels take for a pattern: ``engine.kernels.pretokenize.GPT2``, ``CL100K`` or
+    ``O200K`` for a name (one Numba type each), else the compiled regex's ``RegexProgram``;
+    ``TokenizerError`` for a regex that does not compile."""
+    code = _CODES.get(canonical_pattern(pattern))
     if code is None:
-        raise TokenizerError(f"unknown pre-tokenizer pattern {pattern!r} (expected one of: {', '.join(_CODES)})")
+        return compile_regex(pattern).program
     return code
 
 
@@ -78,7 +114,8 @@ def pretokenize_bytes(data: bytes | np.ndarray, pattern: str = "gpt2") -> np.nda
 
 
 def pretokenize(text: str, pattern: str = "gpt2") -> list[str]:
-    """The pieces of ``text`` under ``pattern`` ("gpt2", "cl100k" or "o200k"), as ``regex.findall`` gives them."""
+    """The pieces of ``text`` under ``pattern`` ("gpt2", "cl100k", "o200k" or a regex), as ``regex.findall`` gives
+    them (for a regex: its matches and the text between them)."""
     data = utf8_bytes(text)
     ends = pretokenize_bytes(data, pattern)
     pieces = []

@@ -17,7 +17,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from engine.errors import ConfigurationError
+from engine.errors import ConfigurationError, TokenizerError
 
 __all__ = [
     "KIND_MODULES", "register_tokenizer", "fittable_kinds", "fittable_class", "trainer_for", "FitOptions",
@@ -67,7 +67,7 @@ class FitOptions:
     """What a fit may read, checked on construction (messages use the CLI's spellings).
 
     ``merges``: merges to train; ``vocab_size``: ids to stop at (specials included); ``pattern``:
-    the byte-level pre-tokenizer (``gpt2``, ``cl100k``, ``o200k``); ``tie_break``: ``first`` or ``hf``;
+    the byte-level pre-tokenizer (``gpt2``, ``cl100k``, ``o200k`` or a regex); ``tie_break``: ``first`` or ``hf``;
     ``unknown``: the token unseen pieces map to, for kinds that have one. None: the kind's default.
     """
 
@@ -79,7 +79,7 @@ class FitOptions:
 
     def __post_init__(self) -> None:
         from engine.checks import as_int
-        from engine.tokenizers.pretokenize import PATTERNS
+        from engine.tokenizers.pretokenize import canonical_pattern
 
         for name, flag in (("merges", "--merges"), ("vocab_size", "--vocab-size")):
             value = getattr(self, name)
@@ -88,8 +88,11 @@ class FitOptions:
                 if value < 0:
                     raise ConfigurationError(f"{flag} must be >= 0, got {value}")
                 object.__setattr__(self, name, value)
-        if self.pattern is not None and self.pattern not in PATTERNS:
-            raise ConfigurationError(f"--pattern {self.pattern!r} is unknown (expected one of: {', '.join(PATTERNS)})")
+        if self.pattern is not None:
+            try:
+                object.__setattr__(self, "pattern", canonical_pattern(self.pattern, "--pattern"))
+            except TokenizerError as exc:
+                raise ConfigurationError(str(exc)) from None
         if self.tie_break is not None and self.tie_break not in TIE_BREAKS:
             raise ConfigurationError(f"--tie-break {self.tie_break!r} is unknown (expected one of: {', '.join(TIE_BREAKS)})")
 

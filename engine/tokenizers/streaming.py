@@ -14,6 +14,8 @@ Safe places:
 - character tokenizer: anywhere;
 - word split (word tokenizer, classic BPE): after any character that is not a word character (it is
   a piece of its own);
+- byte-level pre-tokenizer given as a regex (none of the named ones): nowhere, the document is
+  encoded whole (a cut is safe only where no match can run across it, which depends on the regex);
 - byte-level pre-tokenizers (gpt2, cl100k, o200k): a piece end ``c`` with at least
   ``SPAN_MARGIN_BYTES`` bytes of the window after it, where the characters on both sides of ``c``
   belong to no common run of any pattern (``safe_piece_end``): a letter, number or other character
@@ -32,6 +34,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from engine.kernels.pretokenize import pretokenize_ends
+from engine.kernels.regex_vm import RegexProgram
 from engine.tokenizers.pretokenize import utf8_bytes
 from engine.tokenizers.unicode_tables import CR_LF, LETTER, LOWER, NUMBER, SPACE, UPPER, code_point_classes
 
@@ -166,6 +169,8 @@ def training_batches(trainer, batches: Iterable[list[str]]) -> Iterator[list[str
 def byte_level_span(window: str, pos: int, document_id: str | None, final: bool, pattern: int
                     ) -> tuple[int, np.ndarray | None]:
     """(characters of ``window`` to encode on their own, their UTF-8 bytes) under a byte-level pattern."""
+    if isinstance(pattern, RegexProgram) and not final:
+        return 0, None  # no safe cut: the window grows to the whole document
     data = np.frombuffer(utf8_bytes(window, document_id, shift=pos), dtype=np.uint8)
     if final:
         return len(window), data

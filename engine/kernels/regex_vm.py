@@ -1,0 +1,422 @@
+"""A backtracking matcher for compiled pre-tokenizer regexes (``engine.tokenizers.regex`` compiles them).
+
+A program (``RegexProgram``) is ``code``, int32 rows ``(op, a, b, c, d, e)``, and a two-level class
+table: the class bits of code point ``cp`` are ``stage2[stage1[cp >> 8] * 256 + (cp & 255)]``
+(``stage2[cp]`` below 256). The matcher runs on valid UTF-8 bytes, decoding a character where an
+instruction reads one. Instructions:
+
+- ``CHAR cp``, ``CLASS bit``: one character equal to ``cp`` / in the class;
+- ``RUN bit, min, max(-1: none), kind, memo``: a repetition of one class, greedy (takes the whole
+  run, then gives characters back one at a time), lazy (takes ``min``, then one more each time the
+  rest fails) or possessive (the whole run, never given back); one backtrack entry per run;
+- ``SPLIT x, y`` (try x, then y); ``SPLIT_GUARD x, y, bit``: the same when the character at the
+  position is in the class (the first characters of branch x), else straight to y; ``JMP x``;
+- ``ATOMIC`` ... ``ATOMIC_END``: on reaching the end, the backtrack entries made inside are dropped;
+- ``LOOK negative, after`` ... ``LOOK_END``: lookahead; the body runs from the position, then the
+  entries made inside are dropped and the match goes on at ``after`` from the saved position (or,
+  for a negative one, fails; a failed body makes it go on);
+- ``ASSERT kind``: ``^`` (start or after ``\\n``), ``$`` (end or before ``\\n``), ``\\A``, ``\\z``,
+  ``\\b``, ``\\B`` (word characters: class bit ``e`` of the instruction... see ``WORD_BIT``);
+- ``MATCH``.
+
+Semantics are leftmost-first: at each start position the alternatives and repetitions are tried in
+priority order and the first path that reaches ``MATCH`` wins. Two iterations over matches:
+
+- ``find_matches`` (``Regex.find_spans``) is the ``regex`` module's ``finditer``: after an empty
+  match at p the next search starts at p but may not end there empty; after a non-empty match
+  ending at p an empty match at p is allowed.
+- ``regex_piece_ends`` (the pre-tokenizer: Hugging Face's ``Split`` with the ``Isolated``
+  behaviour, over Oniguruma's iterator) cuts the text at every match start and end, so the pieces
+  are the matches and the text between them; an empty match right where the previous match ended
+  is skipped and the search goes on one character further (Oniguruma's rule as the ``onig`` crate
+  iterates); empty pieces do not exist. Both iterations give the same pieces whenever the pattern
+  cannot match the empty string (every pre-tokenizer pattern of real tokenizers).
+
+Cost. A repetition of one class is one backtrack entry, not one per character. Failures are
+remembered: when a greedy, lazy or possessive unbounded ``RUN`` outside atomic groups and
+lookaheads has been fully given back and failed, its entry position and the end of its run are
+stored (``memo``); an entry inside that interval later (at any start position in the same text)
+fails at once, since its run ends at the same place and its candidates are a subset. So a 1 MB
+run of one character costs O(n) even for ``\\s+$``. Repetitions of groups backtrack as in
+Oniguruma (a pattern can be made exponential); the patterns of real tokenizers repeat only
+classes.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from engine.kernels import kernel
+
+__all__ = [
+    "RegexProgram", "find_matches", "regex_piece_ends", "regex_pretokenize_ends", "search", "match_at", "MATCH", "CHAR", "CLASS", "RUN",
+    "SPLIT", "SPLIT_GUARD", "JMP", "ATOMIC", "ATOMIC_END", "LOOK", "LOOK_END", "ASSERT",
+]
+
+# code: int32 (n, 6); stage1 int32; stage2 uint64; first: class bit of the first characters of a
+# match (-1: any, or the pattern can match empty); memo_slots: entries of the failure memo.
+# ``word`` is not stored: \b and \B carry their class bit in the instruction.
+RegexProgram = namedtuple("RegexProgram", ("code", "stage1", "stage2", "first", "memo_slots"))
+
+MATCH, CHAR, CLASS, RUN, SPLIT, SPLIT_GUARD, JMP, ATOMIC, ATOMIC_END, LOOK, LOOK_END, ASSERT = range(12)
+RUN_GREEDY, RUN_LAZY, RUN_POSSESSIVE = 0, 1, 2
+A_BOL, A_EOL, A_BOS, A_EOS, A_WORDB, A_NWORDB = range(6)
+WORD_BIT = -1  # placeholder name for the docs: \b's class bit is in column b of its ASSERT row
+
+# Backtrack entries: (type, pc, a, b, c, d)
+BT_PC, BT_GREEDY, BT_LAZY, BT_POSSESSIVE, BT_ATOMIC, BT_LOOK = range(6)
+
+
+@kernel(inline="always")
+def _decode(buf, i):
+    b0 = np.int64(buf[i])
+    if b0 < 0x80:
+        return b0, 1
+    if b0 < 0xE0:
+        return ((b0 & 0x1F) << 6) | (np.int64(buf[i + 1]) & 0x3F), 2
+    if b0 < 0xF0:
+        return ((b0 & 0x0F) << 12) | ((np.int64(buf[i + 1]) & 0x3F) << 6) | (np.int64(buf[i + 2]) & 0x3F), 3
+    return (((b0 & 0x07) << 18) | ((np.int64(buf[i + 1]) & 0x3F) << 12) | ((np.int64(buf[i + 2]) & 0x3F) << 6)
+            | (np.int64(buf[i + 3]) & 0x3F)), 4
+
+
+@kernel(inline="always")
+def _bits(cp, stage1, stage2):
+    if cp < 256:
+        return stage2[cp]
+    return stage2[np.int64(stage1[cp >> 8]) * 256 + (cp & 255)]
+
+
+@kernel(inline="always")
+def _in_class(buf, i, stop, bit, stage1, stage2):
+    """Width of the character at ``i`` if it is in class ``bit``, else 0 (also at ``stop``)."""
+    if i >= stop:
+        return 0
+    cp, width = _decode(buf, i)
+    if (_bits(cp, stage1, stage2) >> np.uint64(bit)) & np.uint64(1):
+        return width
+    return 0
+
+
+@kernel(inline="always")
+def _previous(buf, i):
+    """Start of the character that ends at ``i``."""
+    i -= 1
+    while (buf[i] & 0xC0) == 0x80:
+        i -= 1
+    return i
+
+
+@kernel(inline="always")
+def _is_word_before(buf, start, i, bit, stage1, stage2):
+    if i <= start:
+        return False
+    j = _previous(buf, i)
+    cp, _ = _decode(buf, j)
+    return ((_bits(cp, stage1, stage2) >> np.uint64(bit)) & np.uint64(1)) != 0
+
+
+@kernel(inline="always")
+def _assert(kind, buf, start, stop, pos, bit, stage1, stage2):
+    if kind == A_BOL:
+        return pos == start or buf[pos - 1] == 10
+    if kind == A_EOL:
+        return pos == stop or buf[pos] == 10
+    if kind == A_BOS:
+        return pos == start
+    if kind == A_EOS:
+        return pos == stop
+    before = _is_word_before(buf, start, pos, bit, stage1, stage2)
+    after = _in_class(buf, pos, stop, bit, stage1, stage2) > 0
+    if kind == A_WORDB:
+        return before != after
+    return before == after
+
+
+@kernel(inline="always")
+def _push(stack, sp, t, pc, a, b, c, d):
+    if sp >= stack.shape[0]:
+        bigger = np.empty((2 * stack.shape[0], 6), dtype=np.int64)
+        bigger[:sp] = stack[:sp]
+        stack = bigger
+    stack[sp, 0] = t
+    stack[sp, 1] = pc
+    stack[sp, 2] = a
+    stack[sp, 3] = b
+    stack[sp, 4] = c
+    stack[sp, 5] = d
+    return stack, sp + 1
+
+
+@kernel
+def match_at(buf, start, stop, pos, code, stage1, stage2, stack, memo, forbid_empty):
+    """End of the leftmost-first match at ``pos`` in the text ``buf[start:stop]``, or -1; and the stack
+    (grown if it had to). ``forbid_empty``: a match may not end at ``pos``. ``memo`` int64 (k, 2):
+    the failure intervals of the memoised runs (see the module docstring)."""
+    sp = 0
+    pc = 0
+    origin = pos
+    while True:
+        op = code[pc, 0]
+        ok = True
+        if op == CHAR:
+            ok = False
+            if pos < stop:
+                cp, width = _decode(buf, pos)
+                if cp == code[pc, 1]:
+                    pos += width
+                    pc += 1
+                    ok = True
+        elif op == CLASS:
+            width = _in_class(buf, pos, stop, code[pc, 1], stage1, stage2)
+            if width > 0:
+                pos += width
+                pc += 1
+            else:
+                ok = False
+        elif op == RUN:
+            bit, low, high, kind, slot = code[pc, 1], code[pc, 2], code[pc, 3], code[pc, 4], code[pc, 5]
+            if slot >= 0 and memo[slot, 0] <= pos < memo[slot, 1]:
+                ok = False
+            elif kind == RUN_LAZY:
+                count = 0
+                p = pos
+                while count < low:
+                    width = _in_class(buf, p, stop, bit, stage1, stage2)
+                    if width == 0:
+                        break
+                    p += width
+                    count += 1
+                if count < low:
+                    ok = False
+                    if slot >= 0:
+                        memo[slot, 0] = pos
+                        memo[slot, 1] = p
+                else:
+                    stack, sp = _push(stack, sp, BT_LAZY, pc, p, count, pos, slot)
+                    pos = p
+                    pc += 1
+            else:
+                count = 0
+                p = pos
+                at_min = pos if low == 0 else -1
+                while high < 0 or count < high:
+                    width = _in_class(buf, p, stop, bit, stage1, stage2)
+                    if width == 0:
+                        break
+                    p += width
+                    count += 1
+                    if count == low:
+                        at_min = p
+                if count < low:
+                    ok = False
+                    if slot >= 0:
+                        memo[slot, 0] = pos
+                        memo[slot, 1] = p
+                elif kind == RUN_GREEDY:
+                    stack, sp = _push(stack, sp, BT_GREEDY, pc, p, at_min, pos, p)
+                    pos = p
+                    pc += 1
+                else:
+                    if slot >= 0:
+                        stack, sp = _push(stack, sp, BT_POSSESSIVE, pc, p, slot, pos, p)
+                    pos = p
+                    pc += 1
+        elif op == SPLIT:
+            stack, sp = _push(stack, sp, BT_PC, code[pc, 2], pos, 0, 0, 0)
+            pc = code[pc, 1]
+        elif op == SPLIT_GUARD:
+            if _in_class(buf, pos, stop, code[pc, 3], stage1, stage2) > 0:
+                stack, sp = _push(stack, sp, BT_PC, code[pc, 2], pos, 0, 0, 0)
+                pc = code[pc, 1]
+            else:
+                pc = code[pc, 2]
+        elif op == JMP:
+            pc = code[pc, 1]
+        elif op == ATOMIC:
+            stack, sp = _push(stack, sp, BT_ATOMIC, pc, pos, 0, 0, 0)
+            pc += 1
+        elif op == ATOMIC_END:
+            while stack[sp - 1, 0] != BT_ATOMIC:
+                sp -= 1
+            sp -= 1
+            pc += 1
+        elif op == LOOK:
+            stack, sp = _push(stack, sp, BT_LOOK, pc, pos, 0, 0, 0)
+            pc += 1
+        elif op == LOOK_END:
+            while stack[sp - 1, 0] != BT_LOOK:
+                sp -= 1
+            sp -= 1
+            look = stack[sp, 1]
+            if code[look, 1] != 0:  # negative: the body matched
+                ok = False
+            else:
+                pos = stack[sp, 2]
+                pc = code[look, 2]
+        elif op == ASSERT:
+            if _assert(code[pc, 1], buf, start, stop, pos, code[pc, 2], stage1, stage2):
+                pc += 1
+            else:
+                ok = False
+        else:  # MATCH
+            if not (forbid_empty and pos == origin):
+                return pos, stack
+            ok = False
+        if ok:
+            continue
+        # backtrack
+        resumed = False
+        while not resumed:
+            if sp == 0:
+                return -1, stack
+            sp -= 1
+            t = stack[sp, 0]
+            if t == BT_PC:
+                pc = stack[sp, 1]
+                pos = stack[sp, 2]
+                resumed = True
+            elif t == BT_GREEDY:
+                p = stack[sp, 2]
+                if p <= stack[sp, 3]:  # given back down to min: the run failed
+                    slot = code[stack[sp, 1], 5]
+                    if slot >= 0:
+                        memo[slot, 0] = stack[sp, 4]
+                        memo[slot, 1] = stack[sp, 5]
+                    continue
+                p = _previous(buf, p)
+                stack[sp, 2] = p
+                pc = stack[sp, 1] + 1
+                pos = p
+                sp += 1
+                resumed = True
+            elif t == BT_LAZY:
+                run_pc = stack[sp, 1]
+                p = stack[sp, 2]
+                count = stack[sp, 3]
+                high = code[run_pc, 3]
+                width = 0
+                if high < 0 or count < high:
+                    width = _in_class(buf, p, stop, code[run_pc, 1], stage1, stage2)
+                if width == 0:
+                    slot = stack[sp, 5]
+                    if slot >= 0 and high < 0:
+                        memo[slot, 0] = stack[sp, 4]
+                        memo[slot, 1] = p
+                    continue
+                stack[sp, 2] = p + width
+                stack[sp, 3] = count + 1
+                pc = run_pc + 1
+                pos = p + width
+                sp += 1
+                resumed = True
+            elif t == BT_POSSESSIVE:
+                slot = stack[sp, 3]
+                memo[slot, 0] = stack[sp, 4]
+                memo[slot, 1] = stack[sp, 5]
+            elif t == BT_LOOK:
+                look = stack[sp, 1]
+                if code[look, 1] != 0:  # negative lookahead whose body failed: go on
+                    pos = stack[sp, 2]
+                    pc = code[look, 2]
+                    resumed = True
+            # BT_ATOMIC: keep popping
+
+
+@kernel
+def new_scratch(program):
+    """(stack, memo) for ``search`` over one text; memo intervals start empty."""
+    memo = np.full((program.memo_slots, 2), -1, dtype=np.int64)
+    return np.empty((64, 6), dtype=np.int64), memo
+
+
+@kernel
+def search(buf, start, stop, pos, program, stack, memo, forbid_at):
+    """``(match start, match end, stack)`` of the leftmost-first match at or after ``pos`` in ``buf[start:stop]``
+    (``(-1, -1, stack)`` if none); a match may not be empty at ``forbid_at``."""
+    code, stage1, stage2, first = program.code, program.stage1, program.stage2, program.first
+    while pos <= stop:
+        if first >= 0:  # the match needs a first character in class ``first``
+            while pos < stop and _in_class(buf, pos, stop, first, stage1, stage2) == 0:
+                pos += 1
+                while pos < stop and (buf[pos] & 0xC0) == 0x80:
+                    pos += 1
+            if pos >= stop:
+                return -1, -1, stack
+        end, stack = match_at(buf, start, stop, pos, code, stage1, stage2, stack, memo, pos == forbid_at)
+        if end >= 0:
+            return pos, end, stack
+        if pos >= stop:
+            break
+        pos += 1
+        while pos < stop and (buf[pos] & 0xC0) == 0x80:
+            pos += 1
+    return -1, -1, stack
+
+
+@kernel
+def find_matches(buf, start, stop, program, out):
+    """Write the ``[start, end)`` of every match in ``buf[start:stop]`` into ``out`` (int64 (k, 2), at least
+    ``2 * (stop - start) + 2`` rows), as the ``regex`` module's ``finditer`` iterates; returns k."""
+    stack, memo = new_scratch(program)
+    count = 0
+    pos = start
+    forbid = np.int64(-1)
+    while pos <= stop:
+        s, e, stack = search(buf, start, stop, pos, program, stack, memo, forbid)
+        if s < 0:
+            break
+        out[count, 0] = s
+        out[count, 1] = e
+        count += 1
+        pos = e
+        forbid = e if e == s else np.int64(-1)
+    return count
+
+
+@kernel
+def regex_pretokenize_ends(buf, start, stop, program, out_ends):
+    """The piece ends of the text ``buf[start:stop]`` into ``out_ends`` (``stop - start`` entries suffice);
+    returns their count. The kernel-level form of ``pretokenize_ends`` for any compiled regex."""
+    return regex_piece_ends(buf, start, stop, start, program, out_ends, np.int64(0), np.int64(out_ends.shape[0]))
+
+
+@kernel
+def regex_piece_ends(buf, start, stop, pos, program, out_ends, at, limit):
+    """Write the piece ends of ``buf[start:stop]`` (cut at every match start and end, the ``Split``
+    pre-tokenizer with the ``Isolated`` behaviour; see the module docstring) from ``pos`` (``start`` or
+    a piece end) into ``out_ends[at:]``, stopping after ``limit`` entries in all; returns the new
+    ``at``. Called again from the last end written, it goes on exactly as one call would."""
+    stack, memo = new_scratch(program)
+    prev = pos
+    search_from = pos
+    last_match_end = np.int64(-1)
+    while search_from <= stop and at < limit:
+        s, e, stack = search(buf, start, stop, search_from, program, stack, memo, np.int64(-1))
+        if s < 0:
+            break
+        if e == s and s == last_match_end:  # Oniguruma's iterator skips it and moves one character on
+            if s >= stop:
+                break
+            search_from = s + 1
+            while search_from < stop and (buf[search_from] & 0xC0) == 0x80:
+                search_from += 1
+            continue
+        if s > prev:
+            out_ends[at] = s
+            at += 1
+            prev = s
+            if at >= limit:
+                return at
+        if e > s:
+            out_ends[at] = e
+            at += 1
+            prev = e
+        last_match_end = e
+        search_from = e
+    if prev < stop and at < limit:
+        out_ends[at] = stop
+        at += 1
+    return at
