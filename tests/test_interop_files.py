@@ -162,8 +162,7 @@ def test_bad_tokenizer_json_is_a_tokenizer_error(tmp_path, how):
     assert str(caught.value).startswith(path)
 
 
-@pytest.mark.parametrize("how", ["no id", "dict", "string id", "empty vocab", "string vocab", "normalizer",
-                                 "sequence of strings"])
+@pytest.mark.parametrize("how", ["no id", "dict", "string id", "empty vocab", "string vocab", "sequence of strings"])
 def test_cli_import_of_bad_tokenizer_json_exits_2(tmp_path, how):
     path = write_hf(tmp_path, mutate_added(hf_data(), how))
     result = CliRunner().invoke(main, ["tokenizers", "import", path, "--out", str(tmp_path / "out.json")])

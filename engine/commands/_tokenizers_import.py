@@ -16,11 +16,11 @@ __all__ = ["import_command", "detect_format"]
 
 
 def detect_format(path: Path) -> str:
-    """``tokenizer.json`` for a .json name or content starting with ``{``, ``sentencepiece`` for a
-    protobuf ModelProto, else ``tiktoken``."""
+    """``tokenizer.json`` for a folder, a .json name or content starting with ``{``, ``sentencepiece``
+    for a protobuf ModelProto, else ``tiktoken``."""
     from engine.tokenizers.spm_model import looks_like_model
 
-    if path.suffix.lower() == ".json":
+    if path.is_dir() or path.suffix.lower() == ".json":
         return "tokenizer.json"
     try:
         with open(path, "rb") as fh:
@@ -44,10 +44,11 @@ def _parse_specials(values: tuple[str, ...]) -> dict[str, int] | None:
 
 def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str | None,
             special: tuple[str, ...], out: Path, force: bool) -> None:
-    """Import FILE (tiktoken rank file, tokenizer.json or SentencePiece BPE .model) as an engine tokenizer.
+    """Import FILE (tiktoken rank file, tokenizer.json, a model folder holding one, or a SentencePiece
+    BPE .model) as an engine tokenizer.
 
     The tokenizer keeps the ids of FILE; --bos and --eos name the special tokens that wrap each
-    document: give both (they may be the same token) or neither (then <|endoftext|> when present).
+    document: give both (they may be the same token) or neither (then the file's: post_processor, tokenizer_config.json).
 
     \b
     Example:
@@ -55,8 +56,10 @@ def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str
           --special '<|endoftext|>=100257' --out cl100k.tokenizer.json
       engine tokenizers import hf/tokenizer.json --bos '<bos>' --eos '<eos>' --out bpe.json
       engine tokenizers import llama/tokenizer.model --out llama.tokenizer.json
+      engine tokenizers import models/Llama-2-7b/ --out llama2.tokenizer.json
     """
-    from engine.tokenizers.interop import load_hf_tokenizer_json, load_tiktoken
+    from engine.tokenizers.hf_pipeline import load_hf_file
+    from engine.tokenizers.interop import load_tiktoken
 
     if not file.exists():
         raise TokenizerError(f"{file}: file not found")
@@ -73,11 +76,11 @@ def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str
     else:
         if special:
             raise TokenizerError("--special applies to tiktoken files only (tokenizer.json lists its added tokens)")
-        tokenizer = load_hf_tokenizer_json(file, bos=bos, eos=eos)
+        tokenizer = load_hf_file(file, bos=bos, eos=eos)
     tokenizer.save(out)
     click.echo(
         f"imported {fmt} {file} -> {out}: {tokenizer.kind}, vocab_size {tokenizer.vocab_size}, "
-        f"pattern {getattr(tokenizer, 'pattern', None)}, bos {tokenizer.bos!r}={tokenizer.bos_id}, "
+        f"pattern {getattr(tokenizer, 'pattern', 'of the file')}, bos {tokenizer.bos!r}={tokenizer.bos_id}, "
         f"eos {tokenizer.eos!r}={tokenizer.eos_id}, hash {tokenizer.hash[:12]}")
 
 

@@ -1,9 +1,10 @@
 """``load_tokenizer``: any tokenizer file, recognised by its content.
 
 An engine file (``Tokenizer.save``, rebuilt by ``engine.tokenizers.base.tokenizer_from_json``), a
-Hugging Face ``tokenizer.json`` with a byte-level BPE model, a tiktoken rank file
-(``engine.tokenizers.interop``), or a SentencePiece ``.model`` file (a protobuf ``ModelProto``,
-``engine.tokenizers.sentencepiece``). It sits above both: interop builds byte-level BPE tokenizers on
+Hugging Face ``tokenizer.json`` with a BPE model or a model folder holding one
+(``engine.tokenizers.hf_pipeline.load_hf_file``), a tiktoken rank file (``engine.tokenizers.interop``),
+or a SentencePiece ``.model`` file (a protobuf ``ModelProto``, ``engine.tokenizers.sentencepiece``).
+It sits above them all: interop builds byte-level BPE tokenizers on
 ``base``, so the dispatch over every format lives here rather than in ``base``.
 """
 
@@ -16,7 +17,8 @@ from pathlib import Path
 from engine.checks import JSONLimitError, parse_json
 from engine.errors import ConfigurationError, TokenizerError
 from engine.tokenizers.base import Tokenizer, _import_kinds, tokenizer_from_json
-from engine.tokenizers.interop import load_hf_tokenizer_json, load_tiktoken
+from engine.tokenizers.hf_pipeline import load_hf_file
+from engine.tokenizers.interop import load_tiktoken
 from engine.tokenizers.pretokenize import canonical_pattern
 from engine.tokenizers.sentencepiece import SentencePieceTokenizer
 from engine.tokenizers.spm_model import looks_like_model, parse_model
@@ -26,7 +28,8 @@ __all__ = ["load_tokenizer"]
 
 def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> Tokenizer:
     """Load a tokenizer file, recognised by its content: an engine file (``Tokenizer.save``), a
-    Hugging Face ``tokenizer.json`` with a byte-level BPE model, a tiktoken rank file
+    Hugging Face ``tokenizer.json`` with a BPE model (or a model folder: ``tokenizer.json`` with
+    ``tokenizer_config.json`` / ``special_tokens_map.json``), a tiktoken rank file
     (``<base64 token> <rank>`` lines), or a SentencePiece ``.model`` file of type BPE (a protobuf
     ModelProto, ``engine.tokenizers.sentencepiece``). A tiktoken file does not name its
     pre-tokenizer: ``pattern`` (a name or any regex) does, else it is ``cl100k`` for a file of exactly
@@ -35,6 +38,8 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
     get ``<|endoftext|>`` after the last id (``tokenizer.notes`` says so)."""
     _import_kinds()  # registered before dispatching on "kind"
     path = Path(path)
+    if path.is_dir():  # a model folder: tokenizer.json and its tokenizer_config.json / special_tokens_map.json
+        return _check_pattern(load_hf_file(path), pattern, path)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -64,9 +69,13 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
                              "tokenizer.json), a SentencePiece .model file or a tiktoken rank file "
                              "('<base64 token> <rank>' lines)") from None
     if isinstance(obj, dict) and "model" in obj and "format" not in obj:
-        tok = load_hf_tokenizer_json(path)
+        tok = load_hf_file(path)
     else:
         tok = tokenizer_from_json(obj, str(path))
+    return _check_pattern(tok, pattern, path)
+
+
+def _check_pattern(tok: Tokenizer, pattern: str | None, path: Path) -> Tokenizer:
     own = getattr(tok, "pattern", None)
     if pattern is not None and canonical_pattern(pattern) != own:
         raise ConfigurationError(f"{path}: pattern= / --pattern {pattern} applies to a tiktoken rank file, which "

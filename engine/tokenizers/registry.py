@@ -38,6 +38,7 @@ KIND_MODULES = (
     "engine.tokenizers.bpe",
     "engine.tokenizers.byte_bpe",
     "engine.tokenizers.sentencepiece",
+    "engine.tokenizers.hf_pipeline",
 )
 
 # A ``Tokenizer`` subclass: engine.tokenizers.base defines the class and imports this module, so

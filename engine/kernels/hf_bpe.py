@@ -1,0 +1,211 @@
+"""The BPE model of a Hugging Face ``tokenizer.json`` over pieces given by their ends.
+
+Two encoders, both merging a piece's symbols by the byte-level rule of ``bpe_merge`` (each pair has
+one rank; repeatedly the adjacent pair of lowest rank, leftmost on ties, which is what Hugging Face's
+``Word::merge_all`` does):
+
+- ``encode_byte_pieces``: symbols are bytes (a vocabulary in GPT-2's byte alphabet); the piece
+  lookups, the piece cache that outlives the call and the merges are those of
+  ``bpe_encode.encode_bytes``, with the pieces cut beforehand instead of by a pattern scanner.
+- ``encode_char_pieces``: symbols are characters (code points, uint32). A character maps to the
+  id of its one-character token (``char_ids``, -1 when there is none); with ``byte_fallback``, a
+  character without one becomes the ``<0xXX>`` tokens of its UTF-8 bytes (``fallback_ids``) when
+  all of them exist; else it becomes ``unk_id`` (consecutive unknowns fuse into one with
+  ``fuse_unk``), or nothing when there is no unknown token (``unk_id`` = -1). A pending unknown is
+  written before the next character that has a token, as Hugging Face writes it (so byte fallback
+  tokens may come before an earlier unknown). With ``whole`` (``ignore_merges``), a piece that is
+  itself a token (``whole_slots`` over ``whole_pool``) is that token. Pieces of up to ``LONG_WORD``
+  symbols are merged once per call (a bounded cache keyed by their code points) and their ids
+  copied at later occurrences; longer ones are merged by ``bpe_merge.merge_long_pieces``.
+
+Both return ``(ids written, long pieces, count)``; the caller finishes long pieces with
+``merge_long_pieces``. ``out`` needs ``4 * symbols + 1`` entries (byte fallback writes up to four
+ids per character).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.kernels import kernel
+from engine.kernels.bpe_encode import (LONG_WORD, MAX_CACHED_PIECE, _encode_miss, _known_pieces, find_span, key_home,
+                                       record_long)
+from engine.kernels.bpe_merge import hash_span, merge_short_first, same_span
+
+__all__ = ["encode_byte_pieces", "encode_char_pieces", "build_span_table", "utf8_of"]
+
+
+@kernel
+def encode_byte_pieces(buf, ends, byte_ids, first, token_table, token_pool, token_offsets, cache, cache_bytes,
+                       cache_ids, cache_state, out):
+    """Byte-level BPE of the pieces of ``buf`` ending at ``ends`` (see ``bpe_encode.encode_bytes``)."""
+    parts, part_priority = np.empty(LONG_WORD, np.int64), np.empty(LONG_WORD, np.int64)
+    long_pieces = np.empty((0, 2), dtype=np.int64)
+    long_count = np.int64(0)
+    out_pos = np.int64(0)
+    pos = np.int64(0)
+    count = ends.shape[0]
+    k = np.int64(0)
+    while k < count:
+        k, pos, out_pos, key, slot = _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool,
+                                                   token_offsets, cache, cache_bytes, cache_ids, out, out_pos)
+        if k < count:
+            end = ends[k]
+            if end - pos > MAX_CACHED_PIECE:
+                long_pieces = record_long(long_pieces, long_count, out_pos, end - pos)
+                long_count += 1
+                for i in range(pos, end):
+                    out[out_pos] = byte_ids[buf[i]]
+                    out_pos += 1
+            else:
+                out_pos = _encode_miss(buf, pos, end - pos, key, slot, byte_ids, first, parts, part_priority, out,
+                                       out_pos, cache, cache_bytes, cache_ids, cache_state)
+            pos = end
+            k += 1
+    return out_pos, long_pieces, long_count
+
+
+@kernel
+def build_span_table(pool, offsets):
+    """Open-addressing table (int64, -1 free, at most half full) of the spans ``pool[offsets[t]:offsets[t+1]]``
+    by ``hash_span``; ``bpe_encode.find_span`` looks a span up in it."""
+    n = offsets.shape[0] - 1
+    size = 16
+    while size < 2 * n + 2:
+        size <<= 1
+    slots = np.full(size, -1, dtype=np.int64)
+    for t in range(n):
+        h = hash_span(pool, offsets[t], offsets[t + 1])
+        found, slot = find_span(pool, offsets[t], offsets[t + 1], h, pool, offsets, slots)
+        if found < 0:
+            slots[slot] = t
+    return slots
+
+
+@kernel(inline="always")
+def utf8_of(c, into):
+    """Write the UTF-8 bytes of code point ``c`` into ``into``; returns how many."""
+    if c < 0x80:
+        into[0] = c
+        return 1
+    if c < 0x800:
+        into[0] = 0xC0 | (c >> 6)
+        into[1] = 0x80 | (c & 0x3F)
+        return 2
+    if c < 0x10000:
+        into[0] = 0xE0 | (c >> 12)
+        into[1] = 0x80 | ((c >> 6) & 0x3F)
+        into[2] = 0x80 | (c & 0x3F)
+        return 3
+    into[0] = 0xF0 | (c >> 18)
+    into[1] = 0x80 | ((c >> 12) & 0x3F)
+    into[2] = 0x80 | ((c >> 6) & 0x3F)
+    into[3] = 0x80 | (c & 0x3F)
+    return 4
+
+
+@kernel
+def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id, fuse_unk, whole, whole_pool,
+                       whole_offsets, whole_slots, whole_ids, first, cache_limit, out):
+    """Character-level BPE of the pieces of ``cps`` ending at ``ends`` (see the module docstring)."""
+    count = ends.shape[0]
+    cache_size = 64
+    while cache_size < cache_limit and cache_size < 2 * count:
+        cache_size <<= 1
+    cache = np.zeros((cache_size, 4), dtype=np.uint64)  # (key, piece start, start of its ids in out, ids)
+    cache_mask = cache_size - 1
+    cache_used = np.int64(0)
+    parts = np.empty(4 * LONG_WORD, np.int64)
+    part_priority = np.empty(4 * LONG_WORD, np.int64)
+    utf8 = np.empty(4, np.int64)
+    long_pieces = np.empty((0, 2), dtype=np.int64)
+    long_count = np.int64(0)
+    limit = char_ids.shape[0]
+    out_pos = np.int64(0)
+    pos = np.int64(0)
+    for k in range(count):
+        end = ends[k]
+        length = end - pos
+        if whole:
+            found, _ = find_span(cps, pos, end, hash_span(cps, pos, end), whole_pool, whole_offsets, whole_slots)
+            if found >= 0:
+                out[out_pos] = whole_ids[found]
+                out_pos += 1
+                pos = end
+                continue
+        cacheable = length <= MAX_CACHED_PIECE
+        key = np.uint64(0)
+        slot = 0
+        if cacheable:
+            key = (hash_span(cps, pos, end) >> np.uint64(8)) | (np.uint64(length) << np.uint64(56))  # never 0
+            slot = key_home(key, cache_mask)
+            while cache[slot, 0] != 0:
+                if cache[slot, 0] == key and same_span(cps, np.int64(cache[slot, 1]), cps, pos, length):
+                    break
+                slot = (slot + 1) & cache_mask
+            if cache[slot, 0] != 0:
+                at = np.int64(cache[slot, 2])
+                n_ids = np.int64(cache[slot, 3])
+                for j in range(n_ids):
+                    out[out_pos + j] = out[at + j]
+                out_pos += n_ids
+                pos = end
+                continue
+        start = out_pos
+        pending = -1  # an unknown not written yet
+        for i in range(pos, end):
+            c = np.int64(cps[i])
+            t = char_ids[c] if c < limit else -1
+            if t >= 0:
+                if pending >= 0:
+                    out[out_pos] = pending
+                    out_pos += 1
+                    pending = -1
+                out[out_pos] = t
+                out_pos += 1
+                continue
+            if byte_fallback:
+                width = utf8_of(c, utf8)
+                ok = True
+                for b in range(width):
+                    if fallback_ids[utf8[b]] < 0:
+                        ok = False
+                if ok:
+                    for b in range(width):
+                        out[out_pos] = fallback_ids[utf8[b]]
+                        out_pos += 1
+                    continue
+            if unk_id >= 0:
+                if pending >= 0 and not fuse_unk:
+                    out[out_pos] = pending
+                    out_pos += 1
+                pending = unk_id
+        if pending >= 0:
+            out[out_pos] = pending
+            out_pos += 1
+        m = out_pos - start
+        if m > 1:
+            if m > part_priority.shape[0] or m > MAX_CACHED_PIECE:
+                long_pieces = record_long(long_pieces, long_count, start, m)
+                long_count += 1
+                cacheable = False
+            else:
+                for i in range(m):
+                    parts[i] = out[start + i]
+                m = merge_short_first(parts, m, first, part_priority)
+                for i in range(m):
+                    out[start + i] = parts[i]
+                out_pos = start + m
+        if cacheable:
+            if cache_used >= (cache_size * 3) // 4:  # evict everything: bounded and linear
+                for j in range(cache_size):
+                    cache[j, 0] = 0
+                cache_used = 0
+                slot = key_home(key, cache_mask)
+            cache[slot, 0] = key
+            cache[slot, 1] = pos
+            cache[slot, 2] = start
+            cache[slot, 3] = out_pos - start
+            cache_used += 1
+        pos = end
+    return out_pos, long_pieces, long_count

@@ -1,0 +1,549 @@
+"""Hugging Face ``tokenizer.json`` BPE pipelines: the frozen tokenizer (kind ``"hf-bpe"``) and its loader.
+
+``encode(text)`` gives exactly the ids of Hugging Face ``tokenizers``
+``Tokenizer.encode(text, add_special_tokens=False)`` with ``encode_special_tokens = True``: the text
+of a *special* added token inside a document is ordinary text (a corpus cannot inject control
+tokens), non-special added tokens are always matched. ``encode_with_specials(text)`` (or a
+tokenizer built with ``match_special=True``) matches special tokens too, as Hugging Face does by
+default: rendered chat templates need it. The order is Hugging Face's:
+
+1. added tokens are split out of the text (``hf_components.AddedVocabulary``), the ones with
+   ``normalized: false`` first;
+2. every remaining part is normalized, then its ``normalized: true`` added tokens are split out;
+3. the pre-tokenizer steps cut each part into pieces (``engine.kernels.hf_split``; see
+   ``hf_components`` for each component), on the part's UTF-8 bytes;
+4. the ``BPE`` model merges each piece (``engine.kernels.hf_bpe``): over bytes when a ``ByteLevel``
+   step mapped the text and the vocabulary holds the 256 byte characters, else over characters
+   (``byte_fallback``: ``<0xXX>`` tokens; ``unk_token`` and ``fuse_unk``; ``ignore_merges``: a
+   piece that is itself a token is that token). Merges are ranked by their position in the file
+   (a pair listed twice keeps its last rank, as Hugging Face's map does).
+
+Model options ``dropout`` (other than null or 0), ``continuing_subword_prefix`` and
+``end_of_word_suffix`` are refused by name, as is any component ``hf_components`` does not list.
+``Metaspace`` with ``prepend_scheme: first`` is refused after a ``Strip``, ``Prepend`` or
+``Replace`` normalizer (Hugging Face then decides "first" from alignments these rules do not keep).
+
+Documents are wrapped by the tokens the caller names (``bos=`` and ``eos=``, both or neither),
+else by the file's: ``default_bos`` is the ``bos_token`` of ``tokenizer_config.json`` when its
+``add_bos_token`` is true, none when it is false, else the special token the ``post_processor``
+writes before a text (None: the tokenizer adds no BOS, as Qwen's); ``default_eos`` is the
+``eos_token`` of ``tokenizer_config.json`` / ``special_tokens_map.json``, else the token the
+``post_processor`` writes after a text, else a conventional end token among the specials
+(``<|endoftext|>``, ``</s>``, ``<eos>``, ``<|end_of_text|>``), else the only special token.
+Without a BOS, documents start with the EOS token (GPT-2 style); a file with no special token at
+all gets ``<|endoftext|>`` after its last id. ``decode(ids)`` runs the file's decoder (special
+tokens decode to nothing), so ``decode(encode(t))`` is ``t`` as normalized, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from engine.errors import TokenizerError
+from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache, self_merging_tokens
+from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces
+from engine.kernels.hf_bpe import build_span_table, encode_byte_pieces, encode_char_pieces
+from engine.kernels.hf_split import MERGED_NEXT, compact, edit_pieces, find_literal, split_classes, split_matches, split_words
+from engine.kernels.pretokenize import pretokenize_ends
+from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_file_id, check_ids, register_tokenizer
+from engine.tokenizers.byte_bpe import bytes_to_unicode
+from engine.tokenizers.interop import _added_tokens, load_hf_tokenizer_json
+from engine.tokenizers.hf_components import (WHITE, WORD, AddedToken, AddedVocabulary, build_decoder, build_normalizer,
+                                             byte_flags, char_flags, parse_pre_tokenizer, post_processor_wrappers)
+from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
+from engine.tokenizers.unicode_tables import code_point_classes
+
+__all__ = ["HfBpeTokenizer", "load_hf_pipeline", "load_hf_file", "read_model_folder"]
+
+ENDOFTEXT = "<|endoftext|>"
+_END_TOKENS = (ENDOFTEXT, "</s>", "<eos>", "<|end_of_text|>")
+_NO_BOOL = object()
+
+
+def _power_of_two_at_least(n: int) -> int:
+    size = 16
+    while size < n:
+        size <<= 1
+    return size
+
+
+def _starts_with(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, prefix: np.ndarray) -> np.ndarray:
+    """bool per piece ``[starts[i], ends[i])``: it begins with the bytes ``prefix``."""
+    ok = np.ones(starts.shape[0], dtype=np.bool_)
+    for j, b in enumerate(prefix.tolist()):
+        pos = starts + j
+        inside = pos < ends
+        ok &= inside
+        ok[inside] &= buf[pos[inside]] == b
+    return ok
+
+
+def _token_name(value) -> str | None:
+    """A token named in tokenizer_config.json: a string, ``{"content": ...}`` or null."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) and value else None
+
+
+@register_tokenizer
+class HfBpeTokenizer(Tokenizer):
+    """A ``tokenizer.json`` BPE pipeline, frozen; ``data`` is the file's JSON object."""
+
+    kind = "hf-bpe"
+    thread_safe_encode = True
+
+    def __init__(self, data: dict, *, config: dict | None = None, bos: str | None = None, eos: str | None = None,
+                 match_special: bool = False, source: str = "tokenizer.json"):
+        if not isinstance(data, dict):
+            raise TokenizerError(f"{source}: expected a JSON object with a \"model\", got {type(data).__name__}")
+        self.data, self.config, self.match_special = data, dict(config or {}), bool(match_special)
+        self.source = source
+        self._read_model(data.get("model"), source)
+        self.normalize, normalizers = build_normalizer(data.get("normalizer"), source)
+        self._read_added(data.get("added_tokens"), source)
+        self.steps = parse_pre_tokenizer(data.get("pre_tokenizer"), source)
+        if any(s[0] == "metaspace" and s[2] == "first" for s in self.steps):
+            clash = [k for k in normalizers if k in ("Strip", "Prepend", "Replace")]
+            if clash:
+                raise TokenizerError(f"{source}: Metaspace prepend_scheme 'first' after a {clash[0]} normalizer is "
+                                     "not supported (expected no Strip, Prepend or Replace normalizer with it)")
+        self.added = AddedVocabulary(self.added_tokens, self.normalize)
+        self._decoder = build_decoder(data.get("decoder"), source)
+        self._choose_wrappers(bos, eos, source)
+        self._byte_level = any(s[0] == "bytelevel" for s in self.steps) and self._build_byte_tables()
+        if not self._byte_level:
+            self._build_char_tables()
+
+    # -- reading ------------------------------------------------------------------------------
+    def _read_model(self, model, source: str) -> None:
+        if not isinstance(model, dict) or model.get("type", "BPE") != "BPE" or "vocab" not in model:
+            kind = model.get("type") if isinstance(model, dict) else None
+            raise TokenizerError(f"{source}: model {kind!r} is not supported (expected a \"model\" of type \"BPE\")")
+        if model.get("dropout") not in (None, 0, 0.0):
+            raise TokenizerError(f"{source}: BPE option dropout={model['dropout']!r} is not supported (expected null)")
+        for option in ("continuing_subword_prefix", "end_of_word_suffix"):
+            if model.get(option):
+                raise TokenizerError(f"{source}: BPE option {option}={model[option]!r} is not supported (expected null)")
+        vocab, merges = model.get("vocab"), model.get("merges", [])
+        if not isinstance(vocab, dict) or not isinstance(merges, list):
+            raise TokenizerError(f"{source}: model needs a \"vocab\" object and a \"merges\" list")
+        if not vocab:
+            raise TokenizerError(f"{source}: the model's \"vocab\" is empty")
+        owner: dict[int, str] = {}
+        for text, value in vocab.items():
+            i = check_file_id(value, f"{source}: vocab token {text!r:.40}")
+            if i in owner:
+                raise TokenizerError(f"{source}: vocab tokens {owner[i]!r:.40} and {text!r:.40} share id {i}")
+            owner[i] = text
+        self.vocab: dict[str, int] = dict(vocab)
+        ranks: dict[tuple[int, int], int] = {}
+        for k, merge in enumerate(merges):
+            parts = merge.split(" ") if isinstance(merge, str) else merge
+            if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(p, str) and p in vocab for p in parts):
+                raise TokenizerError(f"{source}: merge {k} {merge!r}: expected two vocabulary tokens")
+            if parts[0] + parts[1] not in vocab:
+                raise TokenizerError(f"{source}: merge {k} {merge!r} makes {parts[0] + parts[1]!r}, which is not in "
+                                     "the vocabulary")
+            ranks[(vocab[parts[0]], vocab[parts[1]])] = k  # a pair listed twice keeps its last rank
+        self.merge_ranks = ranks
+        self.byte_fallback = bool(model.get("byte_fallback"))
+        self.fuse_unk = bool(model.get("fuse_unk"))
+        self.ignore_merges = bool(model.get("ignore_merges"))
+        unk = model.get("unk_token")
+        if unk is not None and unk not in vocab:
+            raise TokenizerError(f"{source}: unk_token {unk!r} is not in the vocabulary")
+        self.unk_id = -1 if unk is None else vocab[unk]
+
+    def _read_added(self, added_tokens, source: str) -> None:
+        if added_tokens is None:
+            added_tokens = []
+        try:
+            _added_tokens(added_tokens)  # objects with a content and an id, none twice
+        except TokenizerError as exc:
+            raise TokenizerError(f"{source}: {exc}") from None
+        tokens: list[AddedToken] = []
+        for item in added_tokens:
+            i = int(item["id"])
+            special = bool(item.get("special", False))
+            tokens.append(AddedToken(i, item["content"], special, bool(item.get("normalized", not special)),
+                                     bool(item.get("single_word")), bool(item.get("lstrip")), bool(item.get("rstrip"))))
+        self.added_tokens = tokens
+        self.specials = {t.content: t.id for t in tokens if t.special}
+        size = max([*self.vocab.values(), *(t.id for t in tokens), -1]) + 1
+        names: list[str | None] = [None] * size
+        for text, i in self.vocab.items():
+            names[i] = text
+        for t in tokens:  # decoded in their normalized spelling, as Hugging Face decodes them
+            names[t.id] = self.normalize(t.content) if t.normalized and self.normalize is not None else t.content
+        self.id_to_token = names
+        self._special_ids = np.zeros(size, dtype=np.bool_)
+        self._special_ids[[t.id for t in tokens if t.special]] = True
+
+    def _choose_wrappers(self, bos: str | None, eos: str | None, source: str) -> None:
+        pp_bos, pp_eos = post_processor_wrappers(self.data.get("post_processor"), source)
+        config = self.config
+        if config.get("add_bos_token", _NO_BOOL) is True:
+            default_bos = _token_name(config.get("bos_token"))
+        elif config.get("add_bos_token", _NO_BOOL) is False:
+            default_bos = None
+        else:
+            default_bos = pp_bos
+        default_eos = _token_name(config.get("eos_token")) or pp_eos
+        if default_eos is None:
+            default_eos = next((t for t in _END_TOKENS if t in self.specials), None)
+        if default_eos is None and len(self.specials) == 1:
+            default_eos = next(iter(self.specials))
+        notes: list[str] = []
+        if default_eos is None and default_bos is None and bos is None and eos is None:
+            self.extra_token = len(self.id_to_token)  # like a tiktoken rank file: documents need a wrapping token
+            self.id_to_token.append(ENDOFTEXT)
+            self._special_ids = np.append(self._special_ids, True)
+            self.specials[ENDOFTEXT] = self.extra_token
+            default_eos = ENDOFTEXT
+            notes.append(f"the file names no special tokens: {ENDOFTEXT} added as id {self.extra_token}, "
+                         "wrapping every document")
+        else:
+            self.extra_token = None
+        self.default_bos, self.default_eos = default_bos, default_eos
+        if (bos is None) != (eos is None):
+            given, missing = ("bos", "eos") if eos is None else ("eos", "bos")
+            value = bos if eos is None else eos
+            raise TokenizerError(f"{source}: {given} token {value!r} given without {missing}: name both (CLI: --bos "
+                                 f"and --eos; the same token twice, e.g. --bos {value!r} --eos {value!r}, wraps "
+                                 "documents GPT-2 style)")
+        if bos is None:
+            bos, eos = default_bos or default_eos, default_eos or default_bos
+            if default_bos is None:
+                notes.append(f"the tokenizer adds no BOS token: documents start with {eos!r}")
+        ids = {name: i for i, name in enumerate(self.id_to_token) if name is not None}
+        for name, value in (("bos", bos), ("eos", eos)):
+            if value not in ids:
+                raise TokenizerError(f"{source}: {name} token {value!r} is not a token of the file")
+        self.bos, self.eos = bos, eos
+        self.bos_id, self.eos_id = ids[bos], ids[eos]
+        self.notes = tuple(notes)
+
+    # -- model tables -------------------------------------------------------------------------
+    def _merge_columns(self, keep) -> tuple[np.ndarray, ...]:
+        lefts, rights, made, priorities = [], [], [], []
+        for (a, b), rank in sorted(self.merge_ranks.items(), key=lambda kv: kv[1]):
+            if keep(a) and keep(b):
+                lefts.append(a), rights.append(b), priorities.append(rank)
+                made.append(self.vocab[self.id_to_model[a] + self.id_to_model[b]])
+        return tuple(np.asarray(c, dtype=np.int64) for c in (lefts, rights, made, priorities))
+
+    def _build_byte_tables(self) -> bool:
+        """Tables of the byte encoder, or False when the vocabulary lacks one of the 256 byte characters."""
+        table = bytes_to_unicode()
+        to_byte = {c: b for b, c in table.items()}
+        self.id_to_model = {i: t for t, i in self.vocab.items()}
+        if not all(table[b] in self.vocab for b in range(256)):
+            return False
+        size = len(self.id_to_token)
+        tokens: list[bytes | None] = [None] * size
+        for text, i in self.vocab.items():
+            if all(c in to_byte for c in text):
+                tokens[i] = bytes(to_byte[c] for c in text)
+        self._byte_ids = np.array([self.vocab[table[b]] for b in range(256)], dtype=np.int64)
+        lengths = np.array([0 if t is None else len(t) for t in tokens], dtype=np.int64)
+        self._token_offsets = np.zeros(size + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self._token_offsets[1:])
+        self._token_pool = np.frombuffer(b"".join(t for t in tokens if t is not None), dtype=np.uint8)
+        entries = self._merge_columns(lambda i: tokens[i] is not None)
+        pairs, nexts = build_pair_table(entries[0], entries[1])
+        self._merge_table = (pairs, nexts, *entries[2:])
+        self._first = first_entry_table(pairs, entries[2], entries[3])
+        if self.ignore_merges:
+            wanted = lengths >= 2
+        else:
+            wanted = self_merging_tokens(self._token_pool, self._token_offsets, self._byte_ids, pairs, nexts,
+                                         *entries)
+        self._piece_table = np.zeros((_power_of_two_at_least(2 * int(wanted.sum()) + 1), 2), dtype=np.uint64)
+        build_piece_table(self._token_pool, self._token_offsets, wanted, self._piece_table)
+        self._piece_caches: list = []
+        self._mapped_cps = np.array([ord(table[b]) for b in range(256)], dtype=np.uint32)
+        return True
+
+    def _build_char_tables(self) -> None:
+        self.id_to_model = {i: t for t, i in self.vocab.items()}
+        singles = {ord(t): i for t, i in self.vocab.items() if len(t) == 1}
+        self._char_ids = np.full(max(singles, default=0) + 1, -1, dtype=np.int64)
+        for c, i in singles.items():
+            self._char_ids[c] = i
+        self._fallback_ids = np.array([self.vocab.get(f"<0x{b:02X}>", -1) for b in range(256)], dtype=np.int64)
+        entries = self._merge_columns(lambda i: True)
+        pairs, nexts = build_pair_table(entries[0], entries[1])
+        self._merge_table = (pairs, nexts, *entries[2:])
+        self._first = first_entry_table(pairs, entries[2], entries[3])
+        whole = [(t, i) for t, i in self.vocab.items() if len(t) >= 2] if self.ignore_merges else []
+        pool = "".join(t for t, _ in whole).encode("utf-32-le")
+        self._whole_pool = np.frombuffer(pool, dtype=np.uint32) if pool else np.zeros(0, dtype=np.uint32)
+        self._whole_offsets = np.zeros(len(whole) + 1, dtype=np.int64)
+        np.cumsum(np.array([len(t) for t, _ in whole], dtype=np.int64), out=self._whole_offsets[1:])
+        self._whole_ids = np.array([i for _, i in whole], dtype=np.int64)
+        self._whole_slots = build_span_table(self._whole_pool, self._whole_offsets)
+        table = bytes_to_unicode()
+        self._mapped_cps = np.array([ord(table[b]) for b in range(256)], dtype=np.uint32)
+
+    # -- encoding -----------------------------------------------------------------------------
+    def _encode(self, text: str, document_id: str | None) -> np.ndarray:
+        return self._encode_text(text, document_id, self.match_special)
+
+    def encode_with_specials(self, text: str) -> np.ndarray:
+        """Content ids of ``text`` with special added tokens matched as special (Hugging Face's default)."""
+        if not isinstance(text, str):
+            raise TokenizerError(f"{self.kind} encode_with_specials: text is {type(text).__name__}, expected str")
+        return self._encode_text(text, None, True)
+
+    def _encode_text(self, text: str, document_id: str | None, match_special: bool) -> np.ndarray:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            utf8_bytes(text, document_id)  # raises, naming the offset
+        skip = not match_special
+        parts: list[np.ndarray] = []
+        for token, start, stop in self.added.split(text, False, skip):
+            if token is not None:
+                parts.append(np.array([token], dtype=np.uint32))
+                continue
+            segment = text[start:stop]
+            normalized = self.normalize(segment) if self.normalize is not None else segment
+            for token2, s2, e2 in self.added.split(normalized, True, skip):
+                if token2 is not None:
+                    parts.append(np.array([token2], dtype=np.uint32))
+                elif e2 > s2:
+                    parts.append(self._encode_segment(normalized[s2:e2], start == 0 and s2 == 0))
+        if not parts:
+            return np.empty(0, dtype=np.uint32)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _pieces(self, text: str, first: bool) -> tuple[np.ndarray, np.ndarray, bool]:
+        """``(buffer, piece ends, mapped)`` of one normalized part after the pre-tokenizer steps."""
+        buf = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        ends = np.array([buf.shape[0]], dtype=np.int64)
+        mapped, at_zero = False, first
+        for step in self.steps:
+            if not ends.shape[0]:
+                break
+            kind = step[0]
+            if kind == "scan":
+                bounds = np.zeros(ends.shape[0] + 1, dtype=np.int64)
+                bounds[1:] = ends
+                out = np.empty(buf.shape[0], dtype=np.int64)
+                ends = out[:pretokenize_ends(buf, bounds, code_point_classes(), pattern_code(step[1]), out)]
+                continue
+            if kind == "bytelevel":
+                if step[1]:
+                    starts = np.concatenate([[0], ends[:-1]])
+                    flags = buf[starts] != 0x20
+                    if flags.any():
+                        buf, ends = edit_pieces(buf, ends, np.frombuffer(b" ", np.uint8), flags, False,
+                                                np.zeros(0, np.uint8))
+                mapped = True
+                continue
+            if kind == "metaspace":
+                _, replacement, scheme, split = step
+                rep = np.frombuffer(replacement.encode("utf-8"), dtype=np.uint8)
+                starts = np.concatenate([[0], ends[:-1]])
+                flags = (buf[starts] != 0x20) & ~_starts_with(buf, starts, ends, rep)
+                if scheme == "never":
+                    flags[:] = False
+                elif scheme == "first":
+                    flags[1:] = False
+                    flags[0] &= at_zero
+                buf, ends = edit_pieces(buf, ends, rep, flags, True, rep)
+                if split:
+                    starts, ends, n = split_classes(buf, ends, char_flags(), byte_flags(), False, 0, ord(replacement),
+                                                    MERGED_NEXT, False)
+                    ends = ends[:n]
+                continue
+            if kind == "split":
+                _, pattern, behavior, invert = step
+                ms, me, mp = self._matches(pattern, buf, ends, mapped)
+                starts, new_ends, n = split_matches(ends, ms, me, mp, ms.shape[0], behavior, invert)
+            elif kind == "classes":
+                _, mask, target, behavior = step
+                starts, new_ends, n = split_classes(buf, ends, char_flags(), byte_flags(), mapped, mask, target,
+                                                    behavior, False)
+            else:  # words
+                starts, new_ends, n = split_words(buf, ends, char_flags(), byte_flags(), mapped, WORD, WHITE)
+            starts, new_ends = starts[:n], new_ends[:n]
+            at_zero = at_zero and n > 0 and starts[0] == 0
+            if n and (starts[0] != 0 or new_ends[-1] != buf.shape[0] or (starts[1:] != new_ends[:-1]).any()):
+                buf, new_ends = compact(buf, starts, new_ends, n)
+            elif not n:
+                buf = buf[:0]
+            ends = new_ends
+        return buf, ends, mapped
+
+    def _matches(self, pattern, buf: np.ndarray, ends: np.ndarray, mapped: bool):
+        """``(starts, ends, piece)`` of the pattern's matches in every piece (absolute byte offsets)."""
+        kind, value = pattern
+        if kind == "string" and not mapped:
+            s, e, p, n = find_literal(buf, ends, np.frombuffer(value, dtype=np.uint8))
+            return s[:n], e[:n], p[:n]
+        found_s, found_e, found_p = [], [], []
+        start = 0
+        for p, end in enumerate(ends.tolist()):
+            piece = buf[start:end]
+            if mapped:  # the piece as GPT-2 byte characters
+                chars = self._mapped_cps[piece]
+                text = "".join(map(chr, chars.tolist())).encode("utf-8")
+                widths = np.where(chars < 0x80, 1, 2)
+                offsets = np.zeros(piece.shape[0] + 1, dtype=np.int64)
+                np.cumsum(widths, out=offsets[1:])
+            else:
+                text = piece.tobytes()
+            if kind == "string":
+                literal, spans, at = value.decode("utf-8").encode("utf-8"), [], text.find(value)
+                while at >= 0:
+                    spans.append((at, at + len(literal)))
+                    at = text.find(value, at + len(literal))
+                spans = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+            else:
+                spans = np.asarray(value.find_spans(text), dtype=np.int64).reshape(-1, 2)
+            if spans.shape[0]:
+                if mapped:
+                    spans = np.searchsorted(offsets, spans)
+                found_s.append(spans[:, 0] + start)
+                found_e.append(spans[:, 1] + start)
+                found_p.append(np.full(spans.shape[0], p, dtype=np.int64))
+            start = end
+        if not found_s:
+            empty = np.empty(0, dtype=np.int64)
+            return empty, empty, empty
+        return np.concatenate(found_s), np.concatenate(found_e), np.concatenate(found_p)
+
+    def _encode_segment(self, text: str, first: bool) -> np.ndarray:
+        buf, ends, mapped = self._pieces(text, first)
+        if not ends.shape[0]:
+            return np.empty(0, dtype=np.uint32)
+        pairs, nexts, made, priorities = self._merge_table
+        if self._byte_level:
+            out = np.empty(buf.shape[0] + 1, dtype=np.uint32)
+            try:
+                cache = self._piece_caches.pop()  # atomic: a cache is in one call at a time
+            except IndexError:
+                cache = new_piece_cache(1 << 16, 1 << 19, 1 << 17)
+            try:
+                count, long_pieces, long_count = encode_byte_pieces(
+                    buf, ends, self._byte_ids, self._first, self._piece_table, self._token_pool, self._token_offsets,
+                    *cache, out)
+            finally:
+                self._piece_caches.append(cache)
+        else:
+            if mapped:
+                cps, cp_ends = self._mapped_cps[buf], ends
+            else:
+                cps = np.frombuffer(buf.tobytes().decode("utf-8").encode("utf-32-le"), dtype=np.uint32)
+                lead = np.cumsum((buf & 0xC0) != 0x80)
+                cp_ends = lead[ends - 1].astype(np.int64)
+            out = np.empty(4 * cps.shape[0] + 1, dtype=np.uint32)
+            count, long_pieces, long_count = encode_char_pieces(
+                cps, cp_ends, self._char_ids, self._fallback_ids, self.byte_fallback, self.unk_id, self.fuse_unk,
+                self.ignore_merges, self._whole_pool, self._whole_offsets, self._whole_slots, self._whole_ids,
+                self._first, 1 << 16, out)
+        if long_count:
+            count = merge_long_pieces(out, np.array([0, count], dtype=np.int64), long_pieces, long_count, 0, False,
+                                      pairs, nexts, made, priorities)
+        return out[:count].copy()
+
+    # -- decoding -----------------------------------------------------------------------------
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        ids = check_ids(ids, self.vocab_size, self.kind)
+        names = self.id_to_token
+        tokens = [names[i] for i in ids.tolist() if not self._special_ids[i] and names[i] is not None]
+        return self._decoder(tokens)
+
+    def tokenize(self, text: str) -> list[str]:
+        """The tokens of ``text`` as the file spells them."""
+        return [self.id_to_token[i] for i in self.encode(text).tolist()]
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.id_to_token)
+
+    # -- file format --------------------------------------------------------------------------
+    def _payload(self) -> dict:
+        return {"tokenizer_json": self.data, "config": self.config, "bos": self.bos, "eos": self.eos,
+                "match_special": self.match_special}
+
+    @classmethod
+    def _from_payload(cls, payload: dict) -> "HfBpeTokenizer":
+        return cls(payload["tokenizer_json"], config=payload["config"], bos=payload["bos"], eos=payload["eos"],
+                   match_special=bool(payload["match_special"]), source="tokenizer payload")
+
+    def __reduce__(self):
+        return type(self)._from_payload, (self._payload(),)
+
+
+_CONFIG_KEYS = ("bos_token", "eos_token", "add_bos_token", "add_eos_token")
+
+
+def read_model_folder(path: Path) -> tuple[Path, dict]:
+    """``(tokenizer.json, config)`` of a model folder: the wrapper keys of ``tokenizer_config.json``,
+    completed by ``special_tokens_map.json`` (either may be missing)."""
+    tokenizer_json = path / "tokenizer.json"
+    if not tokenizer_json.is_file():
+        found = sorted(p.name for p in path.iterdir())[:8]
+        raise TokenizerError(f"{path}: a model folder needs a tokenizer.json (found {found})")
+    config: dict = {}
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        file = path / name
+        if not file.is_file():
+            continue
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise TokenizerError(f"{file}: not valid JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise TokenizerError(f"{file}: expected a JSON object")
+        for key in _CONFIG_KEYS:
+            if key in data and key not in config:
+                value = data[key]
+                config[key] = _token_name(value) if key.endswith("_token") else value
+    return tokenizer_json, config
+
+
+def load_hf_pipeline(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None,
+                     match_special: bool = False) -> HfBpeTokenizer:
+    """Read a ``tokenizer.json`` with a BPE model, or a model folder holding one."""
+    path = Path(path)
+    config: dict = {}
+    if path.is_dir():
+        path, config = read_model_folder(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise TokenizerError(f"{path}: cannot read tokenizer.json: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TokenizerError(f"{path}: not valid JSON ({exc})") from None
+    if isinstance(data, dict) and isinstance(data.get("model"), dict):
+        size = len(data["model"].get("vocab") or ()) + len(data.get("added_tokens") or ())
+        if size > MAX_VOCAB_SIZE:
+            raise TokenizerError(f"{path}: {size} tokens: expected at most {MAX_VOCAB_SIZE}")
+    return HfBpeTokenizer(data, config=config, bos=bos, eos=eos, match_special=match_special, source=str(path))
+
+
+def load_hf_file(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None) -> Tokenizer:
+    """A ``tokenizer.json`` (or model folder) as an engine tokenizer: a byte-level BPE file that
+    ``interop.load_hf_tokenizer_json`` reads (GPT-2's shape, every added token special) stays a
+    ``ByteBpeTokenizer``; every other file, and every model folder, is an ``HfBpeTokenizer``."""
+    path = Path(path)
+    if not path.is_dir():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            data = None
+        added = data.get("added_tokens") if isinstance(data, dict) else None
+        if isinstance(added, list) and all(isinstance(t, dict) and t.get("special") for t in added):
+            try:
+                return load_hf_tokenizer_json(path, bos=bos, eos=eos)
+            except TokenizerError:
+                pass
+    return load_hf_pipeline(path, bos=bos, eos=eos)
