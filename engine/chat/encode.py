@@ -1,0 +1,155 @@
+"""Chat and instruction examples to token ids and role flags (1 = the model is trained to produce it).
+
+Conversations. The tokens are the chat template's rendering (no BOS or EOS added: the template
+writes what the model sees), tokenized with the rendering's special tokens as special: the text is
+split on the tokenizer's added-token strings (``tokenizer.specials``), longest first at each
+leftmost match, as Hugging Face tokenizers split added tokens, each found string is its one id, and
+the text between is encoded as ordinary text. So the ids equal transformers'
+``apply_chat_template(messages, tokenize=True)`` for the same tokenizer and template.
+
+Role flags, per token, from character spans of the rendering:
+
+- with ``{% generation %}`` markers: a token is flagged when its characters overlap a marked span
+  (transformers' ``assistant_masks``; a token's characters are those of its bytes);
+- without markers: a token is flagged when its first character lies inside an assistant message's
+  content as rendered (``ChatTemplate.content_spans``), and so is the first special token that
+  starts at or after that content's end (the end-of-turn token that closes the turn);
+- ``train_on``: ``assistant`` (every assistant message), ``last-assistant`` (only the last
+  assistant message's span), ``all`` (every token).
+
+A conversation with no flagged token is an error (a template that renders no assistant content),
+never an all-zero mask.
+
+Prompt/completion with texts: ``[BOS?] + encode(prompt) + encode(completion) + [EOS]``, the two parts
+encoded apart (nothing merges across the boundary: the model trains on the context it sees at
+inference); flags 0 for BOS and prompt, 1 for completion and EOS. ``joint_differs`` tells whether
+encoding the two texts joined would give other ids. With message lists, prompt and completion are
+one conversation rendered by the template, and only the completion's assistant messages are flagged.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.chat.template import ChatTemplate, ChatTemplateError
+
+__all__ = ["TRAIN_ON", "ChatEncoder", "EncodedExample"]
+
+TRAIN_ON = ("assistant", "last-assistant", "all")
+
+
+@dataclass(frozen=True)
+class EncodedExample:
+    tokens: np.ndarray  # uint32
+    roles: np.ndarray  # uint8, one flag per token
+    joint_differs: bool = False
+
+
+class ChatEncoder:
+    """Encodes conversations and prompt/completion examples with one tokenizer and template."""
+
+    def __init__(self, tokenizer, template: ChatTemplate | None, *, train_on: str = "assistant",
+                 bos_id: int | None = None, eos_id: int | None = None):
+        if train_on not in TRAIN_ON:
+            raise ValueError(f"train_on={train_on!r}: expected one of {', '.join(TRAIN_ON)}")
+        self.tokenizer, self.template, self.train_on = tokenizer, template, train_on
+        self.bos_id, self.eos_id = bos_id, eos_id
+        specials = dict(getattr(tokenizer, "specials", {}) or {})
+        self.specials = specials
+        names = sorted(specials, key=len, reverse=True)
+        self._split = re.compile("|".join(map(re.escape, names))) if names else None
+        offsets = getattr(tokenizer, "_token_offsets", None)
+        if offsets is None:
+            raise ChatTemplateError(f"{type(tokenizer).__name__}: chat data needs a byte-level BPE tokenizer "
+                                    "(token byte lengths locate each token in the rendering)")
+        self._byte_lengths = np.diff(np.asarray(offsets, dtype=np.int64))
+
+    # -- tokens with their character spans ------------------------------------------------------
+    def tokenize_rendered(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(ids uint32, character starts, character ends, is-special) of a rendering."""
+        pieces: list[tuple[int, str, bool]] = []
+        at = 0
+        if self._split is not None:
+            for match in self._split.finditer(text):
+                if match.start() > at:
+                    pieces.append((at, text[at:match.start()], False))
+                pieces.append((match.start(), match.group(), True))
+                at = match.end()
+        if at < len(text):
+            pieces.append((at, text[at:], False))
+        ordinary = [p for _, p, special in pieces if not special]
+        encoded = iter(self.tokenizer.encode_batch(ordinary) if ordinary else [])
+        ids, starts, ends, special = [], [], [], []
+        for position, piece, is_special in pieces:
+            if is_special:
+                ids.append(np.array([self.specials[piece]], np.uint32))
+                starts.append(np.array([position], np.int64))
+                ends.append(np.array([position + len(piece)], np.int64))
+                special.append(np.ones(1, bool))
+                continue
+            piece_ids = np.asarray(next(encoded), dtype=np.uint32)
+            byte_ends = np.cumsum(self._byte_lengths[piece_ids])
+            byte_starts = byte_ends - self._byte_lengths[piece_ids]
+            if piece.isascii():
+                char_start, char_end = byte_starts, byte_ends
+            else:
+                data = np.frombuffer(piece.encode("utf-8", "surrogatepass"), np.uint8)
+                char_of_byte = np.cumsum((data & 0xC0) != 0x80) - 1
+                char_start = char_of_byte[byte_starts]
+                char_end = char_of_byte[byte_ends - 1] + 1
+            ids.append(piece_ids)
+            starts.append(char_start + position)
+            ends.append(char_end + position)
+            special.append(np.zeros(piece_ids.shape[0], bool))
+        if not ids:
+            return (np.empty(0, np.uint32), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool))
+        return np.concatenate(ids), np.concatenate(starts), np.concatenate(ends), np.concatenate(special)
+
+    # -- conversations ------------------------------------------------------------------------
+    def encode_conversation(self, messages: list[dict], where: str, *, flagged_from: int = 0) -> EncodedExample:
+        """``messages`` rendered, tokenized and flagged; ``flagged_from``: assistant messages before this
+        message index are context (conversational prompt/completion)."""
+        text, generation = self.template.render(messages, where)
+        ids, starts, ends, special = self.tokenize_rendered(text)
+        roles = np.zeros(ids.shape[0], np.uint8)
+        if self.train_on == "all":
+            roles[:] = 1
+        elif self.template.has_generation:
+            assistant_after = sum(1 for m in messages[flagged_from:] if m.get("role") == "assistant")
+            spans = generation[len(generation) - min(assistant_after, len(generation)):] if flagged_from else generation
+            if self.train_on == "last-assistant":
+                spans = spans[-1:]
+            for a, b in spans:
+                roles[(starts < b) & (ends > a)] = 1
+        else:
+            spans = self.template.content_spans(messages, text, where)
+            indices = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+            spans = [s for s, i in zip(spans, indices) if i >= flagged_from]
+            if self.train_on == "last-assistant":
+                spans = spans[-1:]
+            special_at = np.flatnonzero(special)
+            for a, b in spans:
+                roles[(starts >= a) & (starts < b)] = 1
+                after = special_at[starts[special_at] >= b]
+                if after.size:
+                    roles[after[0]] = 1
+        if not roles.any():
+            raise ChatTemplateError(f"{where}: the chat template {self.template.name} renders no assistant content "
+                                    "to train on (no token is flagged); expected at least one assistant message "
+                                    "with content the template shows")
+        return EncodedExample(ids, roles)
+
+    # -- prompt / completion --------------------------------------------------------------------
+    def encode_prompt_completion(self, prompt: str, completion: str) -> EncodedExample:
+        tok = self.tokenizer
+        p, c = tok.encode(prompt), tok.encode(completion)
+        head = [] if self.bos_id is None else [self.bos_id]
+        tail = [] if self.eos_id is None else [self.eos_id]
+        ids = np.concatenate([np.array(head, np.uint32), p, c, np.array(tail, np.uint32)]).astype(np.uint32)
+        roles = np.concatenate([np.zeros(len(head) + p.shape[0], np.uint8), np.ones(c.shape[0] + len(tail), np.uint8)])
+        joint = tok.encode(prompt + completion)
+        differs = joint.shape[0] != p.shape[0] + c.shape[0] or not np.array_equal(joint, np.concatenate([p, c]))
+        return EncodedExample(ids, roles, bool(differs))
