@@ -141,7 +141,7 @@ def remove_dead_staged(out: Path) -> None:
 
 def stage_outputs(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], *,
                   threads: int, seconds: dict[str, float] | None = None, read: ReadReport | None = None,
-                  resume: dict | None = None) -> tuple[PrepareResult, list[tuple[Path, Path]]]:
+                  resume: dict | None = None, extra: dict | None = None) -> tuple[PrepareResult, list[tuple[Path, Path]]]:
     """Write ``tokenizer.json`` and ``report.json`` to hidden temporaries in ``--out`` (see
     ``finish_report``); returns the result and the (temporary, final) pairs ``commit_outputs`` renames."""
     out_dir = options.out_dir
@@ -153,6 +153,7 @@ def stage_outputs(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partiti
         tok.save(staged_tokenizer)
         report = _report(options, tok, tallies, tokenizer_path, threads=threads, seconds=seconds, read=read,
                          resume=resume)
+        report.update(extra or {})  # e.g. "chat": what chat data prepare read, its template and wrappers
         staged_report.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     except BaseException:
         drop_staged(staged)
@@ -182,7 +183,7 @@ class StagedOutputs:
         self.files: list[tuple[Path, Path]] = []
 
     def stage(self, tok: Tokenizer, tallies: dict[Partition, PartitionTally], **report: Any) -> None:
-        """Write both outputs to hidden temporaries (``report``: ``seconds``, ``read``, ``resume``)."""
+        """Write both outputs to hidden temporaries (``report``: ``seconds``, ``read``, ``resume``, ``extra``)."""
         self.result, files = stage_outputs(self.options, tok, tallies, threads=self.threads, **report)
         self.files.extend(files)
 

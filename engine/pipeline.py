@@ -81,6 +81,10 @@ def run(options: PrepareOptions) -> PrepareResult:
     """Run ``options`` on its executor (a continuous text is one document per partition: local),
     through ``run_checked``: ``--out`` is checked first, an interrupt during a kernel is a
     ``KeyboardInterrupt``."""
+    if options.format in ("messages", "prompt-completion"):
+        from engine.chat_local import run_chat  # chat and instruction data: templates, role flags
+
+        return run_checked(run_chat, options)
     if options.executor == "ray" and not options.continuous:
         from engine.distributed import run_on_ray  # Ray loads only when asked for
 

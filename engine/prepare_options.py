@@ -157,6 +157,12 @@ class PrepareOptions:
     ``ray`` (``ray_address`` to join a cluster). ``resume`` keeps an interrupted local run's files.
     ``hash_split``: a mapping, three numbers (train, validation, test) or ``"R,R,R"``; stored as the
     mapping (``hash_split_ratios``). ``limits``: the sizes the run cuts its work into (``PrepareLimits``).
+    ``format``: ``text``, ``messages`` or ``prompt-completion`` (None: detected from the first
+    record's fields, ``engine.chat.records``), with ``messages_column`` / ``prompt_column`` /
+    ``completion_column``; chat data takes a tokenizer file or a model folder (``tokenizer`` =
+    DIR holding tokenizer.json and tokenizer_config.json), ``chat_template`` (a .jinja file or a
+    tokenizer_config.json; default the folder's), ``train_on`` (assistant, last-assistant, all) and
+    ``bos`` / ``eos`` (token strings, ``bos="none"``: no BOS; default what tokenizer_config.json says).
     Derived: ``continuous`` (one ``.txt`` file, split by position) and ``fit`` (None for a file).
     """
 
@@ -182,6 +188,14 @@ class PrepareOptions:
     executor: str = "local"
     ray_address: str | None = None
     limits: PrepareLimits = PrepareLimits()
+    format: str | None = None
+    messages_column: str = "messages"
+    prompt_column: str = "prompt"
+    completion_column: str = "completion"
+    chat_template: str | None = None
+    train_on: str = "assistant"
+    bos: str | None = None
+    eos: str | None = None
     continuous: bool = field(init=False, default=False)
     fit: FitOptions | None = field(init=False, default=None)
 
@@ -217,6 +231,49 @@ class PrepareOptions:
                     raise ConfigurationError(f"--{option.replace('_', '-')} applies when prepare fits a tokenizer "
                                              f"(--tokenizer {', '.join(fittable_kinds())}), not to a tokenizer file")
         self._resolve_corpus()
+        self._resolve_format()
+
+    def _resolve_format(self) -> None:
+        from engine.chat.encode import TRAIN_ON
+        from engine.chat.records import FORMATS, detect_format
+
+        if self.format is not None and self.format not in FORMATS:
+            raise ConfigurationError(f"--format {self.format!r} is unknown (expected one of: {', '.join(FORMATS)})")
+        if self.train_on not in TRAIN_ON:
+            raise ConfigurationError(f"--train-on {self.train_on!r} is unknown (expected one of: {', '.join(TRAIN_ON)})")
+        fmt = self.format
+        if fmt is None:
+            fmt = "text" if self.continuous else detect_format(
+                self.corpus, messages_column=self.messages_column, prompt_column=self.prompt_column,
+                completion_column=self.completion_column)
+            self._set("format", fmt)
+        if fmt == "text":
+            if self.chat_template is not None or self.train_on != "assistant":
+                raise ConfigurationError("--chat-template and --train-on apply to chat data (--format messages or "
+                                         "prompt-completion)")
+            return
+        if self.continuous:
+            raise ConfigurationError(f"{self.corpus}: a continuous text holds no {fmt} records")
+        if self.fit is not None:
+            raise ConfigurationError(f"--format {fmt}: chat data is encoded with a model's tokenizer; pass --tokenizer "
+                                     "DIR (a folder with tokenizer.json and tokenizer_config.json) or FILE")
+        if self.executor != "local" or self.resume:
+            raise ConfigurationError(f"--format {fmt} runs on --executor local, without --resume")
+        if self.chat_template is not None and not Path(self.chat_template).exists():
+            raise ConfigurationError(f"--chat-template {self.chat_template}: file not found (expected FILE.jinja "
+                                     "or tokenizer_config.json)")
+
+    @property
+    def tokenizer_file(self) -> Path:
+        """The tokenizer file (``tokenizer.json`` of a model folder)."""
+        path = Path(self.tokenizer)
+        return path / "tokenizer.json" if path.is_dir() else path
+
+    @property
+    def tokenizer_config(self) -> Path | None:
+        """The model folder's (or the tokenizer file's sibling) tokenizer_config.json, if there is one."""
+        config = self.tokenizer_file.with_name("tokenizer_config.json")
+        return config if config.is_file() else None
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)  # resolving fields on construction; frozen afterwards
@@ -272,4 +329,4 @@ class PrepareOptions:
 
     def load_tokenizer(self) -> Tokenizer:
         """The tokenizer file's tokenizer (only when ``fit`` is None)."""
-        return load_tokenizer(self.tokenizer, pattern=self.pattern)
+        return load_tokenizer(self.tokenizer_file, pattern=self.pattern)

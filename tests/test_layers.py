@@ -42,7 +42,7 @@ LAYERS = [
     ("batch sources", ["engine.windows", "engine.batches", "engine.packing", "engine.packed", "engine.mixing",
                        "engine.masks", "engine.block_masks", "engine.loss", "engine.audit", "engine.epoch_index"]),
     ("prepare steps", ["engine.prepare_options", "engine.outputs", "engine.steps"]),
-    ("executors", ["engine.local", "engine.distributed"]),
+    ("executors", ["engine.local", "engine.distributed", "engine.chat_local"]),
     ("dispatch", ["engine.pipeline", "engine.warmup"]),
     ("CLI and torch", ["engine.cli", "engine.__main__", "engine.commands", "engine.commands.*", "engine.torch"]),
 ]

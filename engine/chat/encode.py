@@ -153,3 +153,29 @@ class ChatEncoder:
         joint = tok.encode(prompt + completion)
         differs = joint.shape[0] != p.shape[0] + c.shape[0] or not np.array_equal(joint, np.concatenate([p, c]))
         return EncodedExample(ids, roles, bool(differs))
+
+
+def resolve_wrappers(tokenizer, config: dict | None, bos: str | None, eos: str | None, source: str = "tokenizer"
+                     ) -> tuple[str | None, int | None, str | None, int | None]:
+    """(bos token, bos id, eos token, eos id) that wrap documents: ``bos`` / ``eos`` as given (a special
+    token's string, or ``"none"``), else what ``tokenizer_config.json`` names (``bos_token: null``: no
+    BOS, as Qwen's), else the tokenizer's own. An id is None for "none"."""
+    from engine.chat.template import _token_string
+
+    specials = dict(getattr(tokenizer, "specials", {}) or {})
+    out: list = []
+    for name, given, own in (("bos", bos, getattr(tokenizer, "bos", None)), ("eos", eos, getattr(tokenizer, "eos", None))):
+        if given is None:
+            key = f"{name}_token"
+            given = _token_string(config.get(key)) if config is not None and key in config else own
+            if given is None:
+                out += [None, None]
+                continue
+        if given == "none":
+            out += [None, None]
+            continue
+        if given not in specials:
+            raise ChatTemplateError(f"{source}: --{name} {given!r} is not a special token of the tokenizer "
+                                    f"(specials: {', '.join(sorted(specials)[:12])}); expected one of them or none")
+        out += [given, specials[given]]
+    return tuple(out)
