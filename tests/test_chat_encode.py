@@ -174,3 +174,23 @@ def test_load_chat_template_from_config_and_folder(tmp_path):
     assert t.render([])[0] == "<s>x"
     (tmp_path / "t.jinja").write_text("{{ eos_token }}")
     assert load_chat_template(tmp_path / "t.jinja").render([])[0] == "</s>"
+
+
+@pytest.mark.parametrize("name", ["qwen2_5", "qwen2_5_training", "llama3", "llama3_training", "phi3", "gemma3"])
+@pytest.mark.parametrize("train_on", ["assistant", "last-assistant", "all"])
+def test_batched_encoding_equals_the_plain_twin(name, train_on, engine_tokenizer):
+    import json
+
+    from tests import naive_chat
+    from tests.chat_helpers import ROOT
+
+    conversations = CONVERSATIONS + [json.loads(line)["messages"]
+                                     for line in (ROOT / "data" / "chat.jsonl").read_text().splitlines()[:40]]
+    encoder = ChatEncoder(engine_tokenizer, ChatTemplate(trl_template(name), special_tokens=SPECIAL_STRINGS),
+                          train_on=train_on)
+    values, offsets, roles = encoder.encode_many(conversations, ["c"] * len(conversations))
+    assert offsets.shape == (len(conversations) + 1,) and offsets[-1] == values.shape[0] == roles.shape[0]
+    for i, conversation in enumerate(conversations):
+        ids, flags = naive_chat.encode_conversation(encoder, conversation)
+        assert values[offsets[i]:offsets[i + 1]].tolist() == ids.tolist()
+        assert roles[offsets[i]:offsets[i + 1]].tolist() == flags.tolist()

@@ -61,6 +61,8 @@ class ChatEncoder:
         self.specials = specials
         names = sorted(specials, key=len, reverse=True)
         self._split = re.compile("|".join(map(re.escape, names))) if names else None
+        self._split_keep = re.compile("(" + "|".join(map(re.escape, names)) + ")") if names else None
+        self._special_bytes = {name: len(name.encode("utf-8")) for name in names}
         offsets = getattr(tokenizer, "_token_offsets", None)
         if offsets is None:
             raise ChatTemplateError(f"{type(tokenizer).__name__}: chat data needs a byte-level BPE tokenizer "
@@ -112,35 +114,138 @@ class ChatEncoder:
     def encode_conversation(self, messages: list[dict], where: str, *, flagged_from: int = 0) -> EncodedExample:
         """``messages`` rendered, tokenized and flagged; ``flagged_from``: assistant messages before this
         message index are context (conversational prompt/completion)."""
-        text, generation = self.template.render(messages, where)
-        ids, starts, ends, special = self.tokenize_rendered(text)
-        roles = np.zeros(ids.shape[0], np.uint8)
+        values, _, roles = self.encode_many([messages], [where], [flagged_from])
+        return EncodedExample(values, roles)
+
+    # -- many conversations at once ---------------------------------------------------------------
+    def encode_many(self, conversations: list[list[dict]], wheres: list[str], flagged_from: list[int] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(values uint32, offsets int64, roles uint8)`` of many conversations: each rendered, then all
+        their ordinary text encoded in one call, positions and flags computed over the chunk's bytes
+        (the rules of ``encode_conversation``, byte for byte: a character lies in a span exactly when
+        its bytes do)."""
+        flagged_from = flagged_from or [0] * len(conversations)
+        texts: list[str] = []
+        spans: list[list[tuple[int, int]]] = []
+        for messages, where, first in zip(conversations, wheres, flagged_from):
+            text, generation = self.template.render(messages, where)
+            texts.append(text)
+            if self.train_on == "all":
+                spans.append([])
+                continue
+            if self.template.has_generation:
+                after = sum(1 for m in messages[first:] if m.get("role") == "assistant")
+                chosen = generation[len(generation) - min(after, len(generation)):] if first else generation
+            else:
+                found = self.template.content_spans(messages, text, where)
+                indices = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+                chosen = [span for span, i in zip(found, indices) if i >= first]
+            spans.append(chosen[-1:] if self.train_on == "last-assistant" else chosen)
+        # Pieces: ordinary texts (encoded together) and special tokens, in order.
+        ordinary: list[str] = []
+        piece_special: list[int] = []  # per piece: the special's id, or -1 for ordinary text
+        special_bytes: list[int] = []
+        pieces_per_text = np.empty(len(texts), np.int64)
+        split = self._split_keep.split if self._split_keep is not None else (lambda t: [t])
+        for n, text in enumerate(texts):
+            parts = split(text)
+            count = 0
+            for j, part in enumerate(parts):
+                if j % 2:
+                    piece_special.append(self.specials[part])
+                    special_bytes.append(self._special_bytes[part])
+                    count += 1
+                elif part:
+                    ordinary.append(part)
+                    piece_special.append(-1)
+                    count += 1
+            pieces_per_text[n] = count
+        kinds_array = np.array(piece_special, np.int64)
+        if ordinary:
+            wrapped, wrapped_offsets = self.tokenizer.encode_documents(ordinary)
+            keep = np.ones(wrapped.shape[0], bool)
+            keep[wrapped_offsets[:-1]] = False
+            keep[wrapped_offsets[1:] - 1] = False
+            ordinary_ids = wrapped[keep]
+            ordinary_counts = np.diff(wrapped_offsets) - 2
+        else:
+            ordinary_ids, ordinary_counts = np.empty(0, np.uint32), np.empty(0, np.int64)
+        is_ordinary = kinds_array < 0
+        counts = np.ones(kinds_array.shape[0], np.int64)
+        counts[is_ordinary] = ordinary_counts
+        piece_start = np.zeros(counts.shape[0] + 1, np.int64)
+        np.cumsum(counts, out=piece_start[1:])
+        total = int(piece_start[-1])
+        values = np.empty(total, np.uint32)
+        special = np.zeros(total, bool)
+        starts = piece_start[:-1]
+        ordinary_positions = np.repeat(starts[is_ordinary] - np.concatenate([[0], np.cumsum(ordinary_counts)[:-1]]),
+                                       ordinary_counts) + np.arange(ordinary_ids.shape[0])
+        values[ordinary_positions] = ordinary_ids
+        special_positions = starts[~is_ordinary]
+        values[special_positions] = kinds_array[~is_ordinary]
+        special[special_positions] = True
+        byte_lengths = np.empty(total, np.int64)
+        byte_lengths[ordinary_positions] = self._byte_lengths[ordinary_ids]
+        byte_lengths[special_positions] = np.array(special_bytes, np.int64)
+        byte_end = np.cumsum(byte_lengths)
+        byte_start = byte_end - byte_lengths
+        piece_offsets = np.zeros(len(texts) + 1, np.int64)
+        np.cumsum(pieces_per_text, out=piece_offsets[1:])
+        offsets = piece_start[piece_offsets]
+        text_bytes = np.zeros(len(texts) + 1, np.int64)
+        text_bytes[1:] = byte_end[offsets[1:] - 1] if total else 0
+        text_bytes[1:][offsets[1:] == offsets[:-1]] = 0  # an empty rendering (refused below)
+        text_bytes = np.maximum.accumulate(text_bytes)
+        roles = self._flags(texts, spans, text_bytes, byte_start, byte_end, special, total)
+        scored = np.add.reduceat(roles, offsets[:-1]) if total else np.zeros(len(texts), np.int64)
+        scored[offsets[1:] == offsets[:-1]] = 0
+        empty = np.flatnonzero(scored == 0)
+        if empty.size:
+            raise ChatTemplateError(f"{wheres[int(empty[0])]}: the chat template {self.template.name} renders no "
+                                    "assistant content to train on (no token is flagged); expected at least one "
+                                    "assistant message with content the template shows")
+        return values, offsets, roles
+
+    def _flags(self, texts, spans, text_bytes, byte_start, byte_end, special, total) -> np.ndarray:
+        roles = np.zeros(total, np.uint8)
         if self.train_on == "all":
             roles[:] = 1
-        elif self.template.has_generation:
-            assistant_after = sum(1 for m in messages[flagged_from:] if m.get("role") == "assistant")
-            spans = generation[len(generation) - min(assistant_after, len(generation)):] if flagged_from else generation
-            if self.train_on == "last-assistant":
-                spans = spans[-1:]
-            for a, b in spans:
-                roles[(starts < b) & (ends > a)] = 1
-        else:
-            spans = self.template.content_spans(messages, text, where)
-            indices = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
-            spans = [s for s, i in zip(spans, indices) if i >= flagged_from]
-            if self.train_on == "last-assistant":
-                spans = spans[-1:]
-            special_at = np.flatnonzero(special)
-            for a, b in spans:
-                roles[(starts >= a) & (starts < b)] = 1
-                after = special_at[starts[special_at] >= b]
-                if after.size:
-                    roles[after[0]] = 1
-        if not roles.any():
-            raise ChatTemplateError(f"{where}: the chat template {self.template.name} renders no assistant content "
-                                    "to train on (no token is flagged); expected at least one assistant message "
-                                    "with content the template shows")
-        return EncodedExample(ids, roles)
+            return roles
+        bounds = []
+        for n, (text, chosen) in enumerate(zip(texts, spans)):
+            if not chosen:
+                continue
+            if text.isascii():
+                bounds.extend((text_bytes[n] + a, text_bytes[n] + b) for a, b in chosen)
+            else:
+                sizes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+                widths = 1 + (sizes >= 0x80) + (sizes >= 0x800) + (sizes >= 0x10000)
+                at = np.zeros(len(text) + 1, np.int64)
+                np.cumsum(widths, out=at[1:])
+                bounds.extend((text_bytes[n] + at[a], text_bytes[n] + at[b]) for a, b in chosen)
+        if not bounds:
+            return roles
+        span_bounds = np.array(bounds, np.int64)
+        size = int(text_bytes[-1]) + 1
+        marks = np.zeros(size + 1, np.int64)
+        np.add.at(marks, span_bounds[:, 0], 1)
+        np.add.at(marks, span_bounds[:, 1], -1)
+        inside = np.cumsum(marks[:size]) > 0  # byte b lies in a span
+        if self.template.has_generation:  # overlap: some byte of the token lies in a span
+            prefix = np.zeros(size + 1, np.int64)
+            np.cumsum(inside, out=prefix[1:])
+            roles[(prefix[byte_end] - prefix[byte_start]) > 0] = 1
+            return roles
+        roles[inside[byte_start]] = 1  # the token's first byte lies in an assistant content
+        special_at = np.flatnonzero(special)
+        special_starts = byte_start[special_at]
+        after = np.searchsorted(special_starts, span_bounds[:, 1], side="left")
+        ends = np.searchsorted(text_bytes, span_bounds[:, 0], side="right")  # the span's text, 1-based
+        valid = after < special_at.shape[0]
+        valid[valid] &= special_starts[after[valid]] < text_bytes[ends[valid]]  # same conversation
+        roles[special_at[after[valid]]] = 1
+        return roles
 
     # -- prompt / completion --------------------------------------------------------------------
     def encode_prompt_completion(self, prompt: str, completion: str) -> EncodedExample:
