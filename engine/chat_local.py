@@ -75,19 +75,33 @@ def run_chat(options: PrepareOptions) -> PrepareResult:
     check = ManifestCheck(options.manifest(), str(options.corpus))
     tallies = {p: PartitionTally() for p in PARTITIONS}
     counts = {"examples": 0, "scored_tokens": 0, "joint_encoding_differs": 0}
-    pending = {p: ([], [], [], 0) for p in PARTITIONS}
+    pending: dict = {p: [] for p in PARTITIONS}
     size = options.limits.encode_chunk_documents
     limits = options.limits
 
     def flush(writer, part) -> None:
-        ids, tokens, roles, characters = pending[part]
-        if not ids:
+        records = pending[part]
+        if not records:
             return
-        offsets = np.zeros(len(ids) + 1, np.int64)
-        np.cumsum([t.shape[0] for t in tokens], out=offsets[1:])
-        writer.write_chunk(part, ids, np.concatenate(tokens), offsets, roles=np.concatenate(roles))
+        pending[part] = []
+        ids = [r.id for r in records]
+        if records[0].messages is not None:  # conversations: rendered and encoded together
+            values, offsets, roles = encoder.encode_many(
+                [r.messages for r in records], [r.where for r in records],
+                [len(r.prompt) if r.prompt is not None else 0 for r in records])
+            characters = sum(len(m.get("content") or "") for r in records for m in r.messages)
+        else:
+            examples = [encoder.encode_prompt_completion(r.prompt, r.completion) for r in records]
+            counts["joint_encoding_differs"] += sum(e.joint_differs for e in examples)
+            offsets = np.zeros(len(examples) + 1, np.int64)
+            np.cumsum([e.tokens.shape[0] for e in examples], out=offsets[1:])
+            values = np.concatenate([e.tokens for e in examples])
+            roles = np.concatenate([e.roles for e in examples])
+            characters = sum(len(r.prompt) + len(r.completion) for r in records)
+        counts["examples"] += len(records)
+        counts["scored_tokens"] += int(roles.sum()) - int(roles[offsets[:-1]].sum())  # targets: all but the first
+        writer.write_chunk(part, ids, values, offsets, roles=roles)
         tallies[part].add(chunk_tally(offsets, characters, options))
-        pending[part] = ([], [], [], 0)
 
     with StagedOutputs(options, threads=1) as outputs:
         with TokenStore.writer(options.store_path, tok, row_group_size=limits.store_row_group_rows,
@@ -97,24 +111,10 @@ def run_chat(options: PrepareOptions) -> PrepareResult:
                 part = check.partition_of(record.id)
                 if part is None:
                     continue
-                if record.messages is not None:
-                    flagged_from = len(record.prompt) if record.prompt is not None else 0
-                    example = encoder.encode_conversation(record.messages, record.where, flagged_from=flagged_from)
-                    characters = sum(len(m.get("content") or "") for m in record.messages)
-                else:
-                    example = encoder.encode_prompt_completion(record.prompt, record.completion)
-                    characters = len(record.prompt) + len(record.completion)
-                    counts["joint_encoding_differs"] += example.joint_differs
-                counts["examples"] += 1
-                counts["scored_tokens"] += int(example.roles.sum()) - int(example.roles[0])
-                ids, tokens, roles, chars = pending[part]
-                ids.append(record.id)
-                tokens.append(example.tokens)
-                roles.append(example.roles)
-                pending[part] = (ids, tokens, roles, chars + characters)
-                if len(ids) >= size:
+                pending[part].append(record)
+                if len(pending[part]) >= size:
                     flush(writer, part)
-                bar.update(1, characters)
+                bar.update(1, 0)
             check.finish()
             for part in PARTITIONS:
                 flush(writer, part)

@@ -147,6 +147,7 @@ def iter_records(path: str | Path, fmt: str, *, messages_column: str = "messages
     path = Path(path)
     id_key = id_column or "id"
     made: bool | None = None
+    conversational: tuple[bool, str] | None = None  # prompt-completion: message lists or texts, decided first
     for where, row, obj, name in _rows(path):
         if made is None:
             made = id_column is None and "id" not in obj
@@ -169,6 +170,13 @@ def iter_records(path: str | Path, fmt: str, *, messages_column: str = "messages
                 raise CorpusError(f'{where}: no field "{column}"; expected a prompt and a completion ({option} '
                                   "names another field)")
         prompt, completion = obj[prompt_column], obj[completion_column]
+        lists = not isinstance(prompt, str)
+        if conversational is None:
+            conversational = (lists, where)
+        elif conversational[0] != lists:
+            raise CorpusError(f'{where}: field "{prompt_column}" is {type(prompt).__name__}, but {conversational[1]} '
+                              f"holds {'message lists' if conversational[0] else 'texts'}; a corpus holds one kind of "
+                              "prompt/completion")
         if isinstance(prompt, str) and isinstance(completion, str):
             yield ChatRecord(doc_id, where, None, prompt, completion)
             continue
