@@ -216,6 +216,13 @@ def finish_report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partiti
     return outputs.result
 
 
+def _wrappers(options: PrepareOptions, tok: Tokenizer) -> dict:
+    """The special tokens around each text document: ``[BOS, content..., EOS]``, or no BOS."""
+    bos = None if options.without_bos else getattr(tok, "bos", None)
+    return {"bos": bos, "bos_id": None if options.without_bos else tok.bos_id,
+            "eos": getattr(tok, "eos", None), "eos_id": tok.eos_id}
+
+
 def _report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], tokenizer_path: Path,
             *, threads: int, seconds: dict[str, float] | None, read: ReadReport | None, resume: dict | None) -> dict:
     report: dict[str, Any] = {
@@ -225,6 +232,7 @@ def _report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, Pa
         "store": str(options.store_path),
         "tokenizer": {"kind": tok.kind, "path": str(tokenizer_path), "hash": tok.hash, "vocab_size": tok.vocab_size,
                       "bos_id": tok.bos_id, "eos_id": tok.eos_id, "notes": list(tok.notes)},
+        "wrappers": _wrappers(options, tok),
         "context_length": options.context_length,
         "stride": options.stride,
         "threads": threads,

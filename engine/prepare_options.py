@@ -75,6 +75,16 @@ def default_corpus_paths() -> tuple[Path, Path]:
     return base / "corpus.jsonl", base / "splits.json"
 
 
+def _is_hf_json(path: Path) -> bool:
+    import json
+
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(obj, dict) and "model" in obj and "format" not in obj
+
+
 # -- options -----------------------------------------------------------------------------------
 
 HASH_SPLIT_FORMS = ('hash_split takes a mapping {"train": r, "validation": r, "test": r}, a sequence of three numbers '
@@ -248,6 +258,12 @@ class PrepareOptions:
                 completion_column=self.completion_column)
             self._set("format", fmt)
         if fmt == "text":
+            if (self.bos is not None or self.eos is not None) and self.fit is not None:
+                raise ConfigurationError("--bos and --eos apply to a tokenizer file (--tokenizer FILE or DIR); a "
+                                         "fitted tokenizer wraps documents with its own <bos>/<eos>")
+            if self.fit is None and self.executor == "ray" and self.without_bos:
+                raise ConfigurationError("documents without BOS (--bos none, or bos_token null) run on --executor "
+                                         "local")
             if self.chat_template is not None or self.train_on != "assistant":
                 raise ConfigurationError("--chat-template and --train-on apply to chat data (--format messages or "
                                          "prompt-completion)")
@@ -327,6 +343,52 @@ class PrepareOptions:
         """The fit's ``Trainer`` (only when ``fit`` is set)."""
         return trainer_for(self.tokenizer, self.fit)
 
+    def wrapper_names(self) -> tuple[str | None, str | None]:
+        """The special tokens that wrap each document, by name, before any tokenizer is read: ``bos`` /
+        ``eos`` as given, else what the tokenizer_config.json beside the tokenizer names (its
+        ``bos_token: null`` is no BOS), else ``""`` (the tokenizer's own). BOS None: ``--bos none``."""
+        config = None
+        if self.tokenizer_config is not None:
+            from engine.chat.template import read_tokenizer_config
+
+            config = read_tokenizer_config(self.tokenizer_config)
+        names = []
+        for name, given in (("bos", self.bos), ("eos", self.eos)):
+            if given is None and config is not None and f"{name}_token" in config:
+                value = config[f"{name}_token"]
+                given = value.get("content") if isinstance(value, dict) else value
+                given = "none" if given is None else given
+            names.append("" if given is None else given)
+        if names[1] == "none":
+            raise ConfigurationError("--eos none: every document ends with an EOS token; name one (e.g. --eos "
+                                     "'<|endoftext|>') or leave --eos out for the tokenizer's own")
+        return (None if names[0] == "none" else names[0]), names[1]
+
+    @property
+    def without_bos(self) -> bool:
+        """True when documents are ``[content..., EOS]`` (``--bos none``, or a tokenizer_config.json
+        with ``bos_token: null``)."""
+        return self.fit is None and self.wrapper_names()[0] is None
+
     def load_tokenizer(self) -> Tokenizer:
-        """The tokenizer file's tokenizer (only when ``fit`` is None)."""
-        return load_tokenizer(self.tokenizer_file, pattern=self.pattern)
+        """The tokenizer file's tokenizer (only when ``fit`` is None), wrapping documents with the
+        tokens ``wrapper_names`` names (a Hugging Face tokenizer.json takes any of its special tokens;
+        other files keep their own)."""
+        from engine.tokenizers.interop import load_hf_tokenizer_json
+
+        tok = load_tokenizer(self.tokenizer_file, pattern=self.pattern)
+        bos, eos = self.wrapper_names()
+        bos = bos or ""
+        if not bos and not eos:
+            return tok
+        wanted_bos, wanted_eos = bos or tok.bos, eos or tok.eos
+        if (wanted_bos, wanted_eos) == (tok.bos, tok.eos):
+            return tok
+        if not _is_hf_json(self.tokenizer_file):
+            raise ConfigurationError(f"--bos/--eos {wanted_bos!r}/{wanted_eos!r}: {self.tokenizer_file} fixes its "
+                                     f"wrappers ({tok.bos!r}/{tok.eos!r}); only a Hugging Face tokenizer.json takes "
+                                     "others (--bos none works with any file)")
+        notes = tok.notes
+        tok = load_hf_tokenizer_json(self.tokenizer_file, bos=wanted_bos, eos=wanted_eos)
+        tok.notes = notes
+        return tok

@@ -156,6 +156,22 @@ def mixture(workdir):
     assert [row["samples"] for row in report][2] in (8, 9)  # weight 0.001 of 8,008 samples, within one
 
 
+def chat_data(workdir):
+    from tests.chat_helpers import model_folder
+
+    template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    model_folder(workdir / "out" / "tiny_chat" / "model", template, bos=None, eos="<|im_end|>")
+    command = shlex.split(blocks("bash")[("Fine-tune on chat data", 0)].strip())
+    result = CliRunner().invoke(main, command[1:] + ["--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "chat: messages, template out/tiny_chat/model/tokenizer_config.json, train on assistant" in result.output
+    namespace = run_block(("Fine-tune on chat data", 0))
+    doc, batch, audit = namespace["doc"], namespace["batch"], namespace["audit"]
+    assert doc.roles.shape == doc.tokens.shape and 0 < doc.roles.sum() < len(doc.tokens)
+    assert 0 < batch.loss_weights.sum() < batch.loss_weights.size and audit.every_flagged_transition_once
+
+
 BLOCKS = {
     ("Quickstart", 0): quickstart,
     ("Python API", 0): python_api,
@@ -168,6 +184,7 @@ BLOCKS = {
     ("Packed rows with PyTorch attention", 1): "skip: needs CUDA and flash_attn (flash_attn_varlen_func)",
     ("Packed epochs, FlexAttention and mixtures", 0): packed_epoch_loop,
     ("Packed epochs, FlexAttention and mixtures", 1): mixture,
+    ("Fine-tune on chat data", 0): chat_data,
 }
 
 

@@ -56,11 +56,12 @@ def chat_options(fn):
                      help="Tokens scored: every assistant message, only the last one, or all tokens. "
                           "Example: --train-on last-assistant"),
         click.option("--bos", default=None, metavar="TOKEN|none",
-                     help="Special token before each prompt/completion example, or none [default: the "
-                          "tokenizer_config.json's bos_token]. Example: --bos none"),
+                     help="Special token before each document or prompt/completion example, or none (documents are "
+                          "[content..., EOS]) [default: the tokenizer_config.json's bos_token beside the tokenizer, "
+                          "else the tokenizer's own]. Example: --bos none"),
         click.option("--eos", default=None, metavar="TOKEN",
-                     help="Special token after each prompt/completion example [default: the tokenizer_config.json's "
-                          "eos_token]. Example: --eos '<|im_end|>'"),
+                     help="Special token after each document or prompt/completion example [default: the "
+                          "tokenizer_config.json's eos_token, else the tokenizer's own]. Example: --eos '<|im_end|>'"),
     ]):
         fn = option(fn)
     return fn
@@ -153,6 +154,10 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
     for note in tok["notes"]:
         click.echo(f"note: {note}")
     _echo_read(report["read"])
+    if report.get("chat") is None and "wrappers" in report:
+        w = report["wrappers"]
+        bos = "none" if w["bos_id"] is None else f"{w['bos'] or '?'} ({w['bos_id']})"
+        click.echo(f"wrappers: bos {bos}, eos {w['eos'] or '?'} ({w['eos_id']})")
     _echo_chat(report.get("chat"))
     click.echo(f"windows: context {report['context_length']}, stride {report['stride']}")
     rows = []

@@ -4,7 +4,9 @@ The store rules (cited as "the store rules of engine.store"):
 
 - one Parquet dataset directory partitioned by split (``split=train/...``), columns ``id: string``
   and ``tokens: large_list<uint32>``, one row per encoded document ``[BOS, content..., EOS]``;
-  schema metadata records the tokenizer hash, the BOS/EOS ids and the format version;
+  schema metadata records the tokenizer hash, the BOS/EOS ids and the format version; a store
+  written without BOS (a model whose tokenizer has none, e.g. Qwen) holds ``[content..., EOS]``
+  and records ``bos_id`` null (``"none"`` in the metadata);
 - chat and instruction data add ``roles: large_list<uint8>``, one flag per token (1 = the model is
   trained to produce it, as long as the row's tokens); such a store is format version 2, its
   manifest says ``"roles": true``, and its documents are what their chat template rendered (or

@@ -94,7 +94,7 @@ class TokenStore:
     def writer(path: str | os.PathLike, tokenizer, *, overwrite: bool = True, row_group_size: int = ROW_GROUP_SIZE,
                max_rows_per_file: int | None = None, chunk_documents: int = CHUNK_DOCUMENTS,
                wait: bool = False, timeout: float = 600.0, resume: bool = False,
-               check_unique: bool = True, roles: bool = False) -> TokenStoreWriter:
+               check_unique: bool = True, roles: bool = False, bos: bool = True) -> TokenStoreWriter:
         """A ``TokenStoreWriter`` for ``path`` (use it in a ``with`` block).
 
         ``resume=True`` (needs ``max_rows_per_file``) continues the temporary store an interrupted
@@ -103,10 +103,12 @@ class TokenStore:
         caller writes the rest. Written the same way, the result equals a fresh run's store.
         ``check_unique=False``: the caller has checked the ids unique (``prepare`` does, reading).
         ``roles=True``: a store of chat / instruction data, one role flag per token (format version 2).
+        ``bos=False``: documents are ``[content..., EOS]`` (the manifest's ``bos_id`` is null).
         """
         return TokenStoreWriter(path, tokenizer, overwrite=overwrite, row_group_size=row_group_size,
                                 max_rows_per_file=max_rows_per_file, chunk_documents=chunk_documents,
-                                wait=wait, timeout=timeout, resume=resume, check_unique=check_unique, roles=roles)
+                                wait=wait, timeout=timeout, resume=resume, check_unique=check_unique, roles=roles,
+                                bos=bos)
 
     @classmethod
     def write(cls, path: str | os.PathLike, encoded_partitions: Mapping[Partition | str, Iterable[EncodedDocument]],
@@ -158,7 +160,8 @@ class TokenStore:
                              f'a store with role flags is version {ROLES_FORMAT_VERSION} and says "roles": true')
         try:
             tok = m["tokenizer"]
-            if not (isinstance(tok["hash"], str) and isinstance(tok["bos_id"], int) and isinstance(tok["eos_id"], int)):
+            if not (isinstance(tok["hash"], str) and (tok["bos_id"] is None or isinstance(tok["bos_id"], int))
+                    and isinstance(tok["eos_id"], int)):
                 raise TypeError("tokenizer hash/bos_id/eos_id")
             for name, split in m["splits"].items():
                 Partition(name)
@@ -298,7 +301,8 @@ class TokenStore:
         return self._manifest["tokenizer"]["hash"]
 
     @property
-    def bos_id(self) -> int:
+    def bos_id(self) -> int | None:
+        """The id every document starts with, or None: documents are ``[content..., EOS]``."""
         return self._manifest["tokenizer"]["bos_id"]
 
     @property

@@ -76,7 +76,7 @@ class TokenStoreWriter(ResumableWriter):
     def __init__(self, path: str | os.PathLike, tokenizer, *, overwrite: bool = True,
                  row_group_size: int = ROW_GROUP_SIZE, max_rows_per_file: int | None = None,
                  chunk_documents: int = CHUNK_DOCUMENTS, wait: bool = False, timeout: float = 600.0,
-                 resume: bool = False, check_unique: bool = True, roles: bool = False):
+                 resume: bool = False, check_unique: bool = True, roles: bool = False, bos: bool = True):
         self.path = Path(path).absolute()
         # roles=True: a chat / instruction store (version 2): every chunk carries one flag per token,
         # and documents need not start with BOS nor end with EOS (a template decides what they hold).
@@ -96,7 +96,10 @@ class TokenStoreWriter(ResumableWriter):
         self.row_group_size = int(row_group_size)
         self.max_rows_per_file = max_rows_per_file
         self.chunk_documents = int(chunk_documents)
-        self.bos_id, self.eos_id = int(tokenizer.bos_id), int(tokenizer.eos_id)
+        # bos=False: documents are [content..., EOS] (a model whose tokenizer has no BOS, e.g. Qwen);
+        # the manifest's bos_id is then null.
+        self.bos_id = int(tokenizer.bos_id) if bos else None
+        self.eos_id = int(tokenizer.eos_id)
         fields = [pa.field("id", pa.string()), pa.field("tokens", TOKENS_TYPE)]
         if self.roles:
             fields.append(pa.field("roles", ROLES_TYPE))
@@ -106,7 +109,7 @@ class TokenStoreWriter(ResumableWriter):
             metadata={
                 "engine.format_version": str(self.format_version),
                 "engine.tokenizer_hash": tokenizer.hash,
-                "engine.bos_id": str(self.bos_id),
+                "engine.bos_id": "none" if self.bos_id is None else str(self.bos_id),
                 "engine.eos_id": str(self.eos_id),
             },
         )
@@ -231,9 +234,11 @@ class TokenStoreWriter(ResumableWriter):
             raise StoreError(f"{part.value} document {doc_id!r}: a store with roles takes documents by write_chunk")
         if not isinstance(doc_id, str) or not doc_id:
             raise StoreError(f"{part.value} document: id {doc_id!r} is not a non-empty string")
-        ends = np.memmap(ids_file, dtype=np.uint32, mode="r") if count >= 2 else np.empty(0, dtype=np.uint32)
-        if count < 2 or ends.shape[0] != count or ends[0] != self.bos_id or ends[-1] != self.eos_id:
-            raise StoreError(f"{part.value} document {doc_id!r}: {ids_file} must hold {count:,} >= 2 ids "
+        ends = np.memmap(ids_file, dtype=np.uint32, mode="r") if count >= 1 else np.empty(0, dtype=np.uint32)
+        low = 2 if self.bos_id is not None else 1
+        if (count < low or ends.shape[0] != count or (self.bos_id is not None and ends[0] != self.bos_id)
+                or ends[-1] != self.eos_id):
+            raise StoreError(f"{part.value} document {doc_id!r}: {ids_file} must hold {count:,} >= {low} ids "
                              f"from BOS ({self.bos_id}) to EOS ({self.eos_id})")
         del ends
         self._check_unique(part, [doc_id], [doc_id])
@@ -308,7 +313,7 @@ class TokenStoreWriter(ResumableWriter):
                 f"expected 0 to {values.shape[0]} (len(values))"
             )
         lengths = np.diff(offsets)
-        bad = np.flatnonzero(lengths < (1 if self.roles else 2))
+        bad = np.flatnonzero(lengths < (1 if self.roles or self.bos_id is None else 2))
         if bad.size:
             i = int(bad[0])
             what = (
@@ -317,7 +322,8 @@ class TokenStoreWriter(ResumableWriter):
                 if lengths[i] < 0 else f"it has {lengths[i]} token(s)"
             )
             raise StoreError(f"{part.value} document {ids[i]!r}: {what}; expected "
-                             + ("at least one token" if self.roles else "[BOS, content..., EOS] (>= 2 tokens)"))
+                             + ("at least one token" if self.roles else "[content..., EOS] (>= 1 token)"
+                                if self.bos_id is None else "[BOS, content..., EOS] (>= 2 tokens)"))
         outside = np.flatnonzero((offsets < 0) | (offsets > values.shape[0]))
         if outside.size:  # only reachable when differences wrapped around int64
             i = int(outside[0])
@@ -327,8 +333,8 @@ class TokenStoreWriter(ResumableWriter):
             )
         if self.roles:
             return
-        for name, positions, expected in (("start with BOS", offsets[:-1], self.bos_id),
-                                          ("end with EOS", offsets[1:] - 1, self.eos_id)):
+        ends = [("end with EOS", offsets[1:] - 1, self.eos_id)]
+        for name, positions, expected in ([] if self.bos_id is None else [("start with BOS", offsets[:-1], self.bos_id)]) + ends:
             wrong = np.flatnonzero(values[positions] != expected)
             if wrong.size:
                 i = int(wrong[0])
