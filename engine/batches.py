@@ -17,7 +17,10 @@ is the fourth):
    every batch has ``B`` rows but the last, which holds the remainder ``W - (ceil(W/B) - 1)*B``; no
    batch is padded and none is dropped. A batch is two row-major ``[width, T]`` arrays, ``inputs``
    and ``targets``, and one ``Provenance`` per row: partition, document index, document id, start.
-   Batch ``k`` is built without building batches ``0 .. k-1`` (resumption).
+   Batch ``k`` is built without building batches ``0 .. k-1`` (resumption). Documents with role
+   flags (a store with roles) add ``loss_weights`` ``[width, T]`` uint8: the weight at input
+   position ``t`` is the flag of target token ``t + 1`` of the window, and ``token_count`` (the
+   denominator of the batch's mean loss) counts the scored targets only.
 4. Seed rule. Epoch ``e`` (0-based) of a run seeded with ``s`` shuffles with ``s`` itself when
    ``e = 0`` and with ``s_e = mix(s + e * 0x9E3779B97F4A7C15 mod 2^64)`` when ``e >= 1``, where
    ``mix`` is SplitMix64's output function (``engine.kernels.shuffle``); so ``s_e`` is the ``e``-th

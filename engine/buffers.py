@@ -3,8 +3,10 @@
 ``TokenBuffers(values, offsets, ids, partition)`` holds the documents of one partition flat:
 document ``i`` is ``values[offsets[i]:offsets[i+1]]`` with id ``ids[i]``; ``values`` is a 1-D
 uint32 array, ``offsets`` a 1-D int64 array of ``documents + 1`` entries that starts at 0, never
-decreases and ends at ``len(values)``; ids are unique, non-empty strings. Everything is checked
-once, when the buffers are made, so a consumer (epochs, packing, the audit) reads them unchecked.
+decreases and ends at ``len(values)``; ids are unique, non-empty strings; ``roles`` is None or
+one uint8 role flag per token (chat and instruction data: 1 where the model is trained to produce
+the token), aligned with ``values``. Everything is checked once, when the buffers are made, so a
+consumer (epochs, packing, the audit) reads them unchecked.
 
 Two ways in: ``TokenStore.buffers(partition)`` (read-only views of the store's Arrow buffers, no
 copy) and ``TokenBuffers.from_documents(docs)`` (one concatenation of a list of EncodedDocument).

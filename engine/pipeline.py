@@ -22,6 +22,8 @@ imports this module. The local executor streams, so a corpus larger than memory 
    (``chunk_tally``). The store appears atomically. With a tokenizer file there is nothing to fit, so one pass does it all and
    the manifest is checked before the store is committed.
 
+Chat and instruction data (``format`` ``messages`` or ``prompt-completion``) run on
+``engine.chat_local``: records rendered by their chat template into a store with role flags.
 The local executor lives in ``engine.local``, the Ray executor in ``engine.distributed``, the
 steps both run in ``engine.steps``, the report and ``--out`` handling in ``engine.outputs``. The
 names of those modules stay importable from here.
