@@ -22,9 +22,7 @@ def encode_conversation(encoder, messages: list[dict], where: str = "c", flagged
         for k in range(len(ids)):
             roles[k] = int(any(starts[k] < b and ends[k] > a for a, b in spans))
         return ids, np.array(roles, np.uint8)
-    spans = template.content_spans(messages, text, where)
-    indices = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
-    spans = [s for s, i in zip(spans, indices) if i >= flagged_from]
+    spans = [span for i, span in template.content_spans(messages, text, where) if i >= flagged_from]
     if encoder.train_on == "last-assistant":
         spans = spans[-1:]
     for a, b in spans:

@@ -194,3 +194,19 @@ def test_batched_encoding_equals_the_plain_twin(name, train_on, engine_tokenizer
         ids, flags = naive_chat.encode_conversation(encoder, conversation)
         assert values[offsets[i]:offsets[i + 1]].tolist() == ids.tolist()
         assert roles[offsets[i]:offsets[i + 1]].tolist() == flags.tolist()
+
+
+def test_assistant_tool_call_without_content(tokenizer_json, engine_tokenizer):
+    source = trl_template("qwen2_5")
+    call = {"type": "function", "function": {"name": "add", "arguments": {"a": 1, "b": 2}}}
+    conversation = [{"role": "user", "content": "add 1 and 2"},
+                    {"role": "assistant", "tool_calls": [call]},
+                    {"role": "tool", "content": "3"},
+                    {"role": "assistant", "content": "It is 3."}]
+    reference = hf_tokenizer(tokenizer_json, source)
+    encoder = ChatEncoder(engine_tokenizer, ChatTemplate(source, special_tokens=SPECIAL_STRINGS))
+    got = encoder.encode_conversation(conversation, "c")
+    assert got.tokens.tolist() == reference.apply_chat_template(conversation, tokenize=True,
+                                                                return_dict=True)["input_ids"]
+    flagged = engine_tokenizer.decode_bytes(got.tokens[got.roles == 1])
+    assert flagged == b"It is 3."  # the content, then <|im_end|> (a special: no bytes of text)

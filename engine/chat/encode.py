@@ -137,9 +137,7 @@ class ChatEncoder:
                 after = sum(1 for m in messages[first:] if m.get("role") == "assistant")
                 chosen = generation[len(generation) - min(after, len(generation)):] if first else generation
             else:
-                found = self.template.content_spans(messages, text, where)
-                indices = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
-                chosen = [span for span, i in zip(found, indices) if i >= first]
+                chosen = [span for i, span in self.template.content_spans(messages, text, where) if i >= first]
             spans.append(chosen[-1:] if self.train_on == "last-assistant" else chosen)
         # Pieces: ordinary texts (encoded together) and special tokens, in order.
         ordinary: list[str] = []

@@ -171,10 +171,14 @@ class ChatTemplate:
         text = self._render(_plain(messages), where, spans if self.has_generation else None)
         return text, spans
 
-    def content_spans(self, messages: list[dict], text: str, where: str = "conversation") -> list[tuple[int, int]]:
-        """Character spans of each assistant message's content in ``text`` (the rendering of ``messages``)."""
+    def content_spans(self, messages: list[dict], text: str, where: str = "conversation"
+                      ) -> list[tuple[int, tuple[int, int]]]:
+        """``(message index, character span)`` of each assistant message's content in ``text`` (the
+        rendering of ``messages``), in order; an assistant message without content (only
+        ``tool_calls``) has none."""
         messages = _plain(messages)
-        assistant = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        assistant = [i for i, m in enumerate(messages)
+                     if m.get("role") == "assistant" and isinstance(m.get("content"), str)]
         marked = [dict(m) for m in messages]
         for n, i in enumerate(assistant):
             marked[i]["content"] = f"{SENTINEL}{n}{_SENTINEL_END}"
@@ -205,7 +209,7 @@ class ChatTemplate:
                     rebuilt.append(content)
                     length += len(content)
             if "".join(rebuilt) == text:
-                return result
+                return list(zip(assistant, result))
         raise ChatTemplateError(
             f"{where}: the chat template {self.name} changes an assistant message's content as it renders it "
             "(the rendering differs from the template's text with the contents put back); the assistant tokens "
