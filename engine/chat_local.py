@@ -4,7 +4,8 @@ One pass on one thread (rendering a Jinja template holds the interpreter): recor
 order (``engine.chat.records``, every error names file:line and field), assigned their partition by
 the split manifest or hash rule, rendered and tokenized with role flags (``engine.chat.encode``),
 and written in chunks of ``limits.encode_chunk_documents`` per partition to a store with a
-``roles`` column (``TokenStore.writer(..., roles=True)``). The window tallies and ``report.json``
+``roles`` column (``TokenStore.writer(..., roles=True, bos=False)``: a chat document is its
+template's rendering, so the manifest names no BOS every document starts with). The window tallies and ``report.json``
 are those of the text executor, plus ``report["chat"]``: the format, template, ``train_on``, the
 wrapper tokens, examples, scored tokens, and (prompt/completion) how many examples would have
 other ids if prompt and completion were encoded joined. ``tokenizer.json`` is the engine form of
@@ -105,7 +106,7 @@ def run_chat(options: PrepareOptions) -> PrepareResult:
 
     with StagedOutputs(options, threads=1) as outputs:
         with TokenStore.writer(options.store_path, tok, row_group_size=limits.store_row_group_rows,
-                               max_rows_per_file=limits.store_file_rows, roles=True) as writer, \
+                               max_rows_per_file=limits.store_file_rows, roles=True, bos=False) as writer, \
                 Progress(f"encoding {options.format} records", quiet=options.quiet) as bar:
             for record in _records(options):
                 part = check.partition_of(record.id)

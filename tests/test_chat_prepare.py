@@ -168,3 +168,14 @@ def test_train_on_all_and_last(tmp_path, model):
     last = TokenStore.open(tmp_path / "last").documents("train")[1]
     every = TokenStore.open(tmp_path / "all").documents("train")[1]
     assert np.array_equal(last.tokens, every.tokens) and 0 < last.roles.sum() < every.roles.sum()
+
+
+def test_inspect_names_the_role_flags(tmp_path, model):
+    corpus = _jsonl(tmp_path / "c.jsonl", _chats(3))
+    code, output = _prepare(corpus, "--tokenizer", model, "--out", tmp_path / "out")
+    assert code == 0, output
+    result = CliRunner().invoke(main, ["inspect", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "format version  2" in result.output and "role flags      yes" in result.output
+    assert "bos / eos ids   none / " in result.output
+    assert TokenStore.open(tmp_path / "out").bos_id is None
