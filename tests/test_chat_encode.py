@@ -210,3 +210,50 @@ def test_assistant_tool_call_without_content(tokenizer_json, engine_tokenizer):
                                                                 return_dict=True)["input_ids"]
     flagged = engine_tokenizer.decode_bytes(got.tokens[got.roles == 1])
     assert flagged == b"It is 3."  # the content, then <|im_end|> (a special: no bytes of text)
+
+
+_PIECES = ["a", "b", " ", "  ", "\n", "\t", "é", "☀", "𝄞", "The", " the", "<|im_end|>", "<|im_start|>", "<|eot_id|>",
+           "<|im", "|>", "0", "12", "!", "'s", "\r\n"]
+
+
+def _content():
+    from hypothesis import strategies as st
+
+    return st.lists(st.sampled_from(_PIECES), min_size=0, max_size=8).map("".join)
+
+
+def _conversation():
+    from hypothesis import strategies as st
+
+    turn = st.tuples(_content(), _content().filter(bool))
+    return st.lists(turn, min_size=1, max_size=3).map(
+        lambda turns: [m for q, a in turns for m in ({"role": "user", "content": q},
+                                                      {"role": "assistant", "content": a})])
+
+
+@pytest.mark.parametrize("source", [QWEN_MARKED, QWEN_LIKE], ids=["markers", "no-markers"])
+def test_random_conversations_equal_transformers_and_the_plain_twin(source, tokenizer_json, engine_tokenizer):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from tests import naive_chat
+
+    template = ChatTemplate(source, special_tokens=SPECIAL_STRINGS)
+    reference = hf_tokenizer(tokenizer_json, source)
+    encoder = ChatEncoder(engine_tokenizer, template)
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(_conversation(), min_size=1, max_size=4))
+    def check(conversations):
+        values, offsets, roles = encoder.encode_many(conversations, ["c"] * len(conversations))
+        for i, conversation in enumerate(conversations):
+            ids, flags = naive_chat.encode_conversation(encoder, conversation)
+            got_ids, got_flags = values[offsets[i]:offsets[i + 1]].tolist(), roles[offsets[i]:offsets[i + 1]].tolist()
+            assert got_ids == ids.tolist() and got_flags == flags.tolist()
+            expected = reference.apply_chat_template(conversation, tokenize=True, return_dict=True,
+                                                     return_assistant_tokens_mask=template.has_generation)
+            assert got_ids == list(expected["input_ids"])
+            if template.has_generation:
+                assert got_flags == list(expected["assistant_masks"])
+
+    check()
