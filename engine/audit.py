@@ -10,6 +10,10 @@ epoch rules of ``engine.batches``:
 - shapes: every batch has width ``B`` except the last (the remainder); padding ids added = cells
   beyond ``width * T`` (must be 0);
 - partitions: every row's document id must belong to the epoch's partition in the source;
+- scored targets: for documents with role flags, each row's ``loss_weights`` must equal the flags of
+  its targets (numpy slices), and the sum of the batches' ``token_count`` (scored targets) must
+  equal what the flags of the expected windows' targets count; without flags both are
+  ``windows * T``;
 - replay: the epoch rebuilt from its source with the same order has the same descriptors, state
   and rows; another seed (``seed + 1``) must keep membership and, with at least
   ``ORDER_CHANGE_MIN_WINDOWS`` windows, change the order (below that a different seed may give the
@@ -57,6 +61,10 @@ class AuditReport:
     different_seed_changes_order: bool | None
     different_seed_same_membership: bool | None
     rebuild_error: str | None = None
+    # Documents with role flags: targets with loss weight 1 in the batches, and what the flags of
+    # the expected windows' targets say (numpy); without flags both count every target.
+    scored_targets: int = 0
+    expected_scored_targets: int = 0
 
     @property
     def ok(self) -> bool:
@@ -75,6 +83,7 @@ class AuditReport:
             and self.cross_partition_windows == 0
             and self.replay_same
             and self.different_seed_same_membership is not False
+            and self.scored_targets == self.expected_scored_targets
             and order_ok
         )
 
@@ -94,7 +103,8 @@ class AuditReport:
             f"duplicates {self.duplicate_windows}, unexpected {self.unexpected_windows}, "
             f"padding {self.padding_ids_added}, mismatched rows {self.mismatched_rows}, "
             f"cross-partition {self.cross_partition_windows}, wrong-width batches {self.wrong_width_batches}, "
-            f"replay {'same' if self.replay_same else 'DIFFERENT'}, {seed_text}"
+            f"replay {'same' if self.replay_same else 'DIFFERENT'}, {seed_text}, "
+            f"scored targets {self.scored_targets}/{self.expected_scored_targets}"
             + (f" (rebuild failed: {self.rebuild_error})" if self.rebuild_error else "")
         )
 
@@ -132,6 +142,11 @@ def audit_epoch(epoch: MiniBatchEpoch) -> AuditReport:
     rows_needed = min(B, epoch.window_count)  # no window: T may exceed any array, allocate nothing
     buffer = (np.empty((rows_needed, T if rows_needed else 0), dtype=np.uint32),
               np.empty((rows_needed, T if rows_needed else 0), dtype=np.uint32))
+    # The flags the batches must follow, read from the source again (not the epoch's own copy).
+    roles = as_token_buffers(epoch.source, epoch.partition).roles if epoch.roles is not None else None
+    if roles is not None:
+        buffer = (*buffer, np.empty((rows_needed, T if rows_needed else 0), dtype=np.uint8))
+    scored = 0
     columns = np.arange(T if rows_needed else 0, dtype=np.int64)
     last = epoch.batch_count - 1
     for k in range(epoch.batch_count):
@@ -146,6 +161,8 @@ def audit_epoch(epoch: MiniBatchEpoch) -> AuditReport:
             inside = (source_rows >= 0) & (source_rows + T < values.shape[0])
             index = np.where(inside, source_rows, 0)[:, None] + columns
             same = (values[index] == batch.inputs).all(axis=1) & (values[index + 1] == batch.targets).all(axis=1)
+            if roles is not None:  # the weight at input position t is the flag of target t + 1
+                same &= (roles[index + 1] == batch.loss_weights).all(axis=1)
             mismatched += int(np.count_nonzero(~(same & inside)))
         else:
             mismatched += width
@@ -156,7 +173,13 @@ def audit_epoch(epoch: MiniBatchEpoch) -> AuditReport:
             cross_partition += int(np.count_nonzero(~document_allowed[document_index[known]]))
         seen[row : row + width] = source_rows
         row += width
+        scored += batch.token_count
 
+    if roles is None:
+        expected_scored = int(expected.shape[0]) * T
+    else:
+        prefix = np.concatenate([[0], np.cumsum(roles, dtype=np.int64)])
+        expected_scored = int((prefix[expected + T + 1] - prefix[expected + 1]).sum()) if expected.size else 0
     unique = np.unique(seen[:row])
     covered = int(np.count_nonzero(np.isin(unique, expected, assume_unique=True)))
 
@@ -198,9 +221,13 @@ def audit_epoch(epoch: MiniBatchEpoch) -> AuditReport:
         different_seed_changes_order=changes_order,
         different_seed_same_membership=None if same_membership is None else bool(same_membership),
         rebuild_error=rebuild_error,
+        scored_targets=int(scored),
+        expected_scored_targets=expected_scored,
     )
 
 
 def _same_rows(first: MiniBatchEpoch, second: MiniBatchEpoch, k: int) -> bool:
     a, b = first.batch(k), second.batch(k)
-    return np.array_equal(a.inputs, b.inputs) and np.array_equal(a.targets, b.targets)
+    return (np.array_equal(a.inputs, b.inputs) and np.array_equal(a.targets, b.targets)
+            and (a.loss_weights is None) == (b.loss_weights is None)
+            and (a.loss_weights is None or np.array_equal(a.loss_weights, b.loss_weights)))

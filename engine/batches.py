@@ -17,7 +17,10 @@ is the fourth):
    every batch has ``B`` rows but the last, which holds the remainder ``W - (ceil(W/B) - 1)*B``; no
    batch is padded and none is dropped. A batch is two row-major ``[width, T]`` arrays, ``inputs``
    and ``targets``, and one ``Provenance`` per row: partition, document index, document id, start.
-   Batch ``k`` is built without building batches ``0 .. k-1`` (resumption).
+   Batch ``k`` is built without building batches ``0 .. k-1`` (resumption). Documents with role
+   flags (a store with roles) add ``loss_weights`` ``[width, T]`` uint8: the weight at input
+   position ``t`` is the flag of target token ``t + 1`` of the window, and ``token_count`` (the
+   denominator of the batch's mean loss) counts the scored targets only.
 4. Seed rule. Epoch ``e`` (0-based) of a run seeded with ``s`` shuffles with ``s`` itself when
    ``e = 0`` and with ``s_e = mix(s + e * 0x9E3779B97F4A7C15 mod 2^64)`` when ``e >= 1``, where
    ``mix`` is SplitMix64's output function (``engine.kernels.shuffle``); so ``s_e`` is the ``e``-th
@@ -201,12 +204,15 @@ class MiniBatch:
     Provenance is read from the epoch when asked for: ``positions`` is a view of the epoch's
     descriptors ``[first_row, first_row + width)``, and nothing is built per batch beyond this object."""
 
-    __slots__ = ("index", "inputs", "targets", "partition", "first_row", "_stop", "_epoch")
+    __slots__ = ("index", "inputs", "targets", "partition", "first_row", "_stop", "_epoch", "loss_weights")
 
-    def __init__(self, index, inputs, targets, partition, first_row, stop, epoch) -> None:
+    def __init__(self, index, inputs, targets, partition, first_row, stop, epoch, loss_weights=None) -> None:
         self.index = index  # batch number k inside the epoch
         self.inputs = inputs
         self.targets = targets
+        # uint8 [width, T] for documents with role flags: weight t is the flag of target t (token t + 1
+        # of the window); None when every target is scored.
+        self.loss_weights = loss_weights
         self.partition = partition
         self.first_row = first_row  # epoch row (descriptor slot) of row 0
         self._stop = stop
@@ -232,7 +238,10 @@ class MiniBatch:
 
     @property
     def token_count(self) -> int:
-        """Actual target tokens, ``width * T``: the denominator of this batch's mean loss."""
+        """Scored target tokens, the denominator of this batch's mean loss: ``width * T``, or the
+        count of nonzero ``loss_weights`` for documents with role flags."""
+        if self.loss_weights is not None:
+            return int(np.count_nonzero(self.loss_weights))
         return self.width * self.inputs.shape[1]
 
     @property
@@ -265,13 +274,16 @@ class MiniBatch:
 class MiniBatchEpoch:
     """One reproducible traversal of a partition's complete windows, cut into mini-batches.
 
-    A ``BatchSource``: its rows are windows, with no per-position fields besides inputs and targets."""
+    A ``BatchSource``: its rows are windows, with no per-position fields besides inputs and targets,
+    or, for documents with role flags (a store with roles), ``loss_weights``: the flag of each target."""
 
     fields: tuple[str, ...] = ()
 
     def __init__(self, *, source, partition, document_ids, values, offsets, windows, batches, positions,
-                 shuffle_state_after) -> None:
+                 shuffle_state_after, roles=None) -> None:
         self.source = source
+        self.roles = roles
+        self.fields = ("loss_weights",) if roles is not None else ()
         self.partition = partition
         self.document_ids = document_ids
         self.values = values
@@ -311,7 +323,7 @@ class MiniBatchEpoch:
         positions.flags.writeable = False
         return cls(source=documents, partition=partition, document_ids=document_ids, values=values,
                    offsets=offsets, windows=windows, batches=batches, positions=positions,
-                   shuffle_state_after=state_after)
+                   shuffle_state_after=state_after, roles=buffers.roles)
 
     # -- sizes -------------------------------------------------------------------------------
     @property
@@ -378,7 +390,8 @@ class MiniBatchEpoch:
               dtype=None) -> MiniBatch:
         """Batch ``k`` (or rank ``rank``'s share), built without building any other batch.
 
-        ``out=(inputs, targets)``: C-contiguous arrays with at least ``width`` rows of length ``T``;
+        ``out=(inputs, targets)`` (``(inputs, targets, loss_weights)`` for documents with role flags):
+        C-contiguous arrays with at least ``width`` rows of length ``T``;
         the rows are written there and the batch holds views of them. ``dtype``: uint32 (default,
         or that of ``out``), int32 or int64 (what ``torch.nn.Embedding`` takes); int32 needs ids
         below 2^31. ``k`` outside ``0..len(epoch)-1`` is a BatchError.
@@ -388,6 +401,8 @@ class MiniBatchEpoch:
         # every batch's rows) is remembered with the compiled kernel for its dtype. The tuple is
         # immutable, so the same tuple with unchanged dtypes holds the same checked arrays; the kernel
         # checks their shapes (2: changed since, so the pair is checked again below).
+        if self.roles is not None:
+            return self._weighted_batch(k, out, rank, world_size, dtype)
         memo = self._checked_out
         if (memo is not None and out is memo[0] and type(k) is int and 0 <= k < self._batch_count
                 and rank is None and world_size is None and dtype is None):
@@ -418,6 +433,33 @@ class MiniBatchEpoch:
         if high and inputs.dtype == np.int32:
             raise ConfigurationError(INT32_TOO_SMALL)
         return MiniBatch(k, inputs, targets, self.partition, lo, hi, self)
+
+    def _weighted_batch(self, k, out, rank, world_size, dtype) -> MiniBatch:
+        """A batch of documents with role flags: the windows and the flag of each target."""
+        lo, hi = self.batch_rows(k, rank=rank, world_size=world_size)
+        k = operator.index(k)
+        weights_out = None
+        if out is not None:
+            if not isinstance(out, tuple) or len(out) != 3:
+                raise ConfigurationError("out must be (inputs, targets, loss_weights) for documents with role flags")
+            out, weights_out = out[:2], out[2]
+        inputs, targets = prepare_rows(hi - lo, self._context_length, out, dtype)
+        shape = (hi - lo, self._context_length)
+        if weights_out is None:
+            weights = np.empty(shape, np.uint8)
+        else:
+            if (not isinstance(weights_out, np.ndarray) or weights_out.dtype != np.uint8 or weights_out.ndim != 2
+                    or weights_out.shape[0] < shape[0] or weights_out.shape[1] != shape[1]
+                    or not weights_out.flags.c_contiguous):
+                raise ConfigurationError(f"out loss_weights must be C-contiguous uint8 with at least {shape[0]} rows "
+                                         f"of {shape[1]}, got {getattr(weights_out, 'dtype', type(weights_out))} "
+                                         f"{getattr(weights_out, 'shape', '')}")
+            weights = weights_out[:shape[0]]
+        high = window_kernels.gather_batch(self.values, self._positions, lo, hi, self._context_length, inputs, targets)
+        if high and inputs.dtype == np.int32:
+            raise ConfigurationError(INT32_TOO_SMALL)
+        window_kernels.gather_weights(self.roles, self._positions, lo, hi, self._context_length, weights)
+        return MiniBatch(k, inputs, targets, self.partition, lo, hi, self, weights)
 
     def progress(self, k: int) -> dict:
         """Nothing beyond ``(epoch, k)``: batch ``k`` is descriptors ``[kB, (k+1)B)`` (BatchSource)."""

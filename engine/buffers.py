@@ -3,8 +3,10 @@
 ``TokenBuffers(values, offsets, ids, partition)`` holds the documents of one partition flat:
 document ``i`` is ``values[offsets[i]:offsets[i+1]]`` with id ``ids[i]``; ``values`` is a 1-D
 uint32 array, ``offsets`` a 1-D int64 array of ``documents + 1`` entries that starts at 0, never
-decreases and ends at ``len(values)``; ids are unique, non-empty strings. Everything is checked
-once, when the buffers are made, so a consumer (epochs, packing, the audit) reads them unchecked.
+decreases and ends at ``len(values)``; ids are unique, non-empty strings; ``roles`` is None or
+one uint8 role flag per token (chat and instruction data: 1 where the model is trained to produce
+the token), aligned with ``values``. Everything is checked once, when the buffers are made, so a
+consumer (epochs, packing, the audit) reads them unchecked.
 
 Two ways in: ``TokenStore.buffers(partition)`` (read-only views of the store's Arrow buffers, no
 copy) and ``TokenBuffers.from_documents(docs)`` (one concatenation of a list of EncodedDocument).
@@ -41,11 +43,14 @@ _UINT32_MAX = int(np.iinfo(np.uint32).max)
 
 @dataclass(frozen=True, slots=True)
 class EncodedDocument:
-    """One encoded document ``[BOS, content..., EOS]``; ``tokens`` is uint32 (often a zero-copy view)."""
+    """One encoded document ``[BOS, content..., EOS]`` (a chat document: its template's rendering);
+    ``tokens`` is uint32 (often a zero-copy view); ``roles``: None, or one uint8 flag per token
+    (1 = the model is trained to produce it), as long as ``tokens``."""
 
     id: str
     partition: Partition
     tokens: np.ndarray
+    roles: np.ndarray | None = None
 
 
 def _describe(array: Any) -> str:
@@ -122,6 +127,7 @@ class TokenBuffers:
     offsets: np.ndarray
     ids: tuple[str, ...]
     partition: Partition | None = None
+    roles: np.ndarray | None = None  # uint8 role flags aligned with values (0 or 1), or None: every token 1
 
     def __post_init__(self) -> None:
         self._check(ConfigurationError)
@@ -130,15 +136,21 @@ class TokenBuffers:
         _check_values(self.values, error)
         ids = _checked_ids(self.ids, error)
         _check_offsets(self.offsets, self.values, len(ids), error)
+        if self.roles is not None:
+            roles = self.roles
+            if not isinstance(roles, np.ndarray) or roles.dtype != np.uint8 or roles.shape != self.values.shape:
+                raise error(f"roles: expected 1-D uint8 flags as long as values ({self.values.shape[0]}), "
+                            f"got {_describe(roles)}")
         object.__setattr__(self, "ids", ids)
         object.__setattr__(self, "partition", _partition_or_none(self.partition, error))
 
     @classmethod
     def checked(cls, values: Any, offsets: Any, ids: Any, partition: Any = None, *,
-                error: type[EngineError] = ConfigurationError) -> "TokenBuffers":
-        """``TokenBuffers(values, offsets, ids, partition)``, raising ``error`` for a broken rule."""
+                error: type[EngineError] = ConfigurationError, roles: Any = None) -> "TokenBuffers":
+        """``TokenBuffers(values, offsets, ids, partition, roles)``, raising ``error`` for a broken rule."""
         buffers = object.__new__(cls)
-        for name, value in (("values", values), ("offsets", offsets), ("ids", ids), ("partition", partition)):
+        for name, value in (("values", values), ("offsets", offsets), ("ids", ids), ("partition", partition),
+                            ("roles", roles)):
             object.__setattr__(buffers, name, value)
         buffers._check(error)
         return buffers
@@ -187,6 +199,7 @@ def _from_documents(documents: Iterable[Any], partition: Partition | None, error
                     skip_other_partitions: bool) -> TokenBuffers:
     ids: list[str] = []
     arrays: list[np.ndarray] = []
+    flags: list[np.ndarray | None] = []
     first: tuple[str, int] | None = None  # (id, index) of the document that fixed the partition
     for index, document in enumerate(documents):
         if not isinstance(document, EncodedDocument):
@@ -211,11 +224,19 @@ def _from_documents(documents: Iterable[Any], partition: Partition | None, error
             raise error(f"document {doc_id!r} (documents[{index}]) belongs to partition '{doc_partition.value}', "
                         f"but {fixed_by}: token buffers hold one partition")
         arrays.append(_document_tokens(document, index, error))
+        flags.append(document.roles)
         ids.append(doc_id)
     offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
     np.cumsum([a.shape[0] for a in arrays], out=offsets[1:])
     values = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.uint32)
-    return TokenBuffers.checked(values, offsets, ids, partition, error=error)
+    roles = None
+    if flags and all(f is not None for f in flags):  # roles only when every document has them
+        for index, (f, a) in enumerate(zip(flags, arrays)):
+            if np.shape(f) != a.shape:
+                raise error(f"document {ids[index]!r}: {np.size(f)} role flags for {a.shape[0]} tokens; "
+                            "expected one flag per token")
+        roles = np.concatenate([np.asarray(f) for f in flags]).astype(np.uint8)
+    return TokenBuffers.checked(values, offsets, ids, partition, error=error, roles=roles)
 
 
 def as_token_buffers(source: Any, partition: Partition | str | None = None, *,
@@ -239,7 +260,8 @@ def as_token_buffers(source: Any, partition: Partition | str | None = None, *,
         if part is None or source.partition is part:
             return source
         if source.partition is None:
-            return TokenBuffers.checked(source.values, source.offsets, source.ids, part, error=error)
+            return TokenBuffers.checked(source.values, source.offsets, source.ids, part, error=error,
+                                        roles=source.roles)
         if skip_other_partitions:
             return TokenBuffers.checked(np.empty(0, np.uint32), np.zeros(1, np.int64), (), part, error=error)
         raise error(f"token buffers of partition '{source.partition.value}' given where '{part.value}' is read")

@@ -224,6 +224,7 @@ class _Encoder:
         self.tok, self.options, self.tmp, self.progress = tok, options, tmp, progress
         self.lock = encode_lock(tok)
         self.long_files = itertools.count()
+        self.without_bos = options.without_bos
 
     def _locked(self):
         return self.lock if self.lock is not None else contextlib.nullcontext()
@@ -249,6 +250,11 @@ class _Encoder:
 
         with self._locked():
             values, offsets = self.tok.encode_documents(texts, ids, progress=span_done)
+        if self.without_bos:  # [content..., EOS]: each document's first id (its BOS) removed
+            keep = np.ones(values.shape[0], bool)
+            keep[offsets[:-1]] = False
+            values = values[keep]
+            offsets = offsets - np.arange(offsets.shape[0], dtype=np.int64)
         return _EncodedChunk(part, ids, offsets, chunk_tally(offsets, sum(len(t) for t in texts), self.options),
                              [source_digest(d.id, d.text) for d in docs],
                              sum(utf8_length(t) for t in texts) - streamed, values=values)
@@ -260,7 +266,7 @@ class _Encoder:
         bos, eos = np.array([self.tok.bos_id], dtype=np.uint32), np.array([self.tok.eos_id], dtype=np.uint32)
         with self._locked(), open(path, "wb") as fh:
             spans = encode_long(self.tok, doc.text, doc.id, lambda n: self.progress(0, n))
-            for ids in itertools.chain([bos], spans, [eos]):
+            for ids in itertools.chain([] if self.without_bos else [bos], spans, [eos]):
                 fh.write(ids.astype(np.uint32, copy=False).tobytes())
                 count += int(ids.shape[0])
         offsets = np.array([0, count], dtype=np.int64)

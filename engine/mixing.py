@@ -149,7 +149,9 @@ class Mixture:
         self._checkpoints: dict[int, np.ndarray] = {0: np.zeros(len(epochs), np.int64)}
         self._last = (0, np.zeros(len(epochs), np.int64))
         self.next_batch = 0
-        self.fields = PACKED_FIELDS if packed else ()
+        # Windows of documents with role flags (any source) carry loss_weights; a source without flags scores all.
+        self.weighted = not packed and any(getattr(s, "roles", None) is not None for s in epochs)
+        self.fields = PACKED_FIELDS if packed else (("loss_weights",) if self.weighted else ())
         self.order = MixtureOrder(tuple(s.order.seed for s in epochs))
 
     # -- the batch source protocol -------------------------------------------------------------
@@ -259,6 +261,14 @@ class Mixture:
         slots = sample - epochs * self._samples[sources]
         if self.packed:
             arrays = _row_buffers(width, self.row_width, out, dtype)
+        elif self.weighted:
+            if out is not None and (not isinstance(out, tuple) or len(out) != 3):
+                raise ConfigurationError("out must be (inputs, targets, loss_weights) for windows with role flags")
+            arrays = prepare_rows(width, self.row_width, None if out is None else out[:2], dtype)
+            weights = np.empty((width, self.row_width), np.uint8) if out is None else out[2][:width]
+            if weights.dtype != np.uint8 or weights.shape != (width, self.row_width) or not weights.flags.c_contiguous:
+                raise ConfigurationError(f"out loss_weights must be C-contiguous uint8 [{width}, {self.row_width}]")
+            arrays = (*arrays, weights)
         else:
             arrays = prepare_rows(width, self.row_width, out, dtype)
         for i, e in sorted(set(zip(sources.tolist(), epochs.tolist()))):
@@ -274,12 +284,17 @@ class Mixture:
                                          plan.piece_source_start, plan.piece_length, plan.piece_column, *temp)
             else:
                 positions = np.ascontiguousarray(epoch.positions[slots[rows]])
-                window_kernels.gather_positions(epoch.values, positions, self.row_width, *temp)
+                window_kernels.gather_positions(epoch.values, positions, self.row_width, *temp[:2])
+                if self.weighted and epoch.roles is not None:
+                    window_kernels.gather_weights(epoch.roles, positions, 0, positions.shape[0], self.row_width,
+                                                  temp[2])
+                elif self.weighted:
+                    temp[2][:] = 1
             for array, part_rows in zip(arrays, temp):
                 array[rows] = part_rows
         if arrays[0].dtype == np.int32:
             check_int32_rows(arrays[0], arrays[1])
-        extra = arrays[2:] if self.packed else (None, None, None)
+        extra = arrays[2:] if self.packed else (None, None, arrays[2] if self.weighted else None)
         return MixtureBatch(index=k, inputs=arrays[0], targets=arrays[1], segment_ids=extra[0],
                             position_ids=extra[1], loss_weights=extra[2], source=sources, source_epoch=epochs,
                             source_slot=slots, _mixture=self)

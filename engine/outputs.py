@@ -171,7 +171,7 @@ def remove_dead_staged(out: Path) -> None:
 
 def stage_outputs(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], *,
                   threads: int, seconds: dict[str, float] | None = None, read: ReadReport | None = None,
-                  resume: dict | None = None) -> tuple[PrepareResult, list[tuple[Path, Path]]]:
+                  resume: dict | None = None, extra: dict | None = None) -> tuple[PrepareResult, list[tuple[Path, Path]]]:
     """Write ``tokenizer.json`` and ``report.json`` to hidden temporaries in ``--out`` (see
     ``finish_report``); returns the result and the (temporary, final) pairs ``commit_outputs`` renames."""
     out_dir = options.out_dir
@@ -183,6 +183,7 @@ def stage_outputs(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partiti
         tok.save(staged_tokenizer)
         report = _report(options, tok, tallies, tokenizer_path, threads=threads, seconds=seconds, read=read,
                          resume=resume)
+        report.update(extra or {})  # e.g. "chat": what chat data prepare read, its template and wrappers
         staged_report.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     except BaseException:
         drop_staged(staged)
@@ -217,7 +218,7 @@ class StagedOutputs:
         self.files: list[tuple[Path, Path]] = []
 
     def stage(self, tok: Tokenizer, tallies: dict[Partition, PartitionTally], **report: Any) -> None:
-        """Write both outputs to hidden temporaries (``report``: ``seconds``, ``read``, ``resume``)."""
+        """Write both outputs to hidden temporaries (``report``: ``seconds``, ``read``, ``resume``, ``extra``)."""
         self.result, files = stage_outputs(self.options, tok, tallies, threads=self.threads, **report)
         self.files.extend(files)
 
@@ -250,6 +251,13 @@ def finish_report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partiti
     return outputs.result
 
 
+def _wrappers(options: PrepareOptions, tok: Tokenizer) -> dict:
+    """The special tokens around each text document: ``[BOS, content..., EOS]``, or no BOS."""
+    bos = None if options.without_bos else getattr(tok, "bos", None)
+    return {"bos": bos, "bos_id": None if options.without_bos else tok.bos_id,
+            "eos": getattr(tok, "eos", None), "eos_id": tok.eos_id}
+
+
 def _report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, PartitionTally], tokenizer_path: Path,
             *, threads: int, seconds: dict[str, float] | None, read: ReadReport | None, resume: dict | None) -> dict:
     report: dict[str, Any] = {
@@ -259,6 +267,7 @@ def _report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partition, Pa
         "store": str(options.store_path),
         "tokenizer": {"kind": tok.kind, "path": str(tokenizer_path), "hash": tok.hash, "vocab_size": tok.vocab_size,
                       "bos_id": tok.bos_id, "eos_id": tok.eos_id, "notes": list(tok.notes)},
+        "wrappers": _wrappers(options, tok),
         "context_length": options.context_length,
         "stride": options.stride,
         "threads": threads,

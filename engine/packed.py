@@ -84,10 +84,17 @@ class PackedAudit:
     transitions: int  # in-document transitions of the partition
     scored: int  # positions holding a transition (each checked against its source tokens)
     cropped: int  # transitions no row holds (bos_crop only; 0 for bfd)
+    weighted: int = 0  # positions with loss weight 1: the scored targets a token-weighted mean divides by
+    flagged: int = 0  # in-document transitions whose target's role flag is 1 (all of them without roles)
 
     @property
     def every_transition_once(self) -> bool:
         return self.scored == self.transitions and self.cropped == 0
+
+    @property
+    def every_flagged_transition_once(self) -> bool:
+        """Every transition the role flags score is scored, once (each is held once; weights follow flags)."""
+        return self.weighted == self.flagged and self.cropped == 0
 
 
 class PackedEpoch:
@@ -127,7 +134,8 @@ class PackedEpoch:
 
         ``epoch``: which epoch of the run (the seed rule of engine.batches); default ``batches.order.epoch``
         where the order carries one, else 0. ``roles``: 0/1 flags per source token (one array per
-        document, or one flat array) to weight the loss; default every real target scored.
+        document, or one flat array) to weight the loss; default the documents' own (a store with
+        roles, EncodedDocuments with ``roles``), else every real target scored.
         """
         row_length = _check_row_length(row_length)
         if not isinstance(batches, MiniBatchConfig):
@@ -139,6 +147,8 @@ class PackedEpoch:
         buffers = as_token_buffers(documents, partition, error=BatchError, kind_error=ConfigurationError)
         values, offsets, document_ids = buffers.values, buffers.offsets, buffers.ids
         document_ids = tuple(document_ids)
+        if roles is None:
+            roles = buffers.roles  # a store with roles (chat data) weights the loss by them
         flags = None if roles is None else _flat_roles(roles, offsets, document_ids)
         if strategy == "bfd":
             plan = _plan_from_offsets(offsets, row_length, "bfd")
@@ -300,7 +310,7 @@ class PackedEpoch:
         documents = self.offsets.shape[0] - 1
         covered = [[] for _ in range(documents)]
         seen_rows = np.zeros(self.rows, np.int64)
-        scored = 0
+        scored = weighted = 0
         for batch in self:
             seen_rows[batch.plan_rows] += 1
             if (batch.loss_weights[batch.segment_ids < 0] != 0).any():
@@ -322,6 +332,7 @@ class PackedEpoch:
                                        f"{self.document_ids[d]!r}")
                 covered[d].append((start, n))
                 scored += n
+                weighted += int(np.count_nonzero(batch.loss_weights[row, span]))
             real = int((batch.segment_ids >= 0).sum())
             if real != int(batch.segment_length.sum()):
                 raise PackingError(f"batch {batch.index}: {real} real positions but segments cover "
@@ -344,8 +355,14 @@ class PackedEpoch:
             cropped += transitions - position
         if cropped != self.cropped_transitions:
             raise PackingError(f"{cropped} transitions are cropped, but the plan reports {self.cropped_transitions}")
+        if self._roles is None:
+            flagged = self.transitions
+        else:  # targets are every token but each document's first
+            firsts = self.offsets[:-1][np.diff(self.offsets) > 0]
+            flagged = int(np.count_nonzero(self._roles)) - int(np.count_nonzero(self._roles[firsts]))
         return PackedAudit(batches=self._batch_count, rows=self.rows, documents=documents,
-                           transitions=self.transitions, scored=scored, cropped=cropped)
+                           transitions=self.transitions, scored=scored, cropped=cropped, weighted=weighted,
+                           flagged=flagged)
 
     def __repr__(self) -> str:
         return (f"PackedEpoch(partition={self.partition.value!r}, L={self.row_length}, B={self._batch_size}, "

@@ -329,8 +329,9 @@ def pack_documents(
     """Pack ``documents`` into rows of ``row_length`` positions.
 
     ``documents``: a list of ``EncodedDocument`` (one partition), a ``(values uint32, offsets
-    int64, ids)`` triple, ``TokenBuffers``, or a ``TokenStore`` with ``split=``. ``roles``: None (every real target
-    scored) or 0/1 flags per source token, one array per document or one flat array aligned
+    int64, ids)`` triple, ``TokenBuffers``, or a ``TokenStore`` with ``split=``. ``roles``: None (the
+    documents' own flags, from a store with roles; else every real target scored) or 0/1 flags per
+    source token, one array per document or one flat array aligned
     with ``values``. ``dtype``: the dtype of ``inputs`` and ``targets``, uint32 (default), int32
     or int64 (what ``torch.nn.Embedding`` takes). ``fill_positions_per_thread``: rows are filled on
     one thread per that many positions (at most ``resolve_threads()``), never changing a value.
@@ -338,7 +339,10 @@ def pack_documents(
     row_length = _check_row_length(row_length)
     fill_positions_per_thread = positive_int(fill_positions_per_thread, "fill_positions_per_thread")
     dtype = row_dtype(dtype, None)
-    values, offsets, ids = _flat_documents(documents, split)
+    buffers = as_token_buffers(documents, split, error=PackingError)
+    values, offsets, ids = buffers.values, buffers.offsets, buffers.ids
+    if roles is None:
+        roles = buffers.roles  # a store with roles (chat data) weights the loss by them
     flags = np.zeros(1, np.uint8) if roles is None else _flat_roles(roles, offsets, ids)
     plan = _plan_from_offsets(offsets, row_length, strategy)
     shape = (plan.rows, row_length)

@@ -22,6 +22,8 @@ imports this module. The local executor streams, so a corpus larger than memory 
    (``chunk_tally``). The store appears atomically. With a tokenizer file there is nothing to fit, so one pass does it all and
    the manifest is checked before the store is committed.
 
+Chat and instruction data (``format`` ``messages`` or ``prompt-completion``) run on
+``engine.chat_local``: records rendered by their chat template into a store with role flags.
 The local executor lives in ``engine.local``, the Ray executor in ``engine.distributed``, the
 steps both run in ``engine.steps``, the report and ``--out`` handling in ``engine.outputs``. The
 names of those modules stay importable from here.
@@ -81,6 +83,10 @@ def run(options: PrepareOptions) -> PrepareResult:
     """Run ``options`` on its executor (a continuous text is one document per partition: local),
     through ``run_checked``: ``--out`` is checked first, an interrupt during a kernel is a
     ``KeyboardInterrupt``."""
+    if options.format in ("messages", "prompt-completion"):
+        from engine.chat_local import run_chat  # chat and instruction data: templates, role flags
+
+        return run_checked(run_chat, options)
     if options.executor == "ray" and not options.continuous:
         from engine.distributed import run_on_ray  # Ray loads only when asked for
 

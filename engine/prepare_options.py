@@ -76,6 +76,16 @@ def default_corpus_paths() -> tuple[Path, Path]:
     return base / "corpus.jsonl", base / "splits.json"
 
 
+def _is_hf_json(path: Path) -> bool:
+    import json
+
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(obj, dict) and "model" in obj and "format" not in obj
+
+
 # -- options -----------------------------------------------------------------------------------
 
 HASH_SPLIT_FORMS = ('hash_split takes a mapping {"train": r, "validation": r, "test": r}, a sequence of three numbers '
@@ -160,6 +170,12 @@ class PrepareOptions:
     ``ray`` (``ray_address`` to join a cluster). ``resume`` keeps an interrupted local run's files.
     ``hash_split``: a mapping, three numbers (train, validation, test) or ``"R,R,R"``; stored as the
     mapping (``hash_split_ratios``). ``limits``: the sizes the run cuts its work into (``PrepareLimits``).
+    ``format``: ``text``, ``messages`` or ``prompt-completion`` (None: detected from the first
+    record's fields, ``engine.chat.records``), with ``messages_column`` / ``prompt_column`` /
+    ``completion_column``; chat data takes a tokenizer file or a model folder (``tokenizer`` =
+    DIR holding tokenizer.json and tokenizer_config.json), ``chat_template`` (a .jinja file or a
+    tokenizer_config.json; default the folder's), ``train_on`` (assistant, last-assistant, all) and
+    ``bos`` / ``eos`` (token strings, ``bos="none"``: no BOS; default what tokenizer_config.json says).
     Derived: ``continuous`` (one ``.txt`` file, split by position) and ``fit`` (None for a file).
     """
 
@@ -186,6 +202,14 @@ class PrepareOptions:
     executor: str = "local"
     ray_address: str | None = None
     limits: PrepareLimits = PrepareLimits()
+    format: str | None = None
+    messages_column: str = "messages"
+    prompt_column: str = "prompt"
+    completion_column: str = "completion"
+    chat_template: str | None = None
+    train_on: str = "assistant"
+    bos: str | None = None
+    eos: str | None = None
     continuous: bool = field(init=False, default=False)
     fit: FitOptions | None = field(init=False, default=None)
 
@@ -221,6 +245,55 @@ class PrepareOptions:
                     raise ConfigurationError(f"--{option.replace('_', '-')} applies when prepare fits a tokenizer "
                                              f"(--tokenizer {', '.join(fittable_kinds())}), not to a tokenizer file")
         self._resolve_corpus()
+        self._resolve_format()
+
+    def _resolve_format(self) -> None:
+        from engine.chat.encode import TRAIN_ON
+        from engine.chat.records import FORMATS, detect_format
+
+        if self.format is not None and self.format not in FORMATS:
+            raise ConfigurationError(f"--format {self.format!r} is unknown (expected one of: {', '.join(FORMATS)})")
+        if self.train_on not in TRAIN_ON:
+            raise ConfigurationError(f"--train-on {self.train_on!r} is unknown (expected one of: {', '.join(TRAIN_ON)})")
+        fmt = self.format
+        if fmt is None:
+            fmt = "text" if self.continuous else detect_format(
+                self.corpus, messages_column=self.messages_column, prompt_column=self.prompt_column,
+                completion_column=self.completion_column)
+            self._set("format", fmt)
+        if fmt == "text":
+            if (self.bos is not None or self.eos is not None) and self.fit is not None:
+                raise ConfigurationError("--bos and --eos apply to a tokenizer file (--tokenizer FILE or DIR); a "
+                                         "fitted tokenizer wraps documents with its own <bos>/<eos>")
+            if self.fit is None and self.executor == "ray" and self.without_bos:
+                raise ConfigurationError("documents without BOS (--bos none, or bos_token null) run on --executor "
+                                         "local")
+            if self.chat_template is not None or self.train_on != "assistant":
+                raise ConfigurationError("--chat-template and --train-on apply to chat data (--format messages or "
+                                         "prompt-completion)")
+            return
+        if self.continuous:
+            raise ConfigurationError(f"{self.corpus}: a continuous text holds no {fmt} records")
+        if self.fit is not None:
+            raise ConfigurationError(f"--format {fmt}: chat data is encoded with a model's tokenizer; pass --tokenizer "
+                                     "DIR (a folder with tokenizer.json and tokenizer_config.json) or FILE")
+        if self.executor != "local" or self.resume:
+            raise ConfigurationError(f"--format {fmt} runs on --executor local, without --resume")
+        if self.chat_template is not None and not Path(self.chat_template).exists():
+            raise ConfigurationError(f"--chat-template {self.chat_template}: file not found (expected FILE.jinja "
+                                     "or tokenizer_config.json)")
+
+    @property
+    def tokenizer_file(self) -> Path:
+        """The tokenizer file (``tokenizer.json`` of a model folder)."""
+        path = Path(self.tokenizer)
+        return path / "tokenizer.json" if path.is_dir() else path
+
+    @property
+    def tokenizer_config(self) -> Path | None:
+        """The model folder's (or the tokenizer file's sibling) tokenizer_config.json, if there is one."""
+        config = self.tokenizer_file.with_name("tokenizer_config.json")
+        return config if config.is_file() else None
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)  # resolving fields on construction; frozen afterwards
@@ -277,6 +350,52 @@ class PrepareOptions:
         """The fit's ``Trainer`` (only when ``fit`` is set)."""
         return trainer_for(self.tokenizer, self.fit)
 
+    def wrapper_names(self) -> tuple[str | None, str | None]:
+        """The special tokens that wrap each document, by name, before any tokenizer is read: ``bos`` /
+        ``eos`` as given, else what the tokenizer_config.json beside the tokenizer names (its
+        ``bos_token: null`` is no BOS), else ``""`` (the tokenizer's own). BOS None: ``--bos none``."""
+        config = None
+        if self.tokenizer_config is not None:
+            from engine.chat.template import read_tokenizer_config
+
+            config = read_tokenizer_config(self.tokenizer_config)
+        names = []
+        for name, given in (("bos", self.bos), ("eos", self.eos)):
+            if given is None and config is not None and f"{name}_token" in config:
+                value = config[f"{name}_token"]
+                given = value.get("content") if isinstance(value, dict) else value
+                given = "none" if given is None else given
+            names.append("" if given is None else given)
+        if names[1] == "none":
+            raise ConfigurationError("--eos none: every document ends with an EOS token; name one (e.g. --eos "
+                                     "'<|endoftext|>') or leave --eos out for the tokenizer's own")
+        return (None if names[0] == "none" else names[0]), names[1]
+
+    @property
+    def without_bos(self) -> bool:
+        """True when documents are ``[content..., EOS]`` (``--bos none``, or a tokenizer_config.json
+        with ``bos_token: null``)."""
+        return self.fit is None and self.wrapper_names()[0] is None
+
     def load_tokenizer(self) -> Tokenizer:
-        """The tokenizer file's tokenizer (only when ``fit`` is None)."""
-        return load_tokenizer(self.tokenizer, pattern=self.pattern)
+        """The tokenizer file's tokenizer (only when ``fit`` is None), wrapping documents with the
+        tokens ``wrapper_names`` names (a Hugging Face tokenizer.json takes any of its special tokens;
+        other files keep their own)."""
+        from engine.tokenizers.interop import load_hf_tokenizer_json
+
+        tok = load_tokenizer(self.tokenizer_file, pattern=self.pattern)
+        bos, eos = self.wrapper_names()
+        bos = bos or ""
+        if not bos and not eos:
+            return tok
+        wanted_bos, wanted_eos = bos or tok.bos, eos or tok.eos
+        if (wanted_bos, wanted_eos) == (tok.bos, tok.eos):
+            return tok
+        if not _is_hf_json(self.tokenizer_file):
+            raise ConfigurationError(f"--bos/--eos {wanted_bos!r}/{wanted_eos!r}: {self.tokenizer_file} fixes its "
+                                     f"wrappers ({tok.bos!r}/{tok.eos!r}); only a Hugging Face tokenizer.json takes "
+                                     "others (--bos none works with any file)")
+        notes = tok.notes
+        tok = load_hf_tokenizer_json(self.tokenizer_file, bos=wanted_bos, eos=wanted_eos)
+        tok.notes = notes
+        return tok

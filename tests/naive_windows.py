@@ -102,3 +102,8 @@ def gather_batch(values: list[int], positions: list[int], lo: int, hi: int, cont
         targets.append([values[p + t + 1] for t in range(context_length)])
         high = high or any(v >= 2**31 for v in inputs[-1] + targets[-1])
     return inputs, targets, high
+
+
+def gather_weights(roles: list[int], positions: list[int], lo: int, hi: int, context_length: int) -> list[list[int]]:
+    """Loss weights of the windows positions[lo:hi]: row r, column t is the flag of target t, roles[p + t + 1]."""
+    return [[roles[p + t + 1] for t in range(context_length)] for p in positions[lo:hi]]

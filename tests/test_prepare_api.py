@@ -131,7 +131,8 @@ def test_a_continuous_text_names_both_spellings(tmp_path):
 
 VALID = ("corpus_path, splits_path, out_dir, tokenizer, merges, vocab_size, pattern, tie_break, context_length, "
          "stride, train_fraction, hash_split, on_invalid_utf8, skip_bad_lines, text_column, id_column, "
-         "corpus_format, threads, resume, quiet, executor, ray_address, limits")
+         "corpus_format, threads, resume, quiet, executor, ray_address, limits, format, messages_column, "
+         "prompt_column, completion_column, chat_template, train_on, bos, eos")
 
 
 @pytest.mark.parametrize("keywords, message", [
@@ -142,7 +143,7 @@ VALID = ("corpus_path, splits_path, out_dir, tokenizer, merges, vocab_size, patt
     ({"tokeniser": "char"}, "unknown option 'tokeniser' (did you mean 'tokenizer'?)"),
     ({"hashsplit": MAPPING}, "unknown option 'hashsplit' (did you mean 'hash_split'?)"),
     ({"thread": 2}, "unknown option 'thread' (did you mean 'threads'?)"),
-    ({"column": "body"}, "unknown option 'column' (did you mean 'id_column' or 'text_column'?)"),
+    ({"column": "body"}, "unknown option 'column' (did you mean 'id_column', 'text_column' or 'prompt_column'?)"),
     ({"colour": "red"}, f"unknown option 'colour' (expected one of: {VALID})"),
     ({"fit": None}, f"unknown option 'fit' (expected one of: {VALID})"),  # derived, not an option
     ({"context": 128, "splits": "s.json"},

@@ -165,6 +165,20 @@ def export_for_trainer(workdir):
     idx = (workdir / "out" / "megatron" / "train_text_document.idx").read_bytes()
     assert idx[:9] == b"MMIDIDX\x00\x00" and np.array_equal(np.frombuffer(idx, "<i4", len(documents), 34), lengths)
     assert len(namespace["hf"]) == len(documents) and namespace["epoch"].batch_count == namespace["same"].batch_count
+def chat_data(workdir):
+    from tests.chat_helpers import model_folder
+
+    template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    model_folder(workdir / "out" / "tiny_chat" / "model", template, bos=None, eos="<|im_end|>")
+    command = shlex.split(blocks("bash")[("Fine-tune on chat data", 0)].strip())
+    result = CliRunner().invoke(main, command[1:] + ["--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "chat: messages, template out/tiny_chat/model/tokenizer_config.json, train on assistant" in result.output
+    namespace = run_block(("Fine-tune on chat data", 0))
+    doc, batch, audit = namespace["doc"], namespace["batch"], namespace["audit"]
+    assert doc.roles.shape == doc.tokens.shape and 0 < doc.roles.sum() < len(doc.tokens)
+    assert 0 < batch.loss_weights.sum() < batch.loss_weights.size and audit.every_flagged_transition_once
 
 
 BLOCKS = {
@@ -180,6 +194,7 @@ BLOCKS = {
     ("Packed epochs, FlexAttention and mixtures", 0): packed_epoch_loop,
     ("Packed epochs, FlexAttention and mixtures", 1): mixture,
     ("Export for your trainer", 0): export_for_trainer,
+    ("Fine-tune on chat data", 0): chat_data,
 }
 
 

@@ -23,6 +23,7 @@ from engine.corpus import Partition
 from engine.errors import StoreError
 from engine.pipeline import prepare
 from engine.store import FORMAT_VERSION, EncodedDocument, TokenStore, TokenStoreWriter
+from engine.store.layout import ROLES_FORMAT_VERSION
 from engine.tokenizers.char import CharTokenizer
 from tests.fakes import ByteIdsTokenizer
 from tests.helpers import _small_corpus, small_store
@@ -348,9 +349,9 @@ def test_missing_and_malformed_stores(tmp_path):
     path = tmp_path / "store"
     write_store(path)
     manifest = json.loads((path / "_engine.json").read_text())
-    (path / "_engine.json").write_text(json.dumps({**manifest, "format_version": FORMAT_VERSION + 1}))
-    with pytest.raises(StoreError, match=f"store format version {FORMAT_VERSION + 1} is newer than this engine reads "
-                                         f"\\({FORMAT_VERSION}\\); upgrade engine to read it"):
+    (path / "_engine.json").write_text(json.dumps({**manifest, "format_version": ROLES_FORMAT_VERSION + 1}))
+    with pytest.raises(StoreError, match=f"store format version {ROLES_FORMAT_VERSION + 1} is newer than this engine reads "
+                                         f"\\({ROLES_FORMAT_VERSION}\\); upgrade engine to read it"):
         TokenStore.open(path)
     del manifest["splits"]["train"]["tokens"]
     (path / "_engine.json").write_text(json.dumps(manifest))

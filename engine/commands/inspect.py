@@ -25,6 +25,7 @@ def store_summary(store: TokenStore) -> dict:
         "tokenizer_hash": store.tokenizer_hash,
         "bos_id": store.bos_id,
         "eos_id": store.eos_id,
+        **({"roles": True} if store.has_roles else {}),  # chat / instruction data only
         "splits": splits,
         "total": {
             "documents": sum(s["documents"] for s in splits.values()),
@@ -38,7 +39,8 @@ def format_summary(summary: dict) -> str:
         f"store           {summary['path']}",
         f"format version  {summary['format_version']}",
         f"tokenizer hash  {summary['tokenizer_hash']}",
-        f"bos / eos ids   {summary['bos_id']} / {summary['eos_id']}",
+        f"bos / eos ids   {'none' if summary['bos_id'] is None else summary['bos_id']} / {summary['eos_id']}",
+        *(["role flags      yes (one per token: chat / instruction data)"] if summary.get("roles") else []),
         "",
         f"{'split':<12}{'documents':>12}{'tokens':>16}",
     ]

@@ -9,6 +9,8 @@ import click
 from engine.commands._messages import cli_spelling
 from engine.commands._options import column_options, corpus_format_option, json_option, split_options
 from engine.corpus.readers import INVALID_UTF8_POLICIES
+from engine.chat.encode import TRAIN_ON
+from engine.chat.records import FORMATS
 from engine.prepare_options import EXECUTORS
 from engine.tokenizers.base import TIE_BREAKS
 from engine.tokenizers.pretokenize import PATTERNS
@@ -33,11 +35,44 @@ def _fittable() -> str:
     return ", ".join(fittable_kinds())
 
 
+def chat_options(fn):
+    """Chat and instruction data: --format, its columns, --chat-template, --train-on, --bos/--eos."""
+    for option in reversed([
+        click.option("--format", "format", type=click.Choice(list(FORMATS)), default=None,
+                     help="What each record holds: text, messages (a chat) or prompt-completion [default: detected "
+                          "from the first record: a messages field, else prompt and completion fields, else text]. "
+                          "Example: --format messages --tokenizer Qwen2.5-0.5B-Instruct/"),
+        click.option("--messages-column", "messages_column", metavar="NAME", default="messages", show_default=True,
+                     help="Field holding the list of {role, content} messages (--format messages)."),
+        click.option("--prompt-column", "prompt_column", metavar="NAME", default="prompt", show_default=True,
+                     help="Field holding the prompt: a text, or a list of messages (--format prompt-completion)."),
+        click.option("--completion-column", "completion_column", metavar="NAME", default="completion",
+                     show_default=True, help="Field holding the completion (--format prompt-completion)."),
+        click.option("--chat-template", "chat_template", metavar="FILE", default=None,
+                     help="Jinja2 chat template: FILE.jinja or a tokenizer_config.json [default: the tokenizer "
+                          "folder's tokenizer_config.json]. Example: --chat-template qwen2_5_training.jinja"),
+        click.option("--train-on", "train_on", type=click.Choice(list(TRAIN_ON)), default="assistant",
+                     show_default=True,
+                     help="Tokens scored: every assistant message, only the last one, or all tokens. "
+                          "Example: --train-on last-assistant"),
+        click.option("--bos", default=None, metavar="TOKEN|none",
+                     help="Special token before each document or prompt/completion example, or none (documents are "
+                          "[content..., EOS]) [default: the tokenizer_config.json's bos_token beside the tokenizer, "
+                          "else the tokenizer's own]. Example: --bos none"),
+        click.option("--eos", default=None, metavar="TOKEN",
+                     help="Special token after each document or prompt/completion example [default: the "
+                          "tokenizer_config.json's eos_token, else the tokenizer's own]. Example: --eos '<|im_end|>'"),
+    ]):
+        fn = option(fn)
+    return fn
+
+
 @click.command("prepare")
 @click.argument("corpus", required=False, type=click.Path(path_type=str))
 @split_options
 @column_options
 @corpus_format_option
+@chat_options
 @click.option("--out", "out_dir", default="out", show_default=True, type=click.Path(path_type=str),
               help="Output directory (store/, tokenizer.json, report.json).")
 @click.option("--tokenizer", default="bpe", show_default=True, metavar="KIND|FILE",
@@ -108,6 +143,8 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
       engine prepare shards/ --corpus-format jsonl --hash-split 0.98,0.01,0.01
       engine prepare big.jsonl --hash-split 0.98,0.01,0.01 --resume    # after an interruption
       engine prepare big.parquet --hash-split 0.98,0.01,0.01 --executor ray --ray-address auto
+      engine prepare chats.jsonl --hash-split 0.9,0.05,0.05 --tokenizer model/ --format messages
+      engine prepare pairs.parquet --hash-split 0.9,0.05,0.05 --tokenizer model/ --train-on all --bos none
     """
     from engine.pipeline import prepare  # PrepareOptions(**these options), run on their executor
 
@@ -123,6 +160,11 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
     for note in tok["notes"]:
         click.echo(f"note: {note}")
     _echo_read(report["read"])
+    if report.get("chat") is None and "wrappers" in report:
+        w = report["wrappers"]
+        bos = "none" if w["bos_id"] is None else f"{w['bos'] or '?'} ({w['bos_id']})"
+        click.echo(f"wrappers: bos {bos}, eos {w['eos'] or '?'} ({w['eos_id']})")
+    _echo_chat(report.get("chat"))
     click.echo(f"windows: context {report['context_length']}, stride {report['stride']}")
     rows = []
     for name, p in report["partitions"].items():
@@ -132,6 +174,24 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
     click.echo(format_table(["partition", "documents", "characters", "tokens", "windows", "short", "tails"],
                             rows + [total]))
     click.echo(f"wrote {result.store_path}, {result.tokenizer_path}, {result.report_path}")
+
+
+def _echo_chat(chat: dict | None) -> None:
+    """What chat data was read with: template, what is scored, the wrapper tokens, counts."""
+    if chat is None:
+        return
+    template = chat["template"] or "none"
+    markers = ", {% generation %} markers" if chat["generation_markers"] else ""
+    click.echo(f"chat: {chat['format']}, template {template}{markers}, train on {chat['train_on']}")
+    bos = "none" if chat["bos"] is None else f"{chat['bos']} ({chat['bos_id']})"
+    eos = "none" if chat["eos"] is None else f"{chat['eos']} ({chat['eos_id']})"
+    click.echo(f"wrappers: bos {bos}, eos {eos}" + (" (prompt/completion examples; a chat is its rendering)"
+                                                      if chat["format"] == "prompt-completion" else
+                                                      " (unused: a chat document is its template's rendering)"))
+    line = f"examples: {chat['examples']:,}, scored tokens {chat['scored_tokens']:,}"
+    if chat["format"] == "prompt-completion":
+        line += f", {chat['joint_encoding_differs']:,} would differ if prompt and completion were encoded joined"
+    click.echo(line)
 
 
 def _echo_read(read: dict | None) -> None:

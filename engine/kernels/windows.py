@@ -156,6 +156,18 @@ def gather_batch(values, positions, lo, hi, context_length, inputs, targets):
 
 
 @kernel
+def gather_weights(roles, positions, lo, hi, context_length, weights):
+    """Loss weights of windows ``positions[lo:hi]``: ``weights[r, t] = roles[p + t + 1]``, the role
+    flag of target ``t`` (the weight at input position ``t`` is the flag of target token ``t + 1``)."""
+    rows = min(hi, positions.shape[0]) - lo
+    width = np.uint64(context_length)
+    for r in range(rows):
+        p = np.uint64(positions[lo + r])
+        for t in range(width):
+            weights[r, t] = roles[p + t + _ONE]
+
+
+@kernel
 def gather_descriptors(values, offsets, document_index, start, context_length, inputs, targets):
     """Copy window ``(document_index[r], start[r])`` into row ``r`` of ``inputs`` and ``targets``."""
     rows = np.uint64(start.shape[0])

@@ -4,7 +4,13 @@ The store rules (cited as "the store rules of engine.store"):
 
 - one Parquet dataset directory partitioned by split (``split=train/...``), columns ``id: string``
   and ``tokens: large_list<uint32>``, one row per encoded document ``[BOS, content..., EOS]``;
-  schema metadata records the tokenizer hash, the BOS/EOS ids and the format version;
+  schema metadata records the tokenizer hash, the BOS/EOS ids and the format version; a store
+  written without BOS (a model whose tokenizer has none, e.g. Qwen) holds ``[content..., EOS]``
+  and records ``bos_id`` null (``"none"`` in the metadata);
+- chat and instruction data add ``roles: large_list<uint8>``, one flag per token (1 = the model is
+  trained to produce it, as long as the row's tokens); such a store is format version 2, its
+  manifest says ``"roles": true``, and its documents are what their chat template rendered (or
+  ``[BOS?] + prompt + completion + [EOS?]``), so no BOS/EOS rule applies to them;
 - kernels read the list column's flat ``values`` (uint32) and ``offsets`` (int64) buffers zero-copy;
 - reading windows or batches with a tokenizer whose hash differs from the store's is a ``StoreError``;
 - writes are atomic (a temporary name, then a rename): an interrupted run leaves the previous
@@ -15,6 +21,7 @@ The store rules (cited as "the store rules of engine.store"):
 Layout of a store directory ``DIR``::
 
     DIR/split=train/part-00000.parquet        columns id: string, tokens: large_list<uint32>
+                                              (and roles: large_list<uint8> in a version-2 store)
     DIR/split=validation/part-00000.parquet   (every split directory exists, maybe a zero-row file)
     DIR/split=test/part-00000.parquet
     DIR/_tokenizer.json                       the tokenizer that encoded it (Tokenizer.save)

@@ -17,7 +17,8 @@ from engine.errors import StoreError
 from engine.store_files import MANIFEST_NAME, RESUME_NAME, STORE_NAME, TOKENIZER_NAME  # re-exported
 
 __all__ = [
-    "FORMAT", "FORMAT_VERSION", "MANIFEST_NAME", "TOKENIZER_NAME", "ROW_GROUP_SIZE", "CHUNK_DOCUMENTS", "TOKENS_TYPE",
+    "FORMAT", "FORMAT_VERSION", "ROLES_FORMAT_VERSION", "FORMAT_VERSIONS", "ROLES_TYPE",
+    "MANIFEST_NAME", "TOKENIZER_NAME", "ROW_GROUP_SIZE", "CHUNK_DOCUMENTS", "TOKENS_TYPE",
     "EncodedDocument", "store_partition", "split_dir", "sha256_file", "fsync", "RESUME_NAME", "source_digest",
     "utf8_length",
     "STORE_NAME",
@@ -27,9 +28,14 @@ __all__ = [
 
 FORMAT = "engine.token_store"
 FORMAT_VERSION = 1
+# A store with a ``roles`` column (chat and instruction data) is format version 2: an engine that
+# reads version 1 only would otherwise train on every token.
+ROLES_FORMAT_VERSION = 2
+FORMAT_VERSIONS = (FORMAT_VERSION, ROLES_FORMAT_VERSION)
 ROW_GROUP_SIZE = 16384
 CHUNK_DOCUMENTS = 4096
 TOKENS_TYPE = pa.large_list(pa.uint32())
+ROLES_TYPE = pa.large_list(pa.uint8())
 
 
 def store_partition(value: Partition | str) -> Partition:

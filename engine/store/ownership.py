@@ -10,7 +10,7 @@ from pathlib import Path
 from engine.checks import parse_json
 from engine.partition import PARTITIONS
 from engine.errors import StoreError
-from engine.store.layout import FORMAT, FORMAT_VERSION, MANIFEST_NAME, TOKENIZER_NAME, split_dir
+from engine.store.layout import FORMAT, FORMAT_VERSION, FORMAT_VERSIONS, MANIFEST_NAME, TOKENIZER_NAME, split_dir
 
 __all__ = ["check_replaceable", "own_temporaries"]
 
@@ -24,7 +24,7 @@ def _manifest_files(manifest) -> set[str] | str:
     """The file names a store manifest lists, or why it is not an engine store manifest."""
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         return f'no "format": "{FORMAT}"'
-    if manifest.get("format_version") != FORMAT_VERSION or isinstance(manifest.get("format_version"), bool):
+    if manifest.get("format_version") not in FORMAT_VERSIONS or isinstance(manifest.get("format_version"), bool):
         return f"format_version {manifest.get('format_version')!r}, expected {FORMAT_VERSION}"
     tokenizer, splits = manifest.get("tokenizer"), manifest.get("splits")
     if not isinstance(tokenizer, dict) or not isinstance(tokenizer.get("hash"), str):

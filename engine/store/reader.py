@@ -45,7 +45,8 @@ from engine.checks import parse_json, read_json
 from engine.errors import StoreError
 from engine.store_files import STORE_NAME
 from engine.store.layout import (
-    CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
+    CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, FORMAT_VERSIONS, MANIFEST_NAME, ROLES_FORMAT_VERSION, ROLES_TYPE,
+    ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
     EncodedDocument, check_store_dir, sha256_file, split_dir, store_location, store_partition,
 )
 from engine.store.writer import TokenStoreWriter
@@ -56,8 +57,10 @@ __all__ = ["EncodedDocuments", "TokenStore"]
 class EncodedDocuments(Sequence[EncodedDocument]):
     """Lazy documents of one split: ``[i].tokens`` is a view ``values[offsets[i]:offsets[i+1]]``."""
 
-    def __init__(self, partition: Partition, ids: list[str], values: np.ndarray, offsets: np.ndarray):
+    def __init__(self, partition: Partition, ids: list[str], values: np.ndarray, offsets: np.ndarray,
+                 roles: np.ndarray | None = None):
         self.partition, self._ids, self._values, self._offsets = partition, ids, values, offsets
+        self._roles = roles
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -74,7 +77,8 @@ class EncodedDocuments(Sequence[EncodedDocument]):
             raise IndexError(f"document index {index} out of range for {n} {self.partition.value} documents")
         index %= n
         start, stop = self._offsets[index], self._offsets[index + 1]
-        return EncodedDocument(self._ids[index], self.partition, self._values[start:stop])
+        roles = None if self._roles is None else self._roles[start:stop]
+        return EncodedDocument(self._ids[index], self.partition, self._values[start:stop], roles)
 
     def __iter__(self) -> Iterator[EncodedDocument]:
         return (self[i] for i in range(len(self)))
@@ -91,13 +95,14 @@ class TokenStore:
         self._ids: dict[Partition, list[str]] = {}
         self._mapped: dict[Partition, Path] = {}  # splits served from a memory-mapped decoded copy
         self._digests: dict[Partition, str] = {}  # content_digest of each split served
+        self._roles: dict[Partition, np.ndarray] = {}
 
     # -- writing ----------------------------------------------------------------------------
     @staticmethod
     def writer(path: str | os.PathLike, tokenizer, *, overwrite: bool = True, row_group_size: int = ROW_GROUP_SIZE,
                max_rows_per_file: int | None = None, chunk_documents: int = CHUNK_DOCUMENTS,
                wait: bool = False, timeout: float = 600.0, resume: bool = False,
-               check_unique: bool = True) -> TokenStoreWriter:
+               check_unique: bool = True, roles: bool = False, bos: bool = True) -> TokenStoreWriter:
         """A ``TokenStoreWriter`` for ``path`` (use it in a ``with`` block).
 
         ``resume=True`` (needs ``max_rows_per_file``) continues the temporary store an interrupted
@@ -105,10 +110,13 @@ class TokenStore:
         ``writer.resumed[partition]`` says how many documents of each partition they hold, and the
         caller writes the rest. Written the same way, the result equals a fresh run's store.
         ``check_unique=False``: the caller has checked the ids unique (``prepare`` does, reading).
+        ``roles=True``: a store of chat / instruction data, one role flag per token (format version 2).
+        ``bos=False``: documents are ``[content..., EOS]`` (the manifest's ``bos_id`` is null).
         """
         return TokenStoreWriter(path, tokenizer, overwrite=overwrite, row_group_size=row_group_size,
                                 max_rows_per_file=max_rows_per_file, chunk_documents=chunk_documents,
-                                wait=wait, timeout=timeout, resume=resume, check_unique=check_unique)
+                                wait=wait, timeout=timeout, resume=resume, check_unique=check_unique, roles=roles,
+                                bos=bos)
 
     @classmethod
     def write(cls, path: str | os.PathLike, encoded_partitions: Mapping[Partition | str, Iterable[EncodedDocument]],
@@ -153,14 +161,18 @@ class TokenStore:
         version = m.get("format_version")
         if not isinstance(version, int):
             raise StoreError(f'{where}: missing or non-integer "format_version" (expected {FORMAT_VERSION})')
-        if version > FORMAT_VERSION:
+        if version > max(FORMAT_VERSIONS):
             raise StoreError(f"{where}: store format version {version} is newer than this engine reads "
-                             f"({FORMAT_VERSION}); upgrade engine to read it")
-        if version != FORMAT_VERSION:
+                             f"({max(FORMAT_VERSIONS)}); upgrade engine to read it")
+        if version not in FORMAT_VERSIONS:
             raise StoreError(f"{where}: store format version {version} is not supported (expected {FORMAT_VERSION})")
+        if (m.get("roles") is True) != (version == ROLES_FORMAT_VERSION):
+            raise StoreError(f'{where}: format version {version} with "roles": {json.dumps(m.get("roles"))}; '
+                             f'a store with role flags is version {ROLES_FORMAT_VERSION} and says "roles": true')
         try:
             tok = m["tokenizer"]
-            if not (isinstance(tok["hash"], str) and isinstance(tok["bos_id"], int) and isinstance(tok["eos_id"], int)):
+            if not (isinstance(tok["hash"], str) and (tok["bos_id"] is None or isinstance(tok["bos_id"], int))
+                    and isinstance(tok["eos_id"], int)):
                 raise TypeError("tokenizer hash/bos_id/eos_id")
             for name, split in m["splits"].items():
                 Partition(name)
@@ -233,9 +245,13 @@ class TokenStore:
                 try:
                     parquet = pq.ParquetFile(file)
                     for group in range(parquet.num_row_groups):  # one row group in memory at a time
-                        column = parquet.read_row_group(group, columns=["tokens"]).column("tokens")
+                        names = ["tokens", "roles"] if self.has_roles else ["tokens"]
+                        rows = parquet.read_row_group(group, columns=names)
+                        column = rows.column("tokens")
                         documents += len(column)
                         tokens += int(pc.sum(pc.list_value_length(column)).as_py() or 0)
+                        if self.has_roles:
+                            self._verify_roles(file, group, column, rows.column("roles"))
                 except (OSError, pa.ArrowException, ValueError, KeyError) as exc:
                     raise StoreError(f"{file}: cannot read its tokens ({exc}); the file is corrupt") from None
             for what, claimed, found_count in (("documents", split["documents"], documents), ("tokens", split["tokens"], tokens)):
@@ -263,6 +279,23 @@ class TokenStore:
                                      "store's own files (readers of the folder would see it)")
         return len(listed)
 
+    def _verify_roles(self, file: Path, group: int, tokens, roles) -> None:
+        """Each row's role flags: as many as its tokens, each 0 or 1."""
+        import pyarrow.compute as pc
+
+        if roles.type != ROLES_TYPE or roles.null_count:
+            raise StoreError(f"{file}: row group {group}: roles column is {roles.type} with {roles.null_count} "
+                             f"null(s), expected {ROLES_TYPE} without nulls")
+        lengths = pc.list_value_length(tokens).to_numpy(zero_copy_only=False)
+        flags = pc.list_value_length(roles).to_numpy(zero_copy_only=False)
+        wrong = np.flatnonzero(lengths != flags)
+        if wrong.size:
+            raise StoreError(f"{file}: row group {group}, row {int(wrong[0])}: {int(flags[wrong[0]])} role flags "
+                             f"for {int(lengths[wrong[0]])} tokens; expected one per token")
+        values = pc.list_flatten(roles).to_numpy(zero_copy_only=False)
+        if values.size and values.max() > 1:
+            raise StoreError(f"{file}: row group {group}: a role flag is {int(values.max())}; expected 0 or 1")
+
     def check_tokenizer(self, tokenizer) -> None:
         """StoreError unless ``tokenizer`` is the one this store was encoded with (same hash)."""
         if tokenizer.hash != self.tokenizer_hash:
@@ -287,11 +320,17 @@ class TokenStore:
         return self._manifest["format_version"]
 
     @property
+    def has_roles(self) -> bool:
+        """True for a store of chat / instruction data (a ``roles`` column, format version 2)."""
+        return self._manifest.get("roles") is True
+
+    @property
     def tokenizer_hash(self) -> str:
         return self._manifest["tokenizer"]["hash"]
 
     @property
-    def bos_id(self) -> int:
+    def bos_id(self) -> int | None:
+        """The id every document starts with, or None: documents are ``[content..., EOS]``."""
         return self._manifest["tokenizer"]["bos_id"]
 
     @property
@@ -326,17 +365,42 @@ class TokenStore:
             for entry in self._split(part)["files"]:
                 file = self.path / entry["name"]
                 try:
-                    table = pq.ParquetFile(file).read(columns=["id", "tokens"])
+                    table = pq.ParquetFile(file).read(columns=self._columns())
                 except (OSError, pa.ArrowException, ValueError) as exc:
                     raise StoreError(f"{file}: cannot read ({exc}); the file is corrupt") from None
                 if table.schema.field("tokens").type != TOKENS_TYPE or table.schema.field("id").type != pa.string():
                     raise StoreError(f"{file}: columns are {table.schema.types}, expected id: string, tokens: {TOKENS_TYPE}")
-                if table.column("tokens").null_count or table.column("id").null_count:
-                    raise StoreError(f"{file}: holds null ids or token lists; the file is corrupt")
+                if self.has_roles and table.schema.field("roles").type != ROLES_TYPE:
+                    raise StoreError(f"{file}: roles column is {table.schema.field('roles').type}, expected {ROLES_TYPE}")
+                if any(table.column(name).null_count for name in table.column_names):
+                    raise StoreError(f"{file}: holds null ids, token lists or role lists; the file is corrupt")
                 tables.append(table.replace_schema_metadata(None))
-            self._tables[part] = pa.concat_tables(tables) if tables else pa.table(
-                {"id": pa.array([], pa.string()), "tokens": pa.array([], TOKENS_TYPE)})
+            empty = {"id": pa.array([], pa.string()), "tokens": pa.array([], TOKENS_TYPE)}
+            if self.has_roles:
+                empty["roles"] = pa.array([], ROLES_TYPE)
+            self._tables[part] = pa.concat_tables(tables) if tables else pa.table(empty)
         return self._tables[part]
+
+    def _columns(self) -> list[str]:
+        return ["id", "tokens", "roles"] if self.has_roles else ["id", "tokens"]
+
+    def roles(self, partition: Partition | str) -> np.ndarray | None:
+        """The split's role flags (uint8, aligned with ``arrays()[0]``), or None for a store without roles."""
+        part = store_partition(partition)
+        if not self.has_roles:
+            return None
+        if part not in self._roles:
+            column = self.table(part).column("roles")
+            array = column.chunk(0) if column.num_chunks == 1 else (
+                pa.array([], ROLES_TYPE) if column.num_chunks == 0 else column.combine_chunks())
+            offsets = array.offsets.to_numpy(zero_copy_only=True)
+            flags = array.values.to_numpy(zero_copy_only=True)[int(offsets[0]):int(offsets[-1])]
+            _, values, token_offsets = self._views(part)
+            if flags.shape != values.shape or not np.array_equal(offsets - offsets[0], token_offsets):
+                raise StoreError(f"{self.path}: split {part.value}: role flags do not line up with the tokens "
+                                 "(one flag per token expected); run verify()")
+            self._roles[part] = flags
+        return self._roles[part]
 
     def tokens_array(self, partition: Partition | str) -> pa.LargeListArray:
         """The ``tokens`` column as one Arrow array; ``arrays()`` views its buffers."""
@@ -373,7 +437,7 @@ class TokenStore:
         ``arrays()`` (no copy), ``ids`` the split's document ids in order."""
         part = store_partition(partition)
         values, offsets = self.arrays(part)
-        return TokenBuffers.checked(values, offsets, self.ids(part), part, error=StoreError)
+        return TokenBuffers.checked(values, offsets, self.ids(part), part, error=StoreError, roles=self.roles(part))
 
     def ids(self, partition: Partition | str) -> list[str]:
         part = store_partition(partition)
@@ -384,7 +448,7 @@ class TokenStore:
     def documents(self, partition: Partition | str) -> EncodedDocuments:
         part = store_partition(partition)
         values, offsets = self.arrays(part)
-        return EncodedDocuments(part, self.ids(part), values, offsets)
+        return EncodedDocuments(part, self.ids(part), values, offsets, self.roles(part))
 
     # -- memory-mapped decoded copies ------------------------------------------------------------
     def mapped_file(self, partition: Partition | str) -> Path | None:
@@ -394,7 +458,7 @@ class TokenStore:
     def _copy_name(self, part: Partition) -> str:
         split = self._split(part)
         digest = hashlib.sha256(json.dumps(
-            [FORMAT_VERSION, self.tokenizer_hash, part.value,
+            [self.format_version, self.tokenizer_hash, part.value,
              [[e["name"], e["sha256"], e["rows"], e["bytes"]] for e in split["files"]]]).encode()).hexdigest()
         return f"{part.value}-{digest[:40]}.arrow"
 
@@ -432,7 +496,7 @@ class TokenStore:
         except (OSError, pa.ArrowException, ValueError):
             return None
         split = self._split(part)
-        if (table.schema.names != ["id", "tokens"] or table.schema.field("tokens").type != TOKENS_TYPE
+        if (table.schema.names != self._columns() or table.schema.field("tokens").type != TOKENS_TYPE
                 or table.num_rows != split["documents"] or table.column("tokens").num_chunks > 1
                 or table.column("tokens").null_count or table.column("id").null_count):
             return None

@@ -32,7 +32,8 @@ from engine.partition import PARTITIONS, Partition
 from engine.corpus.unique import SeenIds, find_duplicate
 from engine.errors import StoreError, is_interrupt
 from engine.store.layout import (
-    CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, RESUME_NAME, ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
+    CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, RESUME_NAME, ROLES_FORMAT_VERSION, ROLES_TYPE,
+    ROW_GROUP_SIZE, TOKENIZER_NAME, TOKENS_TYPE,
     EncodedDocument, fsync, sha256_file, split_dir, store_partition,
 )
 from engine.store.lock import WriterLock, pid_alive
@@ -75,8 +76,11 @@ class TokenStoreWriter(ResumableWriter):
     def __init__(self, path: str | os.PathLike, tokenizer, *, overwrite: bool = True,
                  row_group_size: int = ROW_GROUP_SIZE, max_rows_per_file: int | None = None,
                  chunk_documents: int = CHUNK_DOCUMENTS, wait: bool = False, timeout: float = 600.0,
-                 resume: bool = False, check_unique: bool = True):
+                 resume: bool = False, check_unique: bool = True, roles: bool = False, bos: bool = True):
         self.path = Path(path).absolute()
+        # roles=True: a chat / instruction store (version 2): every chunk carries one flag per token,
+        # and documents need not start with BOS nor end with EOS (a template decides what they hold).
+        self.roles = bool(roles)
         if not all(hasattr(tokenizer, name) for name in ("bos_id", "eos_id", "hash", "save")):
             raise StoreError(f"{self.path}: tokenizer is {type(tokenizer).__name__}, expected an engine Tokenizer")
         self.tokenizer = tokenizer
@@ -92,13 +96,20 @@ class TokenStoreWriter(ResumableWriter):
         self.row_group_size = int(row_group_size)
         self.max_rows_per_file = max_rows_per_file
         self.chunk_documents = int(chunk_documents)
-        self.bos_id, self.eos_id = int(tokenizer.bos_id), int(tokenizer.eos_id)
+        # bos=False: documents are [content..., EOS] (a model whose tokenizer has no BOS, e.g. Qwen);
+        # the manifest's bos_id is then null.
+        self.bos_id = int(tokenizer.bos_id) if bos else None
+        self.eos_id = int(tokenizer.eos_id)
+        fields = [pa.field("id", pa.string()), pa.field("tokens", TOKENS_TYPE)]
+        if self.roles:
+            fields.append(pa.field("roles", ROLES_TYPE))
+        self.format_version = ROLES_FORMAT_VERSION if self.roles else FORMAT_VERSION
         self.schema = pa.schema(
-            [pa.field("id", pa.string()), pa.field("tokens", TOKENS_TYPE)],
+            fields,
             metadata={
-                "engine.format_version": str(FORMAT_VERSION),
+                "engine.format_version": str(self.format_version),
                 "engine.tokenizer_hash": tokenizer.hash,
-                "engine.bos_id": str(self.bos_id),
+                "engine.bos_id": "none" if self.bos_id is None else str(self.bos_id),
                 "engine.eos_id": str(self.eos_id),
             },
         )
@@ -171,13 +182,15 @@ class TokenStoreWriter(ResumableWriter):
             raise StoreError(f"{self.path}: writer is not open (use it as `with TokenStore.writer(...) as w:`)")
 
     def write_chunk(self, partition: Partition | str, ids: Sequence[str], values: np.ndarray, offsets: np.ndarray,
-                    *, sources: Sequence[bytes] | None = None) -> None:
+                    *, sources: Sequence[bytes] | None = None, roles: np.ndarray | None = None) -> None:
         """Append ``len(ids)`` documents: document ``i`` is ``values[offsets[i]:offsets[i+1]]``.
 
         ``values`` uint32 1-D; ``offsets`` int64, ``len(ids) + 1`` entries, starting at 0, never
         decreasing, ending at ``len(values)``; every document starts with BOS and ends with EOS;
         ids are non-empty strings, unique in the whole store. Checked before anything is written.
         ``sources``: each document's ``source_digest`` (32 bytes), recorded per file for ``resume``.
+        ``roles``: with ``roles=True`` (only then), uint8 flags 0/1 aligned with ``values``; such
+        documents need at least one token and no BOS/EOS.
         """
         self._check_active()
         part = store_partition(partition)
@@ -201,11 +214,12 @@ class TokenStoreWriter(ResumableWriter):
                         f"{exc.start}; expected a valid UTF-8 string"
                     ) from None
         self._check_arrays(part, ids, values, offsets)
+        self._check_roles(part, ids, values, offsets, roles)
         self._check_unique(part, ids, ids)
-        table = pa.Table.from_arrays(
-            [pa.array(ids, type=pa.string()), pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))],
-            schema=self.schema,
-        )
+        columns = [pa.array(ids, type=pa.string()), pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))]
+        if self.roles:
+            columns.append(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(roles, type=pa.uint8())))
+        table = pa.Table.from_arrays(columns, schema=self.schema)
         out = self._outputs[part]
         self._append(out, table, sources)
         out.documents += len(ids)
@@ -219,11 +233,15 @@ class TokenStoreWriter(ResumableWriter):
         the next document starts a new one. ``source``: its ``source_digest``, as in ``write_chunk``."""
         self._check_active()
         part = store_partition(partition)
+        if self.roles:
+            raise StoreError(f"{part.value} document {doc_id!r}: a store with roles takes documents by write_chunk")
         if not isinstance(doc_id, str) or not doc_id:
             raise StoreError(f"{part.value} document: id {doc_id!r} is not a non-empty string")
-        ends = np.memmap(ids_file, dtype=np.uint32, mode="r") if count >= 2 else np.empty(0, dtype=np.uint32)
-        if count < 2 or ends.shape[0] != count or ends[0] != self.bos_id or ends[-1] != self.eos_id:
-            raise StoreError(f"{part.value} document {doc_id!r}: {ids_file} must hold {count:,} >= 2 ids "
+        ends = np.memmap(ids_file, dtype=np.uint32, mode="r") if count >= 1 else np.empty(0, dtype=np.uint32)
+        low = 2 if self.bos_id is not None else 1
+        if (count < low or ends.shape[0] != count or (self.bos_id is not None and ends[0] != self.bos_id)
+                or ends[-1] != self.eos_id):
+            raise StoreError(f"{part.value} document {doc_id!r}: {ids_file} must hold {count:,} >= {low} ids "
                              f"from BOS ({self.bos_id}) to EOS ({self.eos_id})")
         del ends
         self._check_unique(part, [doc_id], [doc_id])
@@ -239,6 +257,22 @@ class TokenStoreWriter(ResumableWriter):
         out.tokens += count
         if self.max_rows_per_file is not None:
             self._save_resume_state()
+
+    def _check_roles(self, part: Partition, ids: list, values: np.ndarray, offsets: np.ndarray, roles) -> None:
+        if not self.roles:
+            if roles is not None:
+                raise StoreError(f"{part.value} chunk: roles given to a store written without them "
+                                 "(open the writer with roles=True)")
+            return
+        if not isinstance(roles, np.ndarray) or roles.dtype != np.uint8 or roles.shape != values.shape:
+            got = f"{roles.dtype} array of shape {roles.shape}" if isinstance(roles, np.ndarray) else type(roles).__name__
+            raise StoreError(f"{part.value} chunk: roles must be uint8 flags aligned with the tokens "
+                             f"({values.shape[0]}), got {got}")
+        bad = np.flatnonzero(roles > 1)
+        if bad.size:
+            d = int(np.searchsorted(offsets, bad[0], side="right") - 1)
+            raise StoreError(f"{part.value} document {ids[d]!r}: role flag {roles[bad[0]]} at token "
+                             f"{int(bad[0] - offsets[d])}; expected 0 or 1")
 
     def _check_unique(self, part: Partition, ids: list[str], chunk: Sequence[str]) -> None:
         """Add ``ids`` (of ``part``) to the store's ids; StoreError naming a duplicate and its two splits.
@@ -282,7 +316,7 @@ class TokenStoreWriter(ResumableWriter):
                 f"expected 0 to {values.shape[0]} (len(values))"
             )
         lengths = np.diff(offsets)
-        bad = np.flatnonzero(lengths < 2)
+        bad = np.flatnonzero(lengths < (1 if self.roles or self.bos_id is None else 2))
         if bad.size:
             i = int(bad[0])
             what = (
@@ -290,7 +324,9 @@ class TokenStoreWriter(ResumableWriter):
                 f"offsets must rise from 0 to {values.shape[0]} = len(values))"
                 if lengths[i] < 0 else f"it has {lengths[i]} token(s)"
             )
-            raise StoreError(f"{part.value} document {ids[i]!r}: {what}; expected [BOS, content..., EOS] (>= 2 tokens)")
+            raise StoreError(f"{part.value} document {ids[i]!r}: {what}; expected "
+                             + ("at least one token" if self.roles else "[content..., EOS] (>= 1 token)"
+                                if self.bos_id is None else "[BOS, content..., EOS] (>= 2 tokens)"))
         outside = np.flatnonzero((offsets < 0) | (offsets > values.shape[0]))
         if outside.size:  # only reachable when differences wrapped around int64
             i = int(outside[0])
@@ -298,8 +334,10 @@ class TokenStoreWriter(ResumableWriter):
                 f"{part.value} chunk: offsets[{i}] = {offsets[i]} is outside the values buffer; "
                 f"expected 0 <= offset <= {values.shape[0]} (len(values))"
             )
-        for name, positions, expected in (("start with BOS", offsets[:-1], self.bos_id),
-                                          ("end with EOS", offsets[1:] - 1, self.eos_id)):
+        if self.roles:
+            return
+        ends = [("end with EOS", offsets[1:] - 1, self.eos_id)]
+        for name, positions, expected in ([] if self.bos_id is None else [("start with BOS", offsets[:-1], self.bos_id)]) + ends:
             wrong = np.flatnonzero(values[positions] != expected)
             if wrong.size:
                 i = int(wrong[0])
@@ -369,6 +407,7 @@ class TokenStoreWriter(ResumableWriter):
         part = store_partition(partition)
         ids: list[str] = []
         tokens: list[np.ndarray] = []
+        flags: list = []
         written = 0
         if isinstance(documents, (str, bytes)) or not hasattr(documents, "__iter__"):
             raise StoreError(f"{part.value}: documents is {type(documents).__name__}, expected an iterable of EncodedDocument")
@@ -381,21 +420,34 @@ class TokenStoreWriter(ResumableWriter):
             if not isinstance(doc.tokens, np.ndarray) or doc.tokens.dtype != np.uint32 or doc.tokens.ndim != 1:
                 got = getattr(doc.tokens, "dtype", type(doc.tokens).__name__)
                 raise StoreError(f"{part.value} document {doc.id!r}: tokens must be a 1-D uint32 array, got {got}")
+            if self.roles != (doc.roles is not None):
+                raise StoreError(f"{part.value} document {doc.id!r}: " + (
+                    "has no roles, but this store holds one role flag per token" if self.roles else
+                    "has roles; open the writer with roles=True to store them"))
             ids.append(doc.id)
             tokens.append(doc.tokens)
+            flags.append(doc.roles)
             if len(ids) >= self.chunk_documents:
-                written += self._flush(part, ids, tokens)
-        return written + self._flush(part, ids, tokens)
+                written += self._flush(part, ids, tokens, flags)
+        return written + self._flush(part, ids, tokens, flags)
 
-    def _flush(self, part: Partition, ids: list[str], tokens: list[np.ndarray]) -> int:
+    def _flush(self, part: Partition, ids: list[str], tokens: list[np.ndarray], flags: list) -> int:
         if not ids:
             return 0
         offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
         np.cumsum([t.shape[0] for t in tokens], out=offsets[1:])
-        self.write_chunk(part, ids, np.concatenate(tokens), offsets)
+        roles = None
+        if self.roles:
+            for doc_id, t, f in zip(ids, tokens, flags):
+                if np.shape(f) != t.shape:
+                    raise StoreError(f"{part.value} document {doc_id!r}: {np.size(f)} role flags for "
+                                     f"{t.shape[0]} tokens; expected one per token")
+            roles = np.concatenate([np.asarray(f) for f in flags]).astype(np.uint8)
+        self.write_chunk(part, ids, np.concatenate(tokens), offsets, roles=roles)
         n = len(ids)
         ids.clear()
         tokens.clear()
+        flags.clear()
         return n
 
     def close(self) -> Path:
@@ -433,7 +485,8 @@ class TokenStoreWriter(ResumableWriter):
             splits[part.value] = {"documents": out.documents, "tokens": out.tokens, "files": files}
         manifest = {
             "format": FORMAT,
-            "format_version": FORMAT_VERSION,
+            "format_version": self.format_version,
+            **({"roles": True} if self.roles else {}),
             "tokenizer": {"kind": self.tokenizer.kind, "hash": self.tokenizer.hash,
                           "bos_id": self.bos_id, "eos_id": self.eos_id, "file": TOKENIZER_NAME},
             "splits": splits,

@@ -1,0 +1,189 @@
+"""Chat and instruction records read from JSONL, Parquet or Arrow IPC, checked field by field.
+
+Formats (``--format``), detected from the first record's fields when not given, as TRL does:
+``messages`` when it has the messages column (default ``"messages"``); ``prompt-completion`` when it
+has both the prompt and completion columns; else ``text`` (the plain-document path of ``prepare``).
+
+- ``messages``: a non-empty list of ``{"role", "content"}`` objects; ``role`` one of ``system``,
+  ``user``, ``assistant``, ``tool`` (others only with ``extra_roles``), ``content`` a string; other
+  keys (``tool_calls``, ``name``...) are passed to the template as they are.
+- ``prompt-completion``: two strings, or two such message lists (conversational prompt/completion,
+  the completion holding the assistant turns).
+
+Every record has an id: the ``id_column`` (default the ``"id"`` field when the first record has
+one) or one made from file and row like the text readers (``c.jsonl:000003`` = line 3). Every
+error names the file and line (JSONL, 1-based) or row (Parquet/Arrow, 0-based), the field, what was
+found and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from engine.corpus.documents import made_id
+from engine.corpus.readers import corpus_format
+from engine.errors import CorpusError
+
+__all__ = ["FORMATS", "ROLES", "ChatRecord", "detect_format", "iter_records", "check_messages"]
+
+FORMATS = ("text", "messages", "prompt-completion")
+ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass(frozen=True)
+class ChatRecord:
+    id: str
+    where: str  # "file:line" or "file: row N"
+    messages: list | None = None  # messages format, or a conversational prompt + completion joined
+    prompt: Any = None  # prompt-completion: str, or a message list
+    completion: Any = None
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*.parquet") if not any(part.startswith(".") for part in
+                                                                      p.relative_to(path).parts))
+    return [path]
+
+
+def _rows(path: Path) -> Iterator[tuple[str, int, dict]]:
+    """(where, row number for made ids, record) of every record, in order."""
+    kind = corpus_format(path)
+    if kind == "folder":
+        raise CorpusError(f"{path}: chat data is read from JSONL, Parquet or Arrow files, not a folder of texts")
+    for file in _files(path):
+        name = file.relative_to(path).as_posix() if path.is_dir() else file.name
+        if kind == "jsonl":
+            with open(file, encoding="utf-8", errors="strict") as fh:
+                for lineno, line in enumerate(fh, 1):
+                    if not line.strip():
+                        continue
+                    where = f"{file}:{lineno}"
+                    try:
+                        obj = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise CorpusError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+                    if not isinstance(obj, dict):
+                        raise CorpusError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+                    yield where, lineno, obj, name
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            try:
+                if file.suffix == ".parquet":
+                    batches = pq.ParquetFile(file).iter_batches(batch_size=1024)
+                else:
+                    reader = pa.ipc.open_file(pa.memory_map(str(file), "r"))
+                    batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+                row = 0
+                for batch in batches:
+                    for obj in batch.to_pylist():
+                        yield f"{file}: row {row}", row, obj, name
+                        row += 1
+            except (OSError, pa.ArrowException) as exc:
+                raise CorpusError(f"{file}: cannot read ({exc})") from None
+
+
+def detect_format(path: str | Path, *, messages_column: str = "messages", prompt_column: str = "prompt",
+                  completion_column: str = "completion") -> str:
+    """The format of a corpus from its first record's fields (``text`` for a folder or a .txt file)."""
+    path = Path(path)
+    try:
+        if corpus_format(path) == "folder":
+            return "text"
+    except CorpusError:
+        return "text"
+    for _, _, obj, _ in _rows(path):
+        if messages_column in obj:
+            return "messages"
+        if prompt_column in obj and completion_column in obj:
+            return "prompt-completion"
+        return "text"
+    return "text"
+
+
+def check_messages(value: Any, where: str, field: str, *, extra_roles: tuple[str, ...] = ()) -> list[dict]:
+    """``value`` as a checked message list; CorpusError naming the message and field otherwise."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)  # a column of JSON strings
+        except json.JSONDecodeError:
+            raise CorpusError(f'{where}: field "{field}" is a string that is not a JSON list of messages; '
+                              'expected a list of {"role", "content"} objects') from None
+    if not isinstance(value, list):
+        raise CorpusError(f'{where}: field "{field}" is {type(value).__name__}, expected a list of '
+                          '{"role", "content"} messages')
+    if not value:
+        raise CorpusError(f'{where}: field "{field}" is an empty conversation; expected at least one message')
+    allowed = ROLES + tuple(extra_roles)
+    messages = []
+    for i, message in enumerate(value):
+        at = f'{where}: field "{field}" message {i}'
+        if not isinstance(message, dict):
+            raise CorpusError(f'{at} is {type(message).__name__}, expected a {{"role", "content"}} object')
+        for key in ("role", "content"):
+            if message.get(key) is None and not (key == "content" and message.get("tool_calls")):
+                raise CorpusError(f'{at} has no "{key}"; every message needs a "role" and a "content"')
+        role = message["role"]
+        if role not in allowed:
+            raise CorpusError(f'{at}: unknown role {role!r}; expected one of {", ".join(allowed)}')
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            raise CorpusError(f'{at}: "content" is {type(content).__name__}, expected a string')
+        messages.append({k: v for k, v in message.items() if v is not None})
+    return messages
+
+
+def iter_records(path: str | Path, fmt: str, *, messages_column: str = "messages", prompt_column: str = "prompt",
+                 completion_column: str = "completion", id_column: str | None = None,
+                 extra_roles: tuple[str, ...] = ()) -> Iterator[ChatRecord]:
+    """The checked records of ``path`` in ``fmt`` (``messages`` or ``prompt-completion``), in order."""
+    if fmt not in ("messages", "prompt-completion"):
+        raise CorpusError(f"--format {fmt!r}: chat records are messages or prompt-completion")
+    path = Path(path)
+    id_key = id_column or "id"
+    made: bool | None = None
+    conversational: tuple[bool, str] | None = None  # prompt-completion: message lists or texts, decided first
+    for where, row, obj, name in _rows(path):
+        if made is None:
+            made = id_column is None and "id" not in obj
+        if made:
+            doc_id = made_id(name, row)
+        else:
+            doc_id = obj.get(id_key)
+            if not isinstance(doc_id, str) or not doc_id:
+                raise CorpusError(f'{where}: field "{id_key}" is {doc_id!r}; expected a non-empty string id '
+                                  "(every record needs one when the first has one)")
+        if fmt == "messages":
+            if messages_column not in obj:
+                raise CorpusError(f'{where}: no field "{messages_column}"; expected a list of messages '
+                                  "(--messages-column names another field)")
+            yield ChatRecord(doc_id, where, check_messages(obj[messages_column], where, messages_column,
+                                                           extra_roles=extra_roles))
+            continue
+        for column, option in ((prompt_column, "--prompt-column"), (completion_column, "--completion-column")):
+            if column not in obj:
+                raise CorpusError(f'{where}: no field "{column}"; expected a prompt and a completion ({option} '
+                                  "names another field)")
+        prompt, completion = obj[prompt_column], obj[completion_column]
+        lists = not isinstance(prompt, str)
+        if conversational is None:
+            conversational = (lists, where)
+        elif conversational[0] != lists:
+            raise CorpusError(f'{where}: field "{prompt_column}" is {type(prompt).__name__}, but {conversational[1]} '
+                              f"holds {'message lists' if conversational[0] else 'texts'}; a corpus holds one kind of "
+                              "prompt/completion")
+        if isinstance(prompt, str) and isinstance(completion, str):
+            yield ChatRecord(doc_id, where, None, prompt, completion)
+            continue
+        if isinstance(prompt, str) or isinstance(completion, str):
+            raise CorpusError(f'{where}: fields "{prompt_column}" and "{completion_column}" are '
+                              f"{type(prompt).__name__} and {type(completion).__name__}; expected two strings or "
+                              "two message lists")
+        p = check_messages(prompt, where, prompt_column, extra_roles=extra_roles)
+        c = check_messages(completion, where, completion_column, extra_roles=extra_roles)
+        yield ChatRecord(doc_id, where, p + c, p, c)

@@ -1,0 +1,93 @@
+"""prepare --bos TOKEN|none --eos TOKEN: documents wrapped as the model's tokenizer_config.json says
+(no BOS for a tokenizer without one: [content..., EOS]); every window and packing rule holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from engine.batches import BatchOrder, MiniBatchConfig, MiniBatchEpoch
+from engine.audit import audit_epoch
+from engine.cli import main
+from engine.packed import PackedEpoch
+from engine.store import TokenStore
+from engine.tokenizers.loading import load_tokenizer
+from engine.windows import CausalWindowConfig
+from tests.chat_helpers import model_folder
+
+TEXTS = ["the first document", "a second, longer document of plain text", "x"]
+
+
+@pytest.fixture(scope="module")
+def qwen_like(tmp_path_factory) -> Path:
+    return model_folder(tmp_path_factory.mktemp("q") / "model", "{{ messages }}", bos=None, eos="<|im_end|>")
+
+
+def _corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)))
+    return path
+
+
+def _prepare(*args):
+    result = CliRunner().invoke(main, ["prepare", *map(str, args), "--quiet", "--hash-split", "1,0,0",
+                                       "--context", "3"])
+    return result.exit_code, result.output
+
+
+def test_no_bos_from_tokenizer_config(tmp_path, qwen_like):
+    code, output = _prepare(_corpus(tmp_path), "--tokenizer", qwen_like, "--out", tmp_path / "out")
+    assert code == 0, output
+    assert "wrappers: bos none, eos <|im_end|>" in output
+    tok = load_tokenizer(qwen_like / "tokenizer.json")
+    end = tok.specials["<|im_end|>"]
+    store = TokenStore.open(tmp_path / "out")
+    assert store.bos_id is None and store.eos_id == end and store.verify() == 3
+    for doc, text in zip(store.documents("train"), TEXTS):
+        assert doc.tokens.tolist() == [*tok.encode(text).tolist(), end]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["wrappers"] == {"bos": None, "bos_id": None, "eos": "<|im_end|>", "eos_id": end}
+    # windows, epochs and packing hold as ever: every window inside a document, every transition once
+    epoch = MiniBatchEpoch.build(store, "train", windows=CausalWindowConfig(3, 1),
+                                 batches=MiniBatchConfig(2, BatchOrder.shuffled(1)))
+    assert audit_epoch(epoch).ok
+    lengths = [len(tok.encode(t)) + 1 for t in TEXTS]
+    assert epoch.window_count == sum(max(n - 3, 0) for n in lengths)
+    packed = PackedEpoch.build(store, "train", row_length=8, batches=MiniBatchConfig(2))
+    assert packed.audit().every_transition_once
+
+
+def test_bos_and_eos_named(tmp_path, qwen_like):
+    code, output = _prepare(_corpus(tmp_path), "--tokenizer", qwen_like, "--out", tmp_path / "out",
+                            "--bos", "<|begin_of_text|>", "--eos", "<|endoftext|>")
+    assert code == 0, output
+    tok = load_tokenizer(qwen_like / "tokenizer.json")
+    sp = tok.specials
+    assert "wrappers: bos <|begin_of_text|>" in output
+    doc = TokenStore.open(tmp_path / "out").documents("train")[0]
+    assert doc.tokens.tolist() == [sp["<|begin_of_text|>"], *tok.encode(TEXTS[0]).tolist(), sp["<|endoftext|>"]]
+
+
+def test_bad_wrappers(tmp_path, qwen_like):
+    code, output = _prepare(_corpus(tmp_path), "--tokenizer", qwen_like, "--out", tmp_path / "out", "--eos", "<nope>")
+    assert code == 2 and "'<nope>'" in output and "is not a special token" in output
+    code, output = _prepare(_corpus(tmp_path), "--out", tmp_path / "out", "--bos", "none")
+    assert code == 2 and "--bos and --eos apply to a tokenizer file" in output
+
+
+def test_tokenizer_file_without_config_keeps_its_wrappers(tmp_path, qwen_like):
+    import shutil
+
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    shutil.copy(qwen_like / "tokenizer.json", lone / "tokenizer.json")
+    code, output = _prepare(_corpus(tmp_path), "--tokenizer", lone / "tokenizer.json", "--out", tmp_path / "out")
+    assert code == 0, output
+    tok = load_tokenizer(lone / "tokenizer.json")
+    doc = TokenStore.open(tmp_path / "out").documents("train")[0]
+    assert doc.tokens.tolist() == [tok.bos_id, *tok.encode(TEXTS[0]).tolist(), tok.eos_id]
+    assert np.array_equal(doc.tokens[[0, -1]], [tok.specials["<|endoftext|>"]] * 2)
