@@ -275,3 +275,35 @@ def test_tokenizer_out_replaces_its_own_files_and_a_users_file_only_with_force(t
         assert run(*command, "--force").exit_code == 0
         assert is_engine_tokenizer_file(out)
         assert run(*command).exit_code == 0  # an engine tokenizer file is replaced without --force
+
+
+@pytest.mark.parametrize("name", ["corpus.jsonl", "corpus.txt", "corpus.jsonl.gz"])
+def test_a_fifo_corpus_is_refused_by_name_before_the_lock(tmp_path, name):
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    out = tmp_path / "out"
+    result = run("prepare", fifo, "--hash-split", "0.8,0.1,0.1", "--out", out)  # nothing writes the FIFO: no hang
+    assert result.exit_code == 2, result.output
+    assert str(fifo) in result.output and "is not a regular file" in result.output
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_a_folder_corpus_1100_levels_deep_is_read(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    deep = corpus
+    for _ in range(1100):  # one at a time: os.makedirs itself recurses
+        deep = deep / "d"
+        deep.mkdir()
+    (deep / "bottom.txt").write_text("the bottom of the folder", encoding="utf-8")
+    (corpus / "top.txt").write_text("the top of the folder", encoding="utf-8")
+    from engine.corpus import Corpus
+
+    try:
+        documents = Corpus.from_path(corpus)
+        assert sorted(d.id for d in documents) == ["/".join(["d"] * 1100 + ["bottom.txt"]), "top.txt"]
+    finally:  # bottom up, one level at a time: shutil.rmtree (and pytest's cleanup) recurse too
+        (deep / "bottom.txt").unlink()
+        while deep != corpus:
+            deep.rmdir()
+            deep = deep.parent

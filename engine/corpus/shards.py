@@ -95,21 +95,46 @@ def is_glob(path: str | os.PathLike) -> bool:
     return bool(_GLOB_CHARS & set(text)) and not os.path.lexists(text)
 
 
-def _engine_output(folder: Path, excluded: set[str]) -> bool:
+def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(device, inode) of what ``path`` names (links followed), None if nothing: one system call, where
+    ``os.path.realpath`` walks every component in Python (quadratic in a deep folder)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _engine_output(folder: Path, excluded: set[tuple[int, int]]) -> bool:
     """Whether a folder below a corpus folder is left out: excluded, a token store or a ``prepare`` output."""
-    return (os.path.realpath(folder) in excluded or (folder / MANIFEST_NAME).is_file()
+    return ((bool(excluded) and _identity(folder) in excluded) or (folder / MANIFEST_NAME).is_file()
             or (folder / f"{STORE_NAME}{LOCK_SUFFIX}").is_file() or (folder / STORE_NAME / MANIFEST_NAME).is_file())
 
 
 def folder_files(root: Path, exclude: Iterable[str | os.PathLike] = ()) -> list[str]:
     """The relative POSIX paths of a folder's files (see the module docstring), sorted."""
-    excluded = {os.path.realpath(p) for p in exclude}
+    excluded = {_identity(p) for p in exclude} - {None}
     relative = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".") and not _engine_output(Path(dirpath) / d, excluded)]
-        for name in filenames:
-            full = Path(dirpath) / name
-            if not name.startswith(".") and full.is_file() and os.path.realpath(full) not in excluded:
+    pending = [root]  # a stack, not recursion (os.walk recurses): a folder 1,100 levels deep is read too
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as entries:
+                entries = list(entries)
+        except OSError:  # as os.walk: a folder that cannot be listed is passed over
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            full = Path(folder) / entry.name
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir:
+                if not _engine_output(full, excluded):
+                    pending.append(full)
+            elif full.is_file() and (not excluded or _identity(full) not in excluded):  # links to files count; FIFOs do not
                 relative.append(full.relative_to(root).as_posix())
     return sorted(relative)
 
@@ -207,6 +232,9 @@ def corpus_shards(path: str | os.PathLike, corpus_format: str | None = None, *,
         return CorpusShards(path, kind, tuple(p for p, _ in pairs), tuple(n for _, n in pairs))
     if not path.exists():
         raise CorpusError(f"{path}: no such corpus file or directory (expected {CORPUS_FORMS})")
+    if not path.is_file():  # checked before any lock is taken: a FIFO would hang the second pass
+        raise CorpusError(f"{path}: is not a regular file (a FIFO, socket or device); a corpus is read more than "
+                          "once (counting, fitting, encoding), so it must be a regular file or a folder of them")
     if corpus_format == "folder":
         raise ConfigurationError(f"{path}: --corpus-format folder names a folder of text files, not a file")
     kind = corpus_format or file_kind(path)
