@@ -24,7 +24,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from engine.corpus.documents import made_id
+from engine.corpus.arrow import table_file
+from engine.corpus.compressed import decompression_message, open_binary
 from engine.corpus.readers import corpus_format
+from engine.corpus.shards import corpus_shards
 from engine.errors import CorpusError
 
 __all__ = ["FORMATS", "ROLES", "ChatRecord", "detect_format", "iter_records", "check_messages"]
@@ -42,43 +45,45 @@ class ChatRecord:
     completion: Any = None
 
 
-def _files(path: Path) -> list[Path]:
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*.parquet") if not any(part.startswith(".") for part in
-                                                                      p.relative_to(path).parts))
-    return [path]
-
-
-def _rows(path: Path) -> Iterator[tuple[str, int, dict]]:
-    """(where, row number for made ids, record) of every record, in order."""
-    kind = corpus_format(path)
-    if kind == "folder":
+def _rows(path: Path, *, errors: str = "strict") -> Iterator[tuple[str, int, dict]]:
+    """(where, row number for made ids, record) of every record, in order: the shards of any corpus form
+    ``engine.corpus.shards`` reads (a file, plain or compressed; a folder or glob of shards; a datasets
+    folder). ``errors``: how invalid UTF-8 in a JSONL line is decoded ("strict": a CorpusError naming it)."""
+    shards = corpus_shards(path)
+    if shards.kind == "folder":
         raise CorpusError(f"{path}: chat data is read from JSONL, Parquet or Arrow files, not a folder of texts")
-    for file in _files(path):
-        name = file.relative_to(path).as_posix() if path.is_dir() else file.name
-        if kind == "jsonl":
-            with open(file, encoding="utf-8", errors="strict") as fh:
-                for lineno, line in enumerate(fh, 1):
-                    if not line.strip():
-                        continue
-                    where = f"{file}:{lineno}"
-                    try:
-                        obj = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise CorpusError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-                    if not isinstance(obj, dict):
-                        raise CorpusError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-                    yield where, lineno, obj, name
+    for file, name in shards.pairs():
+        if shards.kind == "jsonl":
+            try:
+                with open_binary(file) as fh:
+                    for lineno, raw in enumerate(fh, 1):
+                        where = f"{file}:{lineno}"
+                        try:
+                            line = raw.decode("utf-8", errors=errors)
+                        except UnicodeDecodeError as exc:
+                            raise CorpusError(f"{where}: invalid UTF-8 at byte {exc.start} (chat records must be "
+                                              "valid UTF-8)") from None
+                        if not line.strip():
+                            continue
+                        try:
+                            obj = json.loads(line)
+                        except json.JSONDecodeError as exc:
+                            raise CorpusError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+                        except RecursionError:
+                            raise CorpusError(f"{where}: JSON nested too deeply") from None
+                        if not isinstance(obj, dict):
+                            raise CorpusError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+                        yield where, lineno, obj, name
+            except (OSError, EOFError, ValueError) as exc:
+                if isinstance(exc, CorpusError):
+                    raise
+                raise CorpusError(decompression_message(file, exc)) from None
         else:
             import pyarrow as pa
-            import pyarrow.parquet as pq
 
             try:
-                if file.suffix == ".parquet":
-                    batches = pq.ParquetFile(file).iter_batches(batch_size=1024)
-                else:
-                    reader = pa.ipc.open_file(pa.memory_map(str(file), "r"))
-                    batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+                table = table_file(file, arrow=shards.kind == "arrow")
+                batches = table.iter_batches(batch_size=1024, columns=table.schema_arrow.names)
                 row = 0
                 for batch in batches:
                     for obj in batch.to_pylist():
@@ -97,7 +102,7 @@ def detect_format(path: str | Path, *, messages_column: str = "messages", prompt
             return "text"
     except CorpusError:
         return "text"
-    for _, _, obj, _ in _rows(path):
+    for _, _, obj, _ in _rows(path, errors="replace"):  # the fields decide; a text's bytes are the reader's
         if messages_column in obj:
             return "messages"
         if prompt_column in obj and completion_column in obj:

@@ -57,6 +57,14 @@ class _ArrowIpcFile:
                 yield batch.slice(start, batch_size)
 
 
+def table_file(file: Path, *, arrow: bool):
+    """``file`` opened for record batches (``iter_batches(batch_size=, columns=)``, ``schema_arrow``):
+    an Arrow IPC file or stream (memory-mapped) when ``arrow``, else a Parquet file."""
+    import pyarrow.parquet as pq
+
+    return _ArrowIpcFile(file) if arrow else pq.ParquetFile(file)
+
+
 def iter_parquet_batches(
     path: str | os.PathLike, *, batch_size: int = PARQUET_BATCH_SIZE, text_column: str = TEXT_COLUMN,
     id_column: str | None = None, report: ReadReport | None = None, skip_bad_rows: bool = False,
