@@ -42,7 +42,7 @@ from engine.corpus.shards import CorpusShards, corpus_shards
 from engine.errors import ConfigurationError, CorpusError, EngineError
 from engine.local import run_local
 from engine.outputs import PartitionTally, PrepareResult, StagedOutputs
-from engine.parallel import TypeCounts
+from engine.tokenizers.type_table import TypeCounts
 from engine.prepare_options import PrepareOptions, check_option_names
 from engine.progress import Progress
 from engine.steps import Chunker, chunk_tally, fit_from_table, open_store_writer, run_checked
@@ -238,7 +238,7 @@ class _CountTypes:
 
 def count_types(dataset, trainer: Trainer, *, concurrency: int | None = None) -> TypeCounts:
     """The types of ``dataset``'s ``text`` with counts, numbered by first appearance in dataset order:
-    ``trainer.count_types`` maps on the cluster, the driver folds (as ``engine.parallel.count_types``)."""
+    ``trainer.count_types`` maps on the cluster, the driver folds (as ``engine.tokenizers.type_table.count_types``)."""
     table = TypeCounts()
     with _ordered():
         mapped = dataset.map_batches(_CountTypes, fn_constructor_kwargs={"trainer": trainer},

@@ -31,7 +31,8 @@ from engine.corpus import PARTITIONS, CorpusPartitions, Document, ManifestCheck,
 from engine.corpus.documents import plural
 from engine.errors import CorpusError
 from engine.outputs import PartitionTally, PrepareResult, StagedOutputs
-from engine.parallel import OrderedPool, count_types, encode_lock, resolve_threads
+from engine.parallel import OrderedPool, encode_lock, resolve_threads
+from engine.tokenizers.type_table import count_types
 from engine.prepare_options import PrepareLimits, PrepareOptions
 from engine.progress import Progress
 from engine.steps import Chunker, chunk_tally, fit_from_table, iter_corpus_batches, open_store_writer, window_counts

@@ -1,4 +1,4 @@
-"""All cores on one machine: thread settings, an ordered thread pool, and type counting for fits.
+"""All cores on one machine: thread settings and an ordered thread pool.
 
 ``resolve_threads(n)``: ``n`` if given, else ``ENGINE_THREADS``, else ``os.cpu_count()``.
 
@@ -8,12 +8,7 @@ bounded by the chunk size, never by the stream). The work that matters runs in `
 kernels (word split, pre-tokenizer, interning, merges, scatter), so threads scale without
 processes or pickling.
 
-``count_types`` is pass 1 of a fit: each batch of training texts is counted by the kind's
-``Trainer.count_types`` on a pool thread, and the main thread folds the batches into one
-``TypeCounts`` table (numbered by first appearance, int64 counts) in batch order, so ranks and
-counts equal those of one pass over the whole text, and ``trainer.train_from_counts`` gives the
-tokenizer ``train`` gives on it. Cost: O(types), never O(tokens); memory: the table plus a few batches.
-The Ray executor folds its workers' tables into the same ``TypeCounts``.
+Pass 1 of a fit (type counting on these threads) is ``engine.tokenizers.type_table``.
 
 Why the output cannot depend on the thread count: chunk boundaries are fixed by the caller before
 anything is submitted, each chunk is encoded by exactly one call to ``encode_documents`` (the
@@ -30,13 +25,11 @@ import os
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Generic, Iterable, Iterator, TypeVar
-
-import numpy as np
+from typing import Callable, Generic, Iterator, TypeVar
 
 from engine.errors import ConfigurationError
 
-__all__ = ["resolve_threads", "OrderedPool", "encode_lock", "TypeCounts", "count_types"]
+__all__ = ["resolve_threads", "OrderedPool", "encode_lock"]
 
 THREADS_ENV = "ENGINE_THREADS"
 
@@ -96,45 +89,3 @@ class OrderedPool(Generic[T, R]):
             finally:
                 for future in pending:
                     future.cancel()
-
-
-# -- type counts for fits -----------------------------------------------------------------------
-
-
-class TypeCounts:
-    """Distinct types (``str`` or ``bytes``) numbered by first appearance, with int64 counts.
-
-    ``add(types, counts)`` folds one batch (its distinct types in first-appearance order); call it
-    for the batches in stream order and the numbering is that of one pass over the whole stream.
-    """
-
-    def __init__(self) -> None:
-        self.index: dict = {}
-        self._counts = np.zeros(1024, dtype=np.int64)
-
-    def add(self, types: list, counts: np.ndarray) -> None:
-        index = self.index
-        # setdefault's default is evaluated first, so a new type gets the next rank.
-        ranks = np.fromiter((index.setdefault(t, len(index)) for t in types), dtype=np.int64, count=len(types))
-        if len(index) > self._counts.shape[0]:
-            grown = np.zeros(max(2 * self._counts.shape[0], len(index)), dtype=np.int64)
-            grown[: self._counts.shape[0]] = self._counts
-            self._counts = grown
-        np.add.at(self._counts, ranks, np.asarray(counts, dtype=np.int64))
-
-    def types(self) -> list:
-        return list(self.index)
-
-    def counts(self) -> np.ndarray:
-        return self._counts[: len(self.index)].copy()
-
-    def __len__(self) -> int:
-        return len(self.index)
-
-
-def count_types(trainer, batches: Iterable[list[str]], threads: int | None = None) -> TypeCounts:
-    """Pass 1 of a fit: ``trainer.count_types`` on each batch on ``threads`` threads, folded in order."""
-    table = TypeCounts()
-    for types, counts in OrderedPool(trainer.count_types, resolve_threads(threads)).map(iter(batches)):
-        table.add(types, counts)
-    return table

@@ -9,7 +9,7 @@ imports this module. The local executor streams, so a corpus larger than memory 
 1. pass 1 streams the corpus in batches (JSONL and Parquet in chunks, folders file by file),
    assigns each document its partition (``manifest.partition_of(id)``) and hands only TRAIN
    texts to the kind's ``Trainer.count_types`` on ``threads`` threads, folding the batches into
-   one type table (``engine.parallel.count_types``): distinct characters, words or byte-level
+   one type table (``engine.tokenizers.type_table.count_types``): distinct characters, words or byte-level
    pre-tokenizer pieces with counts, whatever the kind declares. The manifest is checked at the
    end of the pass (unknown ids, forgotten documents; the readers catch duplicates) with
    O(documents) id sets, before anything is fitted;

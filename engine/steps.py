@@ -111,7 +111,9 @@ def fit_from_table(options: PrepareOptions, trainer: Trainer, table) -> Tokenize
         raise CorpusError(f"{options.corpus}: the train partition holds no text; nothing to fit the tokenizer on "
                           "(every document is in validation or test, or empty)")
     with Progress(f"fitting {options.tokenizer}", unit="types", quiet=options.quiet) as bar:
-        tok = trainer.train_from_counts(table.types(), table.counts())
+        train_from_table = getattr(trainer, "train_from_table", None)  # reads the table's arrays, no objects
+        tok = train_from_table(table) if train_from_table is not None else trainer.train_from_counts(
+            table.types(), table.counts())
         bar.update(len(table))
     return tok
 

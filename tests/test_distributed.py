@@ -16,7 +16,7 @@ from engine.cli import main  # noqa: E402
 from engine.corpus import Corpus, Partition, SplitManifest  # noqa: E402
 from engine.distributed import count_types, encode, prepare_on_ray  # noqa: E402
 from engine.errors import CorpusError, TokenizerError  # noqa: E402
-from engine.parallel import TypeCounts  # noqa: E402
+from engine.tokenizers.type_table import TypeCounts  # noqa: E402
 from engine.pipeline import default_corpus_paths, prepare  # noqa: E402
 from engine.store import TokenStore  # noqa: E402
 from engine.tokenizers import BpeTrainer, CharTokenizer  # noqa: E402

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from engine.cli import main
 from engine.corpus import Corpus, Partition, SplitManifest
 from engine.errors import CorpusError
-from engine.parallel import TypeCounts, count_types
+from engine.tokenizers.type_table import TypeCounts, count_types
 from engine.pipeline import PrepareLimits, default_corpus_paths, iter_corpus_batches, prepare
 from engine.store import TokenStore
 from engine.tokenizers import BpeTrainer, CharTokenizer, WordTokenizer

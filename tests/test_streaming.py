@@ -104,7 +104,7 @@ def test_safe_piece_end_never_cuts_inside_a_run_that_may_continue():
 
 @pytest.mark.parametrize("kind", ["char", "word", "bpe", "byte-bpe-gpt2", "byte-bpe-cl100k", "byte-bpe-o200k"])
 def test_long_training_texts_are_counted_span_by_span_with_the_same_types(kind, monkeypatch):
-    from engine.parallel import count_types
+    from engine.tokenizers.type_table import count_types
     from engine.tokenizers.base import FitOptions, trainer_for
 
     name, _, pattern = kind.partition("-bpe-")

@@ -132,6 +132,12 @@ class BpeTrainer:
             return self._byte_level().count_types(texts)
         return count_word_types(texts)
 
+    def train_from_table(self, table) -> "BpeTokenizer":
+        """``train_from_counts`` on a ``TypeCounts`` (byte level: from its arrays, no object per type)."""
+        if self.level == "byte":
+            return self._byte_level().train_from_table(table)
+        return self.train_from_counts(table.types(), table.counts())
+
     def train_from_counts(self, words: Sequence, counts) -> "BpeTokenizer":
         """Train on distinct words (numbered by first appearance in the training text) and their counts:
         the tokenizer ``train`` gives on that text (same merges, history and hash)."""

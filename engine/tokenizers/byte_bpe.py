@@ -435,6 +435,13 @@ class ByteBpeTrainer:
         total = words.total
         return self._train_words(words.pool, words.starts[: total + 1], words.counts[:total])
 
+    def train_from_table(self, table) -> ByteBpeTokenizer:
+        """``train_from_counts`` on a ``engine.tokenizers.type_table.TypeCounts`` of bytes types, read
+        from its arrays (no Python object per type)."""
+        if table.text:
+            raise TokenizerError("train_from_table: byte-level BPE counts bytes types, the table holds text")
+        return self._train_words(table.pool, table.starts, table.counts())
+
     def train_from_counts(self, words: Sequence[bytes], counts: Sequence[int] | np.ndarray) -> ByteBpeTokenizer:
         """Train on word types (pre-tokenizer pieces as ``bytes``, numbered by first appearance) and
         their counts, as ``train`` does on the texts they were counted from: same merges, ids and history."""

@@ -122,7 +122,7 @@ class Trainer(Protocol):
     ``count_types(texts)``: the distinct units of one batch of training texts (``str`` or
     ``bytes``, numbered by first appearance) and their int64 counts; a pure function of the batch,
     safe on any thread, and the trainer pickles (Ray ships it to its workers). Folding the batches
-    in stream order (``engine.parallel.TypeCounts``) gives the types of the whole stream, numbered
+    in stream order (``engine.tokenizers.type_table.TypeCounts``) gives the types of the whole stream, numbered
     by first appearance, with their counts. ``train_from_counts(types, counts)``: the tokenizer
     the same trainer fits on the whole stream at once (same hash). ``span(window, pos, final)``:
     how many characters of ``window`` (at ``pos`` in a long text) may be counted on their own, and

@@ -1,0 +1,121 @@
+"""Pass 1 of a fit: the distinct types of the training text with their counts, in compact arrays.
+
+``count_types(trainer, batches, threads)`` counts each batch of training texts with the kind's
+``Trainer.count_types`` on a pool thread (``engine.parallel.OrderedPool``) and folds the batches into
+one ``TypeCounts`` table in batch order, so types are numbered by first appearance and the counts
+equal those of one pass over the whole text: ``trainer.train_from_counts(table.types(),
+table.counts())`` (or ``trainer.train_from_table(table)``, which reads the arrays directly) gives the
+tokenizer ``train`` gives on it. The Ray executor folds its workers' tables into the same table.
+
+Memory: the table holds every type's bytes once (UTF-8 for text types) plus 40 bytes per type: an
+int64 start, an int64 count, a uint64 hash and at most two int64 index slots (the index is kept at
+most half full). A table of Python objects (a dict of str or bytes) costs about 280 bytes per type,
+which is what decides the peak when a corpus has millions of distinct words (1M tiny documents of
+random letters). Cost: O(types' bytes) per batch, never O(tokens).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from engine.kernels.type_table import intern_batch, rehash
+from engine.parallel import OrderedPool, resolve_threads
+
+__all__ = ["TypeCounts", "count_types"]
+
+BYTES_PER_TYPE = 40  # beyond the type's own bytes: start, count, hash, two index slots
+
+
+class TypeCounts:
+    """Distinct types (all ``str`` or all ``bytes``) numbered by first appearance, with int64 counts.
+
+    ``add(types, counts)`` folds one batch (its distinct types in first-appearance order); call it
+    for the batches in stream order and the numbering is that of one pass over the whole stream.
+    ``types()`` rebuilds the Python objects (for ``train_from_counts``); ``pool``/``starts``/``counts()``
+    are the arrays themselves.
+    """
+
+    def __init__(self) -> None:
+        self.text: bool | None = None  # str types (stored as UTF-8), bytes types, or not known yet
+        self._slots = np.zeros(1 << 12, dtype=np.int64)
+        self._hashes = np.empty(1 << 11, dtype=np.uint64)
+        self._starts = np.zeros((1 << 11) + 1, dtype=np.int64)
+        self._counts = np.empty(1 << 11, dtype=np.int64)
+        self._pool = np.empty(1 << 16, dtype=np.uint8)
+        self._used = 0
+        self._pool_used = 0
+
+    def add(self, types: list, counts) -> None:
+        if not len(types):
+            return
+        text = isinstance(types[0], str)
+        if self.text is None:
+            self.text = text
+        elif self.text != text:
+            raise TypeError("TypeCounts holds types of one kind: all str or all bytes")
+        encoded = [t.encode("utf-8", "surrogatepass") for t in types] if text else types
+        data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter((len(t) for t in encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+        self._make_room(len(encoded), data.shape[0])
+        self._used, self._pool_used = intern_batch(
+            data, offsets, np.ascontiguousarray(counts, dtype=np.int64), self._slots, self._hashes, self._pool,
+            self._starts, self._counts, self._used, self._pool_used)
+
+    def _make_room(self, new_types: int, new_bytes: int) -> None:
+        """Room for every type of a batch to be new: arrays, pool, and an index at most half full."""
+        need = self._used + new_types
+        if need > self._counts.shape[0]:
+            size = max(2 * self._counts.shape[0], need)
+            self._hashes = _grown(self._hashes, size)
+            self._counts = _grown(self._counts, size)
+            self._starts = _grown(self._starts, size + 1)
+        if 2 * need > self._slots.shape[0]:
+            slots = 1 << max(int(2 * need - 1).bit_length(), 12)
+            self._slots = np.zeros(slots, dtype=np.int64)
+            rehash(self._slots, self._hashes, self._used)
+        if self._pool_used + new_bytes > self._pool.shape[0]:
+            self._pool = _grown(self._pool, max(2 * self._pool.shape[0], self._pool_used + new_bytes))
+
+    @property
+    def pool(self) -> np.ndarray:
+        """The types' bytes, type ``t`` at ``pool[starts[t]:starts[t + 1]]`` (a view)."""
+        return self._pool[: self._pool_used]
+
+    @property
+    def starts(self) -> np.ndarray:
+        """int64, ``len(self) + 1`` entries (a view)."""
+        return self._starts[: self._used + 1]
+
+    def types(self) -> list:
+        data = self.pool.tobytes()
+        bounds = self.starts.tolist()
+        if self.text:
+            return [data[a:b].decode("utf-8", "surrogatepass") for a, b in zip(bounds, bounds[1:])]
+        return [data[a:b] for a, b in zip(bounds, bounds[1:])]
+
+    def counts(self) -> np.ndarray:
+        return self._counts[: self._used].copy()
+
+    def nbytes(self) -> int:
+        """Bytes the table's arrays hold now (allocated, not only used)."""
+        return sum(a.nbytes for a in (self._slots, self._hashes, self._starts, self._counts, self._pool))
+
+    def __len__(self) -> int:
+        return self._used
+
+
+def _grown(array: np.ndarray, size: int) -> np.ndarray:
+    grown = np.empty(size, dtype=array.dtype)
+    grown[: array.shape[0]] = array
+    return grown
+
+
+def count_types(trainer, batches: Iterable[list[str]], threads: int | None = None) -> TypeCounts:
+    """Pass 1 of a fit: ``trainer.count_types`` on each batch on ``threads`` threads, folded in order."""
+    table = TypeCounts()
+    for types, counts in OrderedPool(trainer.count_types, resolve_threads(threads)).map(iter(batches)):
+        table.add(types, counts)
+    return table
