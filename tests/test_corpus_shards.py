@@ -244,6 +244,26 @@ def test_a_folder_of_other_files_stays_text_documents_and_the_format_can_be_name
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["train"] == ["d000", "d001", "d002"]
     assert "--corpus-format" in run("prepare", "--help").output
+    result = run("prepare", root, "--corpus-format", "jsonl", "--hash-split", "1,0,0", "--tokenizer", "char",
+                 "--out", tmp_path / "o", "--quiet", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["partitions"]["train"]["documents"] == 3
+
+
+def test_a_shard_read_alone_keeps_the_id_rule_its_corpus_decided(tmp_path):
+    from engine.corpus import read_shards
+    from engine.corpus.shards import CorpusShards
+
+    jsonl = write(tmp_path / "b.jsonl", lines(2))
+    one = CorpusShards(tmp_path, "jsonl", (jsonl,), ("b.jsonl",))
+    with pytest.raises(CorpusError, match=re.escape(f'{jsonl}:1: has "id" but the corpus\'s first shard has none')):
+        list(read_shards(one, made_ids=True))
+    assert [d.id for b in read_shards(one, made_ids=False) for d in b] == ["d000", "d001"]
+    pq.write_table(pa.table({"text": ["x", "y"]}), tmp_path / "c.parquet")
+    table = CorpusShards(tmp_path, "parquet", (tmp_path / "c.parquet",), ("sub/c.parquet",))
+    assert [d.id for b in read_shards(table, made_ids=True) for d in b] == ["sub/c.parquet:000000", "sub/c.parquet:000001"]
+    with pytest.raises(CorpusError, match=re.escape("missing column 'id' (found: text; expected id, text)")):
+        list(read_shards(table, made_ids=False))
 
 
 def test_a_quoted_glob_is_shards_named_below_its_folder(tmp_path, monkeypatch):
