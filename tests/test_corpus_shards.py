@@ -276,6 +276,11 @@ def test_a_quoted_glob_is_shards_named_below_its_folder(tmp_path, monkeypatch):
     assert [i for i, _ in got] == ["x-0.jsonl.gz:000001", "x-1.jsonl.gz:000001", "x-1.jsonl.gz:000002"]
     monkeypatch.chdir(tmp_path)
     assert docs("data/x-*.jsonl.gz")[0] == got
+    # Engine's own outputs below the glob's folder are no shards: a store's Parquet files are not read.
+    prepare("data/x-*.jsonl.gz", None, "data/out", **dict(RUN, tokenizer="byte-bpe"))
+    assert list((tmp_path / "data" / "out" / "store").rglob("*.parquet"))
+    pq.write_table(pa.table({"text": ["p"]}), tmp_path / "data" / "p.parquet")
+    assert docs("data/**/*.parquet")[0] == [("p.parquet:000000", "p")]
     with pytest.raises(CorpusError, match=re.escape("data/y-*.jsonl: the glob matches no file")):
         Corpus.from_path("data/y-*.jsonl")
     result = run("splits", "data/x-*.jsonl.gz", "--hash-split", "1,0,0", "--out", "s.json")
