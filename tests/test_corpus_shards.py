@@ -222,13 +222,27 @@ def test_a_folder_mixing_kinds_names_two_files_and_the_override(tmp_path):
     pq.write_table(pa.table({"id": ["x"], "text": ["y"]}), root / "b.parquet")
     message = (f"{root}: the folder mixes JSONL and Parquet files ({root / 'a.jsonl.zst'} and {root / 'b.parquet'}); "
                "expected all JSONL (plain or compressed), all Parquet, all Arrow, or only text documents "
-               "(--corpus-format FORMAT reads every file as one format)")
+               f"(--corpus-format FORMAT reads every file as one format; a quoted glob such as "
+               f"'{root}/**/*.jsonl.zst' reads only the shards)")
     with pytest.raises(CorpusError) as err:
         Corpus.from_path(root)
     assert str(err.value) == message
     result = run("prepare", root, "--hash-split", "1,0,0", "--tokenizer", "char", "--out", tmp_path / "o", "--quiet")
     assert result.exit_code == 2 and result.stderr == f"error: {message}\n"
     assert not (tmp_path / "o").exists()
+
+
+def test_a_dataset_snapshot_with_a_readme_is_read_through_the_glob_the_error_names(tmp_path):
+    root = tmp_path / "snapshot"
+    (root / "data").mkdir(parents=True)
+    (root / "README.md").write_text("# a dataset card\n")
+    pq.write_table(pa.table({"id": ["b"], "text": ["2"]}), root / "data" / "train-00001.parquet")
+    pq.write_table(pa.table({"id": ["a"], "text": ["1"]}), root / "data" / "train-00000.parquet")
+    with pytest.raises(CorpusError) as err:
+        Corpus.from_path(root)
+    pattern = re.search(r"a quoted glob such as '([^']+)' reads only the shards", str(err.value)).group(1)
+    assert pattern == f"{root}/**/*.parquet"
+    assert docs(pattern)[0] == [("a", "1"), ("b", "2")]
 
 
 def test_a_folder_of_other_files_stays_text_documents_and_the_format_can_be_named(tmp_path):

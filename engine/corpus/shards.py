@@ -129,16 +129,25 @@ def _check_format(corpus_format: str | None) -> None:
                                  f"{', '.join(CORPUS_FORMATS)})")
 
 
+def _kind_suffix(path: Path) -> str:
+    """The suffixes that name a file's kind: ``.jsonl.zst``, ``.parquet``."""
+    return "".join(path.suffixes[-2:] if path.suffix.lower() in COMPRESSIONS else path.suffixes[-1:])
+
+
 def _one_kind(where: str, files: list[tuple[Path, str]], what: str) -> str | None:
     """The one kind of ``files``; CorpusError naming two files of different kinds."""
     kinds = [file_kind(f) for f, _ in files]
     first = kinds[0]
     for (file, _), kind in zip(files, kinds):
         if kind != first:
+            hint = ""
+            if what == "the folder":  # a glob of the shards passes over the other files (a README)
+                shard = files[0][0] if first is not None else file
+                hint = f"; a quoted glob such as '{Path(where) / '**' / ('*' + _kind_suffix(shard))}' reads only the shards"
             raise CorpusError(
                 f"{where}: {what} mixes {_KIND_WORDS[first]} and {_KIND_WORDS[kind]} files ({files[0][0]} and {file}); "
                 "expected all JSONL (plain or compressed), all Parquet, all Arrow, or only text documents "
-                "(--corpus-format FORMAT reads every file as one format)")
+                f"(--corpus-format FORMAT reads every file as one format{hint})")
     return first
 
 
