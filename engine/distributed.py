@@ -146,6 +146,11 @@ class _ReadCounts:
         return report
 
 
+def _read_counts():
+    """A ``_ReadCounts`` actor; it holds no CPU, so it never starves the steps of a small cluster."""
+    return require_ray().remote(num_cpus=0)(_ReadCounts).remote()
+
+
 def _units(shards: CorpusShards) -> list[CorpusShards]:
     """The read tasks' shards: one file each (a folder of text files is one task)."""
     if shards.kind == "folder":
@@ -189,7 +194,7 @@ def read_corpus(path: str | os.PathLike, *, text_column: str = TEXT_COLUMN, id_c
                    skip_bad_lines=skip_bad_lines, exclude=tuple(exclude))
     units = _units(shards)
     if counts is None:
-        counts = ray.remote(_ReadCounts).remote()
+        counts = _read_counts()
     tasks = ray.data.from_items([{"shard": i} for i in range(len(units))], override_num_blocks=len(units))
     return tasks.map_batches(_read_shard, fn_kwargs={"units": units, "reading": reading,
                                                      "made_ids": _made_ids(units, reading), "counts": counts},
@@ -352,7 +357,7 @@ def _run(options: PrepareOptions, concurrency: int, outputs: StagedOutputs) -> N
     """The Ray steps of ``run_on_ray``: fit (or load), encode, write; ``outputs`` staged before the store commits."""
     manifest = options.manifest()
     check = ManifestCheck(manifest, str(options.corpus))
-    counts = require_ray().remote(_ReadCounts).remote()
+    counts = _read_counts()
     with _ordered():
         docs = assign_splits(read_corpus(options.corpus, text_column=options.text_column, id_column=options.id_column,
                                          on_invalid_utf8=options.on_invalid_utf8, skip_bad_lines=options.skip_bad_lines,

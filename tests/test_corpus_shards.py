@@ -167,16 +167,22 @@ def test_a_file_that_is_not_what_its_suffix_says_exits_2(tmp_path):
     assert not (tmp_path / "s.json").exists()
 
 
-def test_long_lines_of_a_compressed_file_stay_in_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("suffix", sorted(COMPRESS))
+def test_long_lines_of_a_compressed_file_stay_in_it(tmp_path, monkeypatch, suffix):
     for name, value in (("LONG_LINE_BYTES", 300), ("LONG_STRING_BYTES", 60), ("PART_BYTES", 23), ("_BLOCK_BYTES", 50)):
         monkeypatch.setattr(long_lines, name, value)
     long_text = "λόγος \\ \"quoted\" " * 40
     rows = lines(3) + [json.dumps({"id": "long", "text": long_text}, ensure_ascii=False)] + lines(2, start=3)
-    path = write(tmp_path / "c.jsonl.zst", rows, ".zst")
+    path = write(tmp_path / f"c.jsonl{suffix}", rows, suffix)
     read = list(iter_jsonl(path, long_lines=True))
     assert [d.id for d in read] == ["d000", "d001", "d002", "long", "d003", "d004"]
     assert isinstance(read[3].text, LongText) and str(read[3].text) == long_text and len(read[3].text) == len(long_text)
     assert [d.text for d in read if d.id != "long"] == [t for i, t in docs(path)[0] if i != "long"]
+    # prepare encodes the long text from the compressed file part by part: the store of the plain file.
+    options = dict(RUN, tokenizer="byte-bpe")
+    prepare(path, None, tmp_path / "packed", **options)
+    prepare(write(tmp_path / "c.jsonl", rows), None, tmp_path / "plain", **options)
+    assert store_bytes(tmp_path / "packed") == store_bytes(tmp_path / "plain")
 
 
 # -- shards, globs, formats ---------------------------------------------------------------------
@@ -216,13 +222,27 @@ def test_a_folder_mixing_kinds_names_two_files_and_the_override(tmp_path):
     pq.write_table(pa.table({"id": ["x"], "text": ["y"]}), root / "b.parquet")
     message = (f"{root}: the folder mixes JSONL and Parquet files ({root / 'a.jsonl.zst'} and {root / 'b.parquet'}); "
                "expected all JSONL (plain or compressed), all Parquet, all Arrow, or only text documents "
-               "(--corpus-format FORMAT reads every file as one format)")
+               f"(--corpus-format FORMAT reads every file as one format; a quoted glob such as "
+               f"'{root}/**/*.jsonl.zst' reads only the shards)")
     with pytest.raises(CorpusError) as err:
         Corpus.from_path(root)
     assert str(err.value) == message
     result = run("prepare", root, "--hash-split", "1,0,0", "--tokenizer", "char", "--out", tmp_path / "o", "--quiet")
     assert result.exit_code == 2 and result.stderr == f"error: {message}\n"
     assert not (tmp_path / "o").exists()
+
+
+def test_a_dataset_snapshot_with_a_readme_is_read_through_the_glob_the_error_names(tmp_path):
+    root = tmp_path / "snapshot"
+    (root / "data").mkdir(parents=True)
+    (root / "README.md").write_text("# a dataset card\n")
+    pq.write_table(pa.table({"id": ["b"], "text": ["2"]}), root / "data" / "train-00001.parquet")
+    pq.write_table(pa.table({"id": ["a"], "text": ["1"]}), root / "data" / "train-00000.parquet")
+    with pytest.raises(CorpusError) as err:
+        Corpus.from_path(root)
+    pattern = re.search(r"a quoted glob such as '([^']+)' reads only the shards", str(err.value)).group(1)
+    assert pattern == f"{root}/**/*.parquet"
+    assert docs(pattern)[0] == [("a", "1"), ("b", "2")]
 
 
 def test_a_folder_of_other_files_stays_text_documents_and_the_format_can_be_named(tmp_path):
@@ -244,6 +264,26 @@ def test_a_folder_of_other_files_stays_text_documents_and_the_format_can_be_name
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["train"] == ["d000", "d001", "d002"]
     assert "--corpus-format" in run("prepare", "--help").output
+    result = run("prepare", root, "--corpus-format", "jsonl", "--hash-split", "1,0,0", "--tokenizer", "char",
+                 "--out", tmp_path / "o", "--quiet", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["partitions"]["train"]["documents"] == 3
+
+
+def test_a_shard_read_alone_keeps_the_id_rule_its_corpus_decided(tmp_path):
+    from engine.corpus import read_shards
+    from engine.corpus.shards import CorpusShards
+
+    jsonl = write(tmp_path / "b.jsonl", lines(2))
+    one = CorpusShards(tmp_path, "jsonl", (jsonl,), ("b.jsonl",))
+    with pytest.raises(CorpusError, match=re.escape(f'{jsonl}:1: has "id" but the corpus\'s first shard has none')):
+        list(read_shards(one, made_ids=True))
+    assert [d.id for b in read_shards(one, made_ids=False) for d in b] == ["d000", "d001"]
+    pq.write_table(pa.table({"text": ["x", "y"]}), tmp_path / "c.parquet")
+    table = CorpusShards(tmp_path, "parquet", (tmp_path / "c.parquet",), ("sub/c.parquet",))
+    assert [d.id for b in read_shards(table, made_ids=True) for d in b] == ["sub/c.parquet:000000", "sub/c.parquet:000001"]
+    with pytest.raises(CorpusError, match=re.escape("missing column 'id' (found: text; expected id, text)")):
+        list(read_shards(table, made_ids=False))
 
 
 def test_a_quoted_glob_is_shards_named_below_its_folder(tmp_path, monkeypatch):
@@ -256,6 +296,11 @@ def test_a_quoted_glob_is_shards_named_below_its_folder(tmp_path, monkeypatch):
     assert [i for i, _ in got] == ["x-0.jsonl.gz:000001", "x-1.jsonl.gz:000001", "x-1.jsonl.gz:000002"]
     monkeypatch.chdir(tmp_path)
     assert docs("data/x-*.jsonl.gz")[0] == got
+    # Engine's own outputs below the glob's folder are no shards: a store's Parquet files are not read.
+    prepare("data/x-*.jsonl.gz", None, "data/out", **dict(RUN, tokenizer="byte-bpe"))
+    assert list((tmp_path / "data" / "out" / "store").rglob("*.parquet"))
+    pq.write_table(pa.table({"text": ["p"]}), tmp_path / "data" / "p.parquet")
+    assert docs("data/**/*.parquet")[0] == [("p.parquet:000000", "p")]
     with pytest.raises(CorpusError, match=re.escape("data/y-*.jsonl: the glob matches no file")):
         Corpus.from_path("data/y-*.jsonl")
     result = run("splits", "data/x-*.jsonl.gz", "--hash-split", "1,0,0", "--out", "s.json")

@@ -156,6 +156,24 @@ def test_ray_reads_compressed_shards_with_nested_fields_and_bad_lines_as_local(t
     assert on_ray.report["read"]["documents"] == 23
 
 
+def test_ray_reads_parquet_shards_with_a_struct_column_and_made_ids_as_local(tmp_path):
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "pq"
+    (root / "b").mkdir(parents=True)
+    texts = ["abc", "abd", "xyz", "bca", "cab", "zyx", "bad", "dab"]
+    pq.write_table(pa.table({"meta": [{"body": t} for t in texts[:5]]}), root / "a.parquet")
+    pq.write_table(pa.table({"meta": [{"body": t} for t in texts[5:]]}), root / "b" / "c.parquet")
+    options = dict(tokenizer="byte-bpe", merges=5, context_length=2, hash_split=(0.5, 0.25, 0.25), quiet=True,
+                   text_column="meta.body")
+    on_ray = prepare_on_ray(root, None, tmp_path / "ray", **options)
+    local = prepare(root, None, tmp_path / "local", **options)
+    assert _store_files(tmp_path / "ray") == _store_files(tmp_path / "local")
+    assert on_ray.report["read"] == local.report["read"]
+    ids = sorted(i for part in Partition for i in TokenStore.open(on_ray.store_path).ids(part))
+    assert ids == sorted([f"a.parquet:{n:06d}" for n in range(5)] + [f"b/c.parquet:{n:06d}" for n in range(3)])
+
+
 def test_worker_errors_come_back_as_engine_errors(tmp_path):
     # Kept last in the module: a run that fails inside a worker can leave its actor holding a CPU
     # of this 2-CPU instance for a while, so no Ray run follows it here.

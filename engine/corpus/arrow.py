@@ -17,18 +17,24 @@ from engine.corpus.documents import (
     ID_COLUMN, PARQUET_BATCH_SIZE, TEXT_COLUMN, Document, ReadReport, _check_columns, _id_not_utf8, made_id,
     unique_ids,
 )
-from engine.corpus.shards import ARROW_SUFFIXES, CorpusShards, corpus_shards
+from engine.corpus.shards import ARROW_SUFFIXES, DATASET_STATE, CorpusShards, corpus_shards, file_kind, folder_files
 from engine.errors import CorpusError
 
 
 def _table_shards(path: Path) -> CorpusShards:
-    """One Parquet or Arrow file (by its suffix), or the shards of a folder or glob."""
+    """One Parquet or Arrow file (by its suffix), a ``datasets`` folder, every ``.parquet`` file below
+    any other folder (``folder_files`` order; its other files are passed over), or a glob's shards."""
     if path.is_file():
         kind = "arrow" if path.suffix in ARROW_SUFFIXES else "parquet"
         return CorpusShards(path, kind, (path,), (path.name,), single=True)
+    if path.is_dir() and not (path / DATASET_STATE).is_file():
+        relative = [rel for rel in folder_files(path) if file_kind(rel) == "parquet"]
+        if not relative:
+            raise CorpusError(f"{path}: directory holds no .parquet files")
+        return CorpusShards(path, "parquet", tuple(path / rel for rel in relative), tuple(relative))
     shards = corpus_shards(path)
     if shards.kind not in ("parquet", "arrow"):
-        raise CorpusError(f"{path}: holds no Parquet or Arrow files (expected a folder of .parquet or .arrow shards)")
+        raise CorpusError(f"{path}: holds no Parquet or Arrow files (expected Parquet or Arrow shards)")
     return shards
 
 

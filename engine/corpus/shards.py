@@ -17,7 +17,8 @@ or a folder of text documents (``corpus_shards``).
   folders of its splits.
 - A path that does not exist and holds a glob character (``*``, ``?``, ``[``) is a glob:
   ``'data/*.jsonl.zst'`` (``**`` reaches into subfolders). Its matching regular files, sorted by
-  path, are shards as a folder's are; a glob that matches nothing, or only text files, is an error.
+  path, are shards as a folder's are (hidden files, engine's outputs and ``exclude`` left out); a
+  glob that matches nothing, or only text files, is an error.
 - ``corpus_format`` (``--corpus-format``: jsonl, parquet, arrow or folder) overrides the guess:
   every file of the path (one file, a folder's files, a glob's matches) is read as that format,
   whatever its suffix (the compression still follows the last suffix); ``folder`` reads a folder
@@ -111,6 +112,14 @@ def _engine_output(folder: Path, excluded: set[tuple[int, int]]) -> bool:
             or (folder / f"{STORE_NAME}{LOCK_SUFFIX}").is_file() or (folder / STORE_NAME / MANIFEST_NAME).is_file())
 
 
+def _left_out(file: Path, root: Path, excluded: set[str]) -> bool:
+    """Whether a glob's match is left out: excluded, or inside engine's own outputs below ``root``."""
+    if os.path.realpath(file) in excluded:
+        return True
+    relative = Path(os.path.relpath(file, root))
+    return any(_engine_output(root / parent, excluded) for parent in list(relative.parents)[:-1])
+
+
 def folder_files(root: Path, exclude: Iterable[str | os.PathLike] = ()) -> list[str]:
     """The relative POSIX paths of a folder's files (see the module docstring), sorted."""
     excluded = {_identity(p) for p in exclude} - {None}
@@ -145,16 +154,25 @@ def _check_format(corpus_format: str | None) -> None:
                                  f"{', '.join(CORPUS_FORMATS)})")
 
 
+def _kind_suffix(path: Path) -> str:
+    """The suffixes that name a file's kind: ``.jsonl.zst``, ``.parquet``."""
+    return "".join(path.suffixes[-2:] if path.suffix.lower() in COMPRESSIONS else path.suffixes[-1:])
+
+
 def _one_kind(where: str, files: list[tuple[Path, str]], what: str) -> str | None:
     """The one kind of ``files``; CorpusError naming two files of different kinds."""
     kinds = [file_kind(f) for f, _ in files]
     first = kinds[0]
     for (file, _), kind in zip(files, kinds):
         if kind != first:
+            hint = ""
+            if what == "the folder":  # a glob of the shards passes over the other files (a README)
+                shard = files[0][0] if first is not None else file
+                hint = f"; a quoted glob such as '{Path(where) / '**' / ('*' + _kind_suffix(shard))}' reads only the shards"
             raise CorpusError(
                 f"{where}: {what} mixes {_KIND_WORDS[first]} and {_KIND_WORDS[kind]} files ({files[0][0]} and {file}); "
                 "expected all JSONL (plain or compressed), all Parquet, all Arrow, or only text documents "
-                "(--corpus-format FORMAT reads every file as one format)")
+                f"(--corpus-format FORMAT reads every file as one format{hint})")
     return first
 
 
@@ -204,14 +222,18 @@ def corpus_shards(path: str | os.PathLike, corpus_format: str | None = None, *,
     text = os.fspath(path)
     path = Path(path)
     if is_glob(text):
+        if corpus_format == "folder":
+            raise ConfigurationError(f"{text}: --corpus-format folder names a folder of text files, not a glob")
         root = _glob_root(text)
-        matches = sorted(m for m in glob.glob(text, recursive=True) if Path(m).is_file())
+        excluded = {os.path.realpath(p) for p in exclude}
+        matches = sorted(m for m in glob.glob(text, recursive=True)
+                         if Path(m).is_file() and not _left_out(Path(m), root, excluded))
         if not matches:
             raise CorpusError(f"{text}: the glob matches no file (expected {CORPUS_FORMS}; quote a glob so that "
                               "the shell does not expand it)")
         pairs = [(Path(m), Path(os.path.relpath(m, root)).as_posix()) for m in matches]
         kind = corpus_format or _one_kind(text, pairs, "the glob")
-        if kind in (None, "folder"):
+        if kind is None:
             raise CorpusError(f"{text}: the glob matches text files ({pairs[0][0]}); expected JSONL, Parquet or Arrow "
                               "shards (--corpus-format jsonl|parquet|arrow reads them as one)")
         return CorpusShards(path, kind, tuple(p for p, _ in pairs), tuple(n for _, n in pairs))
