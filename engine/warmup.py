@@ -87,6 +87,22 @@ def _packing() -> None:
         varlen_boundaries(packed.segment_ids, device="cpu")
 
 
+def _export() -> None:
+    import numpy as np
+
+    from engine.kernels.export import gather_documents, wrap_documents, wrapped_lengths
+
+    values, offsets = np.arange(6, dtype=np.uint32), np.array([0, 2, 6], dtype=np.int64)
+    values.flags.writeable = offsets.flags.writeable = False  # as the store's Arrow views are
+    for dtype in (np.uint16, np.int32, np.uint32):  # the dtypes export writes
+        gather_documents(values, offsets, 0, True, np.empty(6, dtype), np.empty(2, np.int32))
+        raw = values.astype(dtype)
+        raw.flags.writeable = False  # as a memory-mapped .bin is
+        wrapped = np.empty(3, np.int64)
+        wrapped_lengths(raw, offsets, 0, 1, wrapped)
+        wrap_documents(raw, offsets, 0, 1, wrapped, np.empty(int(wrapped[-1]), np.uint32))
+
+
 #: (area, what it compiles); ``engine warmup --only AREA`` runs one.
 AREAS: dict[str, Callable[[], None]] = {
     "tokenizers": _tokenizers,
@@ -94,6 +110,7 @@ AREAS: dict[str, Callable[[], None]] = {
     "prepare": _prepare,
     "batches": _batches,
     "packing": _packing,
+    "export": _export,
 }
 
 

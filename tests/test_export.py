@@ -401,3 +401,29 @@ def test_out_folder_is_made(tmp_path):
     store = make_store(tmp_path / "store", char_tokenizer())
     export_flat(store, "train", tmp_path / "a" / "b" / "train.bin")
     assert os.path.getsize(tmp_path / "a" / "b" / "train.bin") > 0
+
+
+def test_export_streams_row_groups_never_the_whole_split(tmp_path, monkeypatch):
+    """The split is read row group by row group (engine.store.stream), never as one table."""
+    import engine.store.stream as stream
+
+    tok = char_tokenizer()
+    store = make_store(tmp_path / "store", tok, copies=4)  # 24 documents: row groups of 4, files of 7
+    want = np.concatenate([d.tokens for d in store.documents("train")]).astype(np.uint16).tobytes()
+    reopened = TokenStore.open(tmp_path / "store")
+    groups = []
+    original = stream.token_batches
+
+    def counted(*args):
+        for values, offsets in original(*args):
+            groups.append(offsets.shape[0] - 1)
+            yield values, offsets
+
+    def whole(self, partition):
+        raise AssertionError("the split was read whole")
+
+    monkeypatch.setattr(TokenStore, "table", whole)
+    monkeypatch.setattr("engine.export.token_batches", counted)
+    export_flat(reopened, "train", tmp_path / "a.bin")
+    assert (tmp_path / "a.bin").read_bytes() == want
+    assert sum(groups) == 24 and max(groups) <= 4 and len(groups) >= 6

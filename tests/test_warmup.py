@@ -11,7 +11,7 @@ def test_warmup_runs_the_named_areas_in_order():
     timings = warmup(["batches", "tokenizers"], report=lambda name, seconds: seen.append(name))
     assert seen == ["batches", "tokenizers"] and list(timings) == ["batches", "tokenizers"]
     assert all(seconds >= 0 for seconds in timings.values())
-    assert list(AREAS) == ["tokenizers", "byte_bpe", "prepare", "batches", "packing"]
+    assert list(AREAS) == ["tokenizers", "byte_bpe", "prepare", "batches", "packing", "export"]
 
 
 def test_warmup_command():
