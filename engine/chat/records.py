@@ -57,11 +57,16 @@ def _rows(path: Path) -> Iterator[tuple[str, int, dict]]:
     for file in _files(path):
         name = file.relative_to(path).as_posix() if path.is_dir() else file.name
         if kind == "jsonl":
-            with open(file, encoding="utf-8", errors="strict") as fh:
-                for lineno, line in enumerate(fh, 1):
+            with open(file, "rb") as fh:
+                for lineno, raw in enumerate(fh, 1):
+                    where = f"{file}:{lineno}"
+                    try:
+                        line = raw.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        raise CorpusError(f"{where}: invalid UTF-8 at byte {exc.start} of the line; chat records "
+                                          "must be UTF-8") from None
                     if not line.strip():
                         continue
-                    where = f"{file}:{lineno}"
                     try:
                         obj = json.loads(line)
                     except json.JSONDecodeError as exc:
