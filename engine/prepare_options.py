@@ -274,6 +274,9 @@ class PrepareOptions:
             return
         if self.continuous:
             raise ConfigurationError(f"{self.corpus}: a continuous text holds no {fmt} records")
+        if self.skip_bad_lines or self.on_invalid_utf8 != "error" or self.text_column != TEXT_COLUMN:
+            raise ConfigurationError(f"--skip-bad-lines, --on-invalid-utf8 and --text-column apply to --format text; "
+                                     f"--format {fmt} stops at the first bad record, naming it")
         if self.fit is not None:
             raise ConfigurationError(f"--format {fmt}: chat data is encoded with a model's tokenizer; pass --tokenizer "
                                      "DIR (a folder with tokenizer.json and tokenizer_config.json) or FILE")

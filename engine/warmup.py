@@ -68,6 +68,10 @@ def _batches() -> None:
         epoch = MiniBatchEpoch.build(docs, Partition.TRAIN, windows=CausalWindowConfig(4, 2),
                                      batches=MiniBatchConfig(4, order))
         epoch.batch(epoch.batch_count - 1)
+    flagged = [EncodedDocument(d.id, d.partition, d.tokens, np.ones(d.tokens.shape[0], np.uint8)) for d in docs]
+    epoch = MiniBatchEpoch.build(flagged, Partition.TRAIN, windows=CausalWindowConfig(4, 2),
+                                 batches=MiniBatchConfig(4, BatchOrder.sequential()))
+    epoch.batch(0)  # loss weights of documents with role flags (chat data)
     sample_windows(np.arange(64, dtype=np.uint32), 4, 8, seed=1)
 
 

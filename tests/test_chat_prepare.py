@@ -179,3 +179,13 @@ def test_inspect_names_the_role_flags(tmp_path, model):
     assert "format version  2" in result.output and "role flags      yes" in result.output
     assert "bos / eos ids   none / " in result.output
     assert TokenStore.open(tmp_path / "out").bos_id is None
+
+
+def test_invalid_utf8_and_text_options_are_refused(tmp_path, model):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_bytes(json.dumps(_chats(1)[0]).encode() + b"\n" + b'{"id": "b", "messages": "\xff"}\n')
+    code, output = _prepare(corpus, "--tokenizer", model, "--out", tmp_path / "out", "--format", "messages")
+    assert code == 2 and "c.jsonl:2: invalid UTF-8 at byte" in output
+    code, output = _prepare(corpus, "--tokenizer", model, "--out", tmp_path / "out", "--format", "messages",
+                            "--skip-bad-lines")
+    assert code == 2 and "--skip-bad-lines, --on-invalid-utf8 and --text-column apply to --format text" in output

@@ -61,8 +61,8 @@ def _rows(path: Path, *, errors: str = "strict") -> Iterator[tuple[str, int, dic
                         try:
                             line = raw.decode("utf-8", errors=errors)
                         except UnicodeDecodeError as exc:
-                            raise CorpusError(f"{where}: invalid UTF-8 at byte {exc.start} (chat records must be "
-                                              "valid UTF-8)") from None
+                            raise CorpusError(f"{where}: invalid UTF-8 at byte {exc.start} of the line; chat records "
+                                              "must be UTF-8") from None
                         if not line.strip():
                             continue
                         try:
