@@ -113,9 +113,11 @@ def test_long_training_texts_are_counted_span_by_span_with_the_same_types(kind, 
     rng = random.Random(17)
     batches = [[random_text(rng, rng.randint(0, 150)) for _ in range(3)] for _ in range(4)]
     whole = count_types(trainer, batches, 1)
-    monkeypatch.setattr(streaming, "STREAM_CHARS", 9)
+    # windows of 40 characters always hold a safe place in this text (its pieces are at most 13 long), so
+    # no piece is cut in parts (see the next test for those)
+    monkeypatch.setattr(streaming, "STREAM_CHARS", 40)
     spanned = list(streaming.training_batches(trainer, batches))
-    assert max(len(t) for b in spanned for t in b) < 150 and len(spanned) > 20
+    assert max(len(t) for b in spanned for t in b) < 150 and len(spanned) > 12
     table = count_types(trainer, spanned, 2)
     # The same types with the same counts (in first-appearance order, but for char's sorted batches).
     assert dict(zip(table.types(), table.counts().tolist())) == dict(zip(whole.types(), whole.counts().tolist()))
@@ -144,3 +146,23 @@ def test_prepare_on_long_documents_writes_the_same_store_span_by_span(tokenizer,
     assert spanned.report["partitions"] == whole.report["partitions"]
     manifest = lambda r: json.loads((r.store_path / "_engine.json").read_text())  # noqa: E731
     assert manifest(spanned) == manifest(whole)
+
+
+@pytest.mark.parametrize("level", ["char", "byte"])
+def test_a_piece_with_no_break_is_counted_in_parts_for_fitting(monkeypatch, level):
+    """"ab" * N is one piece: fitting counts it as parts of STREAM_CHARS characters (bounded memory), the
+    same in train(texts) and in prepare's batches; encoding still takes it whole."""
+    from engine.tokenizers import streaming
+    from engine.tokenizers.bpe import BpeTrainer
+    from engine.tokenizers.streaming import fit_texts, training_batches
+
+    monkeypatch.setattr(streaming, "STREAM_CHARS", 50)
+    text = "ab" * 100 + "b"  # 201 characters, no safe place anywhere: parts of 50, 50, 50, 50 and 1
+    trainer = BpeTrainer(8, level=level)
+    assert list(fit_texts(trainer, [text])) == ["ab" * 25] * 4 + ["b"]
+    assert [b for b in training_batches(trainer, [["short text", text]])] == [["short text"]] + [["ab" * 25]] * 4 + [["b"]]
+    types, counts = trainer.count_types(list(fit_texts(trainer, [text])))
+    key = "ab" * 25 if level == "char" else ("ab" * 25).encode()
+    assert dict(zip(types, counts.tolist()))[key] == 4
+    tok = trainer.train(text)
+    assert tok.decode(tok.encode(text)) == text

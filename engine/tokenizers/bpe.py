@@ -58,7 +58,7 @@ from engine.tokenizers.char import (
     raise_unknown_in_documents,
     symbol_table,
 )
-from engine.tokenizers.streaming import WordSplitSpans, encode_streaming, word_split_text_span
+from engine.tokenizers.streaming import WordSplitSpans, encode_streaming, fit_texts, word_split_text_span
 from engine.tokenizers.word import WordAnalysis, analyse_words, count_word_types
 
 __all__ = ["BpeTrainer", "BpeTokenizer", "fit_tokenizer"]
@@ -118,7 +118,7 @@ class BpeTrainer:
     def train(self, texts: Iterable[str] | str) -> "BpeTokenizer":
         if self.level == "byte":
             return self._byte_level().train(texts)
-        return self._train_words(analyse_words(texts))
+        return self._train_words(analyse_words(list(fit_texts(self, _iter_texts(texts)))))
 
     def span(self, window: str, pos: int, final: bool) -> tuple[int, str]:
         """Where a long training text may be cut (``engine.tokenizers.streaming``)."""

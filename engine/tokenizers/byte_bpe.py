@@ -41,7 +41,8 @@ from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.base import (MAX_VOCAB_SIZE, FitOptions, Tokenizer, _iter_texts, check_file_id, check_ids,
                                    check_special_ids, check_texts, register_tokenizer)
 from engine.tokenizers.pretokenize import canonical_pattern, pattern_code, utf8_bytes
-from engine.tokenizers.streaming import byte_level_span, byte_level_text_span, encode_streaming
+from engine.tokenizers.streaming import (STREAM_CHARS, byte_level_span, byte_level_text_span, encode_streaming,
+                                         fit_texts)
 from engine.tokenizers.unicode_tables import code_point_classes
 
 __all__ = ["ByteBpeTokenizer", "ByteBpeTrainer", "bytes_to_unicode"]
@@ -411,6 +412,10 @@ class ByteBpeTrainer:
         for index, text in enumerate(_iter_texts(texts)):
             if not isinstance(text, str):
                 raise TokenizerError(f"training text #{index}: expected str, got {type(text).__name__}")
+            if len(text) > STREAM_CHARS:  # spans; a piece with no break in STREAM_CHARS counted in parts
+                for span in fit_texts(self, [text]):
+                    counts.add([utf8_bytes(span, index, "training text")])
+                continue
             data = utf8_bytes(text, index, "training text")
             batch.append(data)
             size += len(data)

@@ -24,6 +24,11 @@ Safe places:
   before ``c`` never qualify. Every scan of the patterns that starts before ``c`` then stops within
   three characters after it (contractions), so the pieces before ``c`` are those of the whole text.
 
+Fitting is the one place a piece may be cut: a training text with no safe place in ``STREAM_CHARS``
+characters (one unbroken run: DNA, base64, minified code, ``"ab" * 75_000_000``) is counted as parts
+of ``STREAM_CHARS`` characters (``fit_texts``), so fitting holds a bounded span whatever the piece
+length; encoding never cuts a piece.
+
 ``progress(nbytes)``, if given, is called after each span with its UTF-8 size.
 """
 
@@ -39,7 +44,7 @@ from engine.tokenizers.pretokenize import utf8_bytes
 from engine.tokenizers.unicode_tables import CR_LF, LETTER, LOWER, NUMBER, SPACE, UPPER, code_point_classes
 
 __all__ = [
-    "STREAM_CHARS", "SPAN_MARGIN_BYTES", "encode_streaming", "encode_long", "iter_spans", "training_batches",
+    "STREAM_CHARS", "SPAN_MARGIN_BYTES", "encode_streaming", "encode_long", "iter_spans", "training_batches", "fit_texts",
     "safe_piece_end", "byte_level_span", "byte_level_text_span", "word_split_cut", "word_split_text_span",
     "any_place_span", "WordSplitSpans",
 ]
@@ -101,16 +106,20 @@ def encode_streaming(tok, texts: Sequence[str], document_ids: Sequence[str] | No
     return out.finish(), offsets
 
 
-def iter_spans(text, span: Callable) -> Iterator[tuple[int, object]]:
+def iter_spans(text, span: Callable, *, cut_pieces: bool = False) -> Iterator[tuple[int, object]]:
     """``(character offset, span)`` of ``text`` cut by ``span(window, pos, final) -> (characters, span)``.
-    ``text``: a str, or a text read part by part (``LongText``: its ``parts()``), cut the same way."""
+    ``text``: a str, or a text read part by part (``LongText``: its ``parts()``), cut the same way.
+    ``cut_pieces`` (fitting only, the spans are text): a window of ``STREAM_CHARS`` characters with no
+    safe place is cut at its end instead of growing."""
     if not isinstance(text, str):
-        yield from _iter_part_spans(text.parts(), span)
+        yield from _iter_part_spans(text.parts(), span, cut_pieces)
         return
     pos, size = 0, STREAM_CHARS
     while pos < len(text):
         end = min(len(text), pos + max(size, 1))
         cut, piece = span(text[pos:end], pos, end == len(text))
+        if cut <= 0 and cut_pieces:
+            cut, piece = end - pos, text[pos:end]
         if cut <= 0:
             size *= 2  # no safe place in the window yet: one piece is longer than it
             continue
@@ -118,7 +127,7 @@ def iter_spans(text, span: Callable) -> Iterator[tuple[int, object]]:
         pos, size = pos + cut, STREAM_CHARS
 
 
-def _iter_part_spans(parts: Iterator[str], span: Callable) -> Iterator[tuple[int, object]]:
+def _iter_part_spans(parts: Iterator[str], span: Callable, cut_pieces: bool = False) -> Iterator[tuple[int, object]]:
     """``iter_spans`` of the text made of ``parts``: the same windows, holding about one window of it."""
     held, pos, size, more = "", 0, STREAM_CHARS, True
     while True:
@@ -130,6 +139,8 @@ def _iter_part_spans(parts: Iterator[str], span: Callable) -> Iterator[tuple[int
             return
         end = min(len(held), max(size, 1))
         cut, piece = span(held[:end], pos, not more and end == len(held))
+        if cut <= 0 and cut_pieces:
+            cut, piece = end, held[:end]
         if cut <= 0:
             size *= 2
             continue
@@ -150,7 +161,8 @@ def encode_long(tok, text: str, document_id: str | None, progress: Callable[[int
 def training_batches(trainer, batches: Iterable[list[str]]) -> Iterator[list[str]]:
     """``batches`` of training texts with every long text cut into spans (``trainer.span``), in order, so a
     trainer counts types of a long document without holding its tables for the whole of it. The
-    types and counts are those of the texts: spans end where pieces end."""
+    types and counts are those of the texts (spans end where pieces end), but for a piece longer than
+    ``STREAM_CHARS`` characters, counted in parts (the module docstring)."""
     for batch in batches:
         short: list[str] = []
         for text in batch:
@@ -160,10 +172,21 @@ def training_batches(trainer, batches: Iterable[list[str]]) -> Iterator[list[str
             if short:
                 yield short
                 short = []
-            for _, span in iter_spans(text, trainer.span):
+            for _, span in iter_spans(text, trainer.span, cut_pieces=True):
                 yield [span]
         if short:
             yield short
+
+
+def fit_texts(trainer, texts: Iterable[str]) -> Iterator[str]:
+    """``texts`` one by one, each longer than ``STREAM_CHARS`` characters as its spans (``training_batches``'s
+    rule, pieces longer than that counted in parts): what a trainer's ``train(texts)`` counts."""
+    for text in texts:
+        if isinstance(text, str) and len(text) <= STREAM_CHARS:
+            yield text
+        else:
+            for _, span in iter_spans(text, trainer.span, cut_pieces=True):
+                yield span
 
 
 def byte_level_span(window: str, pos: int, document_id: str | None, final: bool, pattern: int
