@@ -283,3 +283,17 @@ def test_inputs_the_fuzzer_found_read_as_whole_lines_do(tmp_path, monkeypatch, d
         except CorpusError as exc:
             results.append(str(exc))
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("run", ["\\" * 5000, "a" + "\\" * 4999, "\\\"" * 2500, "\\" * 4999 + "\u00e9"])
+def test_a_text_of_escaped_backslashes_is_cut_in_parts(tmp_path, monkeypatch, run):
+    """One run of escaped backslashes has a safe cut every two bytes (by parity): it is read in parts of
+    about PART_BYTES, never grown into one part rescanned byte by byte (157 MB took 892 s and 7.1 GB)."""
+    monkeypatch.setattr(long_lines, "PART_BYTES", 64)
+    body = json.dumps(run)[1:-1].encode()
+    path = tmp_path / "s.json"
+    path.write_bytes(b'"' + body + b'"')
+    parts = list(long_lines._decoded_parts(path, 1, 1 + len(body)))
+    assert all(text is not None for _, text in parts)
+    assert "".join(text for _, text in parts) == run
+    assert len(parts) > len(body) // 128 and max(len(text) for _, text in parts) <= 64

@@ -99,14 +99,18 @@ def _low_surrogate_escape(data: bytes, at: int) -> bool:
 
 def _safe_cut(data: bytes) -> int:
     """A place to cut raw string-body bytes ``data`` (0 if none): before a character's first byte, never
-    inside an escape, never between the two escapes of a surrogate pair; as late as it finds one."""
+    inside an escape, never between the two escapes of a surrogate pair; as late as it finds one.
+    ``data`` starts where an escape may start (the previous cut), so inside a run of backslashes the
+    parity of the backslashes before ``c`` in ``data`` says whether ``c`` starts an escape: a text that
+    is one run of escaped backslashes is cut like any other (it grew unboundedly, rescanned each read)."""
     for low in (max(0, len(data) - 64), 0):
         for c in range(len(data) - 12, low, -1):
             b = data[c]
             if b & 0xC0 == 0x80:
                 continue
-            if b == 0x5C:  # the first backslash of a run starts an escape
-                if data[c - 1] != 0x5C and not _low_surrogate_escape(data, c):
+            if b == 0x5C:  # a backslash after an even number of backslashes starts an escape
+                run = c - len(data[:c].rstrip(b"\\"))
+                if run % 2 == 0 and not _low_surrogate_escape(data, c):
                     return c
             elif 0x5C not in data[max(0, c - 6):c]:  # no escape reaches past c
                 return c
