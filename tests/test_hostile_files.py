@@ -307,3 +307,20 @@ def test_a_folder_corpus_1100_levels_deep_is_read(tmp_path):
         while deep != corpus:
             deep.rmdir()
             deep = deep.parent
+
+
+def test_an_added_token_holding_a_lone_surrogate_is_exit_2(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    hf = Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.train_from_iterator(["hello world"] * 10, trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=["<|endoftext|>"]))
+    data = json.loads(hf.to_str())
+    data["added_tokens"][0]["content"] = "\ud800"
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")  # json escapes it as \ud800: a valid file
+    with pytest.raises(TokenizerError, match="added token 0: '\\\\ud800' holds a lone surrogate U\\+D800"):
+        load_tokenizer(path)
+    result = run("tokenizers", "import", path, "--out", tmp_path / "t.json")
+    assert result.exit_code == 2 and "lone surrogate" in result.output, result.output

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from engine.checks import JSONLimitError, parse_json
 from engine.errors import TokenizerError
-from engine.tokenizers.base import MAX_VOCAB_SIZE, check_file_id, check_special_ids
+from engine.tokenizers.base import MAX_VOCAB_SIZE, check_encodable, check_file_id, check_special_ids
 from engine.tokenizers.byte_bpe import ByteBpeTokenizer, bytes_to_unicode
 from engine.tokenizers.pretokenize import PATTERNS, canonical_pattern
 
@@ -265,6 +265,7 @@ def _added_tokens(added_tokens) -> dict[str, int]:
         if not (isinstance(added, dict) and "id" in added and isinstance(added.get("content"), str) and added["content"]):
             raise TokenizerError(f"added token {k}: expected an object with a string \"content\" and an integer \"id\", "
                                  f"got {json.dumps(added)[:80]}")
+        check_encodable([added["content"]], f"added token {k}")  # "\ud800" ended in UnicodeEncodeError (exit 1)
         if added["content"] in specials:
             raise TokenizerError(f"added token {added['content']!r:.40} appears twice (expected distinct contents)")
         specials[added["content"]] = added["id"]
