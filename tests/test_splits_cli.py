@@ -35,3 +35,40 @@ def test_splits_command_refuses_a_continuous_text(tmp_path):
     text.write_text("To be, or not to be.", encoding="utf-8")
     result = run("splits", text, "--hash-split", "0.8,0.1,0.1", "--out", tmp_path / "s.json")
     assert result.exit_code == 2 and "split by position" in result.output
+
+
+def test_splits_keeps_only_ids_a_long_line_stays_in_its_file(tmp_path, monkeypatch):
+    """engine splits needs ids only: texts are streamed past, a line past LONG_LINE_BYTES is never held
+    (one 1,000 MB line peaked at 2 GB), and duplicate ids are still refused."""
+    import json
+
+    from click.testing import CliRunner
+
+    import engine.corpus.long_lines as long_lines
+    from engine.cli import main
+
+    monkeypatch.setattr(long_lines, "LONG_LINE_BYTES", 200)
+    monkeypatch.setattr(long_lines, "LONG_STRING_BYTES", 100)
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join(json.dumps({"id": i, "text": t}) for i, t in
+                                [("long", "word " * 500), ("a", "x"), ("b", "y")]) + "\n", encoding="utf-8")
+    held = []
+    real = long_lines.read_long_line
+
+    def spy(*args, **kwargs):
+        result = real(*args, **kwargs)
+        held.append(result is not None)  # the long line was scanned, its text left in the file
+        return result
+
+    monkeypatch.setattr(long_lines, "read_long_line", spy)
+    import engine.corpus.jsonl as jsonl
+
+    monkeypatch.setattr(jsonl, "read_long_line", spy, raising=False)
+    out = tmp_path / "s.json"
+    result = CliRunner().invoke(main, ["splits", str(corpus), "--hash-split", "1,0,0", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text()) == {"train": ["long", "a", "b"], "validation": [], "test": []}
+    assert held == [True]
+    corpus.write_text(corpus.read_text() + json.dumps({"id": "a", "text": "again"}) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["splits", str(corpus), "--hash-split", "1,0,0", "--out", str(out), "--force"])
+    assert result.exit_code == 2 and "duplicate id 'a'" in result.output

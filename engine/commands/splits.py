@@ -38,7 +38,8 @@ def command(corpus: Path, hash_split: str, out_path: Path, force: bool, text_col
       engine splits 'shards/*.jsonl.gz' --hash-split 0.98,0.01,0.01 --out splits.json
       engine prepare corpus.jsonl --splits splits.json
     """
-    from engine.corpus import Corpus, SplitManifest, is_continuous_text
+    from engine.corpus import Corpus, ReadReport, SplitManifest, is_continuous_text
+    from engine.corpus.readers import open_corpus
 
     if corpus_format is None and is_continuous_text(corpus):
         raise ConfigurationError(f"{corpus}: a continuous .txt text is one document, split by position "
@@ -46,12 +47,16 @@ def command(corpus: Path, hash_split: str, out_path: Path, force: bool, text_col
     check_out_file(out_path, force=True, is_ours=bool, what="a split manifest")  # never a device node, FIFO or link
     if out_path.exists() and not force:
         raise ConfigurationError(f"{out_path} exists; pass --force to replace it")
-    documents = Corpus.from_path(corpus, text_column=text_column, id_column=id_column, exclude=(out_path,),
-                                 corpus_format=corpus_format)
-    manifest = SplitManifest.by_hash(parse_ratios(hash_split)).assign(documents.ids())
+    # Only the ids are kept (the manifest lists them): texts are streamed past, a long line's left in its file.
+    report = ReadReport()
+    ids = [doc.id for batch in open_corpus(corpus, text_column=text_column, id_column=id_column, report=report,
+                                           long_lines=True, exclude=(out_path,), corpus_format=corpus_format)
+           for doc in batch]
+    Corpus.check_ids(ids)
+    manifest = SplitManifest.by_hash(parse_ratios(hash_split)).assign(ids)
     manifest.to_json(out_path)
     counts = {p.value: n for p, n in manifest.counts().items()}
-    notes = documents.report.notes()
+    notes = report.notes()
     if as_json:
         click.echo(json.dumps({"out": str(out_path), "documents": counts, "notes": notes}))
     else:

@@ -18,25 +18,32 @@ class Corpus(Sequence[Document]):
 
     def __init__(self, documents: Iterable[Document], *, source: str | None = None, report: ReadReport | None = None):
         self._documents: list[Document] = list(documents)
-        self._index: dict[str, int] = {}
         for i, doc in enumerate(self._documents):
             if not isinstance(doc, Document):
                 raise CorpusError(f"corpus item {i} is {type(doc).__name__}, expected Document")
-            if not isinstance(doc.id, str) or not doc.id:
-                raise CorpusError(f"corpus document {i}: empty or non-string id {doc.id!r}")
-            if not doc.id.isascii():
-                try:
-                    doc.id.encode("utf-8")
-                except UnicodeEncodeError as exc:
-                    raise CorpusError(
-                        f"corpus document {i}: id {doc.id!r} holds a lone surrogate at character offset {exc.start}; "
-                        "expected an id that is valid UTF-8"
-                    ) from None
-            first = self._index.setdefault(doc.id, i)
-            if first != i:
-                raise CorpusError(f"duplicate id {doc.id!r} at documents {first} and {i}; ids must be unique")
+        self._index = self.check_ids([doc.id for doc in self._documents])
         self.source = source
         self.report = report if report is not None else ReadReport(source=source or "", documents=len(self._documents))
+
+    @staticmethod
+    def check_ids(ids: list) -> dict[str, int]:
+        """``{id: position}`` of ``ids``; CorpusError for an empty, non-string, non-UTF-8 or repeated id."""
+        index: dict[str, int] = {}
+        for i, doc_id in enumerate(ids):
+            if not isinstance(doc_id, str) or not doc_id:
+                raise CorpusError(f"corpus document {i}: empty or non-string id {doc_id!r}")
+            if not doc_id.isascii():
+                try:
+                    doc_id.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise CorpusError(
+                        f"corpus document {i}: id {doc_id!r} holds a lone surrogate at character offset {exc.start}; "
+                        "expected an id that is valid UTF-8"
+                    ) from None
+            first = index.setdefault(doc_id, i)
+            if first != i:
+                raise CorpusError(f"duplicate id {doc_id!r} at documents {first} and {i}; ids must be unique")
+        return index
 
     @classmethod
     def from_jsonl(cls, path: str | os.PathLike, *, on_invalid_utf8: str = "error", skip_bad_lines: bool = False,
