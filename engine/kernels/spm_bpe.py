@@ -39,11 +39,12 @@ from __future__ import annotations
 import numpy as np
 
 from engine.kernels import kernel
-from engine.kernels.bpe_encode import key_home, piece_key, same_span
-from engine.kernels.bpe_merge import LONG_WORD, merge_word
+from engine.kernels.bpe_encode import find_piece, key_home, piece_key, same_span
+from engine.kernels.bpe_merge import LONG_WORD, merge_short_first, merge_word
 
 __all__ = ["MAX_CACHED_BYTES", "MAX_TRIE_RESULTS", "charsmap_match", "ud_match", "build_ud_table",
-           "first_bytes", "normalize_documents", "build_join_table", "chunk_end", "encode_normalized"]
+           "first_bytes", "normalize_documents", "build_join_table", "chunk_end", "encode_normalized",
+           "self_merging_pieces"]
 
 MAX_CACHED_BYTES = 96
 MAX_TRIE_RESULTS = 32  # SentencePiece's kMaxTrieResultsSize
@@ -188,8 +189,8 @@ def _put_space(out, at, escape):
 def first_bytes(trie, ud_table, ud_values, has_ud):
     """``(first, second)``: ``first[b]`` is 0 when no charsmap key or user-defined symbol starts with
     byte ``b``, 2 when ``b`` alone is a key or a user-defined symbol starts with it, else 1;
-    ``second[b, c]`` is whether some key starts with ``b c``. An ASCII byte of ``first`` 0, or of 1
-    not followed by a ``second`` byte, is copied without a search."""
+    ``second[b, c]`` is whether some key starts with ``b c``. A character whose first byte has
+    ``first`` 0, or 1 and a next byte that ``second`` does not list, is copied without a search."""
     first = np.zeros(256, dtype=np.int8)
     second = np.zeros((256, 256), dtype=np.bool_)
     size = trie.shape[0]
@@ -257,20 +258,26 @@ def normalize_documents(buf, document_offsets, trie, repl, ud_table, ud_values, 
         prev_space = remove_extra
         while pos < stop:
             b = buf[pos]
-            plain = False  # an ASCII byte no search can change: copied
-            if b < 0x80:
-                f = first[b]
-                plain = f == 0 or (f == 1 and (pos + 1 >= stop or not second[np.int64(b), np.int64(buf[pos + 1])]))
-            if plain:
+            # a character no search can change (see first_bytes): copied
+            f = first[b]
+            if f == 0 or (f == 1 and (pos + 1 >= stop or not second[np.int64(b), np.int64(buf[pos + 1])])):
                 if b == 0x20:
                     if not prev_space:
                         at = _put_space(out, at, escape)
                     prev_space = remove_extra
-                else:
+                    pos += 1
+                elif b < 0x80:
                     out[at] = b
                     at += 1
                     prev_space = False
-                pos += 1
+                    pos += 1
+                else:
+                    n = min(_char_len(b), stop - pos)
+                    for j in range(n):
+                        out[at + j] = buf[pos + j]
+                    at += n
+                    pos += n
+                    prev_space = False
                 continue
             from_repl, start, length, consumed = _prefix(buf, pos, stop, trie, repl, ud_table, ud_values, has_ud)
             # room for this replacement, 3 bytes a byte for the rest and 6 a document
@@ -409,9 +416,12 @@ def _emit_symbol(s, n_syms, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, ou
 
 @kernel
 def _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts, lefts, rights, made,
-                 priorities, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, parts, part_priority, out, at):
+                 priorities, first, unique, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, parts, part_priority, out,
+                 at):
     """Segment, merge and write the chunk ``buf[pos:end]`` at ``out[at:]``; returns ``(new position,
-    parts)`` (``parts`` grown when the chunk is longer than it)."""
+    parts)`` (``parts`` grown when the chunk is longer than it). ``unique``: no two pieces share a
+    score, so a pair's ``first`` row (``bpe_merge.first_entry_table``) orders pairs as the scores
+    do and equal values are one piece (``merge_short_first`` keeps the leftmost)."""
     if parts.shape[0] < end - pos:
         parts = np.empty(end - pos, dtype=np.int64)
     m = 0
@@ -431,7 +441,10 @@ def _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud,
         parts[m] = s if s >= 0 else n_syms + cp
         m += 1
         i += n
-    m = merge_word(parts, m, LONG_WORD, False, pairs, nexts, lefts, rights, made, priorities, part_priority)
+    if unique and m <= LONG_WORD:
+        m = merge_short_first(parts, m, first, part_priority)
+    else:
+        m = merge_word(parts, m, LONG_WORD, False, pairs, nexts, lefts, rights, made, priorities, part_priority)
     start = at
     for k in range(m):
         at = _emit_symbol(parts[k], n_syms, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, out, at, start)
@@ -440,10 +453,15 @@ def _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud,
 
 @kernel
 def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts, lefts,
-                      rights, made, priorities, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, ascii_join, join_table,
-                      cache, cache_bytes, cache_ids, cache_state, bos, eos, wrap, out, out_offsets):
+                      rights, made, priorities, first, unique, piece_table, piece_pool, piece_offsets, sym_out, sym_cp,
+                      byte_ids, unk_id, byte_fallback, ascii_join, join_table, cache, cache_bytes, cache_ids,
+                      cache_state, bos, eos, wrap, out, out_offsets):
     """Ids of every normalized document of ``buf`` into ``out`` (uint32; ``len(buf) + 2 * documents``
-    entries); with ``wrap`` each is ``[bos, ids..., eos]`` (``bos`` < 0: none). Returns the ids written."""
+    entries); with ``wrap`` each is ``[bos, ids..., eos]`` (``bos`` < 0: none). Returns the ids written.
+
+    A chunk that is a piece whose own characters merge into it (``piece_table``,
+    ``bpe_encode.build_piece_table`` over ``self_merging_pieces``) is that piece; else it is looked
+    up in the cache, else merged and cached."""
     parts = np.empty(LONG_WORD, dtype=np.int64)
     part_priority = np.empty(LONG_WORD, dtype=np.int64)
     cache_size = cache.shape[0]
@@ -463,6 +481,13 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
             chunk_at = at
             if length <= MAX_CACHED_BYTES:
                 key = piece_key(buf, pos, length)
+                if length > 1:
+                    t = find_piece(buf, pos, length, key, piece_table, piece_pool, piece_offsets)
+                    if t >= 0:
+                        out[at] = t
+                        at += 1
+                        pos = end
+                        continue
                 slot = key_home(key, cache_mask)
                 while cache[slot, _CACHE_KEY] != 0:
                     if cache[slot, _CACHE_KEY] == key and (length <= _SHORT or same_span(
@@ -470,14 +495,14 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
                         break
                     slot = (slot + 1) & cache_mask
                 if cache[slot, _CACHE_KEY] != 0:
-                    first = np.int64(cache[slot, _CACHE_IDS])
+                    ids_at = np.int64(cache[slot, _CACHE_IDS])
                     for j in range(np.int64(cache[slot, _CACHE_COUNT])):
-                        out[at] = cache_ids[first + j]
+                        out[at] = cache_ids[ids_at + j]
                         at += 1
                 else:
                     at, parts = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs,
-                                             nexts, lefts, rights, made, priorities, sym_out, sym_cp, byte_ids, unk_id,
-                                             byte_fallback, parts, part_priority, out, at)
+                                             nexts, lefts, rights, made, priorities, first, unique, sym_out, sym_cp,
+                                             byte_ids, unk_id, byte_fallback, parts, part_priority, out, at)
                     count = at - chunk_at
                     stored = length if length > _SHORT else 0
                     if (cache_state[0] >= (cache_size * 3) // 4 or cache_state[1] + stored > cache_bytes.shape[0]
@@ -503,8 +528,8 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
                     cache_state[2] = at_ids + count
             else:
                 at, parts = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts,
-                                         lefts, rights, made, priorities, sym_out, sym_cp, byte_ids, unk_id,
-                                         byte_fallback, parts, part_priority, out, at)
+                                         lefts, rights, made, priorities, first, unique, sym_out, sym_cp, byte_ids,
+                                         unk_id, byte_fallback, parts, part_priority, out, at)
             # a run of unknown symbols across two chunks is one unknown id
             if (not byte_fallback and at > chunk_at and chunk_at > content and out[chunk_at] == unk_id
                     and out[chunk_at - 1] == unk_id):
@@ -517,3 +542,24 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
             at += 1
     out_offsets[document_offsets.shape[0] - 1] = at
     return at
+
+
+@kernel
+def self_merging_pieces(pool, offsets, candidates, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts, lefts,
+                        rights, made, priorities, first, unique, sym_out, sym_cp, byte_ids, unk_id, byte_fallback):
+    """bool per piece ``t`` (bytes ``pool[offsets[t]:offsets[t+1]]``, ``candidates[t]``): a chunk of
+    exactly those bytes encodes as the one id ``t``."""
+    n = offsets.shape[0] - 1
+    wanted = np.zeros(n, dtype=np.bool_)
+    parts = np.empty(LONG_WORD, dtype=np.int64)
+    part_priority = np.empty(LONG_WORD, dtype=np.int64)
+    out = np.empty(4 * MAX_CACHED_BYTES + 8, dtype=np.uint32)
+    for t in range(n):
+        length = offsets[t + 1] - offsets[t]
+        if not candidates[t] or length < 2 or length > MAX_CACHED_BYTES:
+            continue
+        at, parts = _merge_chunk(pool, offsets[t], offsets[t + 1], char_table, n_syms, ud_table, ud_values, has_ud,
+                                 pairs, nexts, lefts, rights, made, priorities, first, unique, sym_out, sym_cp, byte_ids,
+                                 unk_id, byte_fallback, parts, part_priority, out, np.int64(0))
+        wanted[t] = at == 1 and out[0] == t
+    return wanted

@@ -50,8 +50,10 @@ from typing import Sequence
 import numpy as np
 
 from engine.errors import TokenizerError
-from engine.kernels.bpe_encode import build_pair_table, new_piece_cache
-from engine.kernels.spm_bpe import build_join_table, build_ud_table, encode_normalized, first_bytes, normalize_documents
+from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache
+from engine.kernels.bpe_merge import first_entry_table
+from engine.kernels.spm_bpe import (build_join_table, build_ud_table, encode_normalized, first_bytes, normalize_documents,
+                                    self_merging_pieces)
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_ids, check_texts, register_tokenizer
 from engine.tokenizers.pretokenize import utf8_bytes
 from engine.tokenizers.spm_model import (BYTE, CONTROL, MODEL_TYPES, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, SpmModel,
@@ -60,9 +62,9 @@ from engine.tokenizers.spm_model import (BYTE, CONTROL, MODEL_TYPES, NORMAL, UNK
 __all__ = ["SentencePieceTokenizer", "load_sentencepiece"]
 
 SPACE = "\u2581"
-CACHE_SLOTS = 1 << 20
-CACHE_BYTES = 1 << 24
-CACHE_IDS = 1 << 23
+CACHE_SLOTS = 1 << 17
+CACHE_BYTES = 1 << 21
+CACHE_IDS = 1 << 20
 _NO_CHARSMAP = np.zeros(0, dtype=np.uint32)
 
 
@@ -192,7 +194,10 @@ class SentencePieceTokenizer(Tokenizer):
                     lefts.append(a), rights.append(b), made.append(i), priorities.append(rank[self.scores[i]])
         lefts, rights, made, priorities = (np.asarray(x, dtype=np.int64) for x in (lefts, rights, made, priorities))
         pairs, nexts = build_pair_table(lefts, rights)
-        self._merge_tables = (pairs, nexts, lefts, rights, made, priorities)
+        # distinct scores: equal priorities are one piece, and a pair's first row orders pairs
+        unique = len(scores) == len(mergeable)
+        self._merge_tables = (pairs, nexts, lefts, rights, made, priorities, first_entry_table(pairs, made, priorities),
+                              unique)
         self._char_table, self._sym_out, self._sym_cp = char_table, sym_out, sym_cp
         self._byte_ids = np.array([self._piece_to_id(f"<0x{b:02X}>") for b in range(256)], dtype=np.int64)
         # user-defined symbols: a byte trie (longest match first)
@@ -211,6 +216,21 @@ class SentencePieceTokenizer(Tokenizer):
         rest = [(x, y) for x, y in joined if x >= 128 or y >= 128]
         self._join_table = build_join_table(np.array([x for x, _ in rest], dtype=np.int64),
                                             np.array([y for _, y in rest], dtype=np.int64))
+        # chunks that are a piece their own characters merge into: looked up, never merged
+        encoded = [p.encode("utf-8") for p in self.pieces]
+        piece_offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum([len(e) for e in encoded], out=piece_offsets[1:])
+        piece_pool = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        candidates = np.array([t == NORMAL for t in self.types], dtype=np.bool_)
+        wanted = self_merging_pieces(piece_pool, piece_offsets, candidates, self._char_table, self._n_syms, *self._ud,
+                                     *self._merge_tables, self._sym_out, self._sym_cp, self._byte_ids, self.unk_id,
+                                     model.byte_fallback)
+        size = 16
+        while size < 2 * int(wanted.sum()) + 1:
+            size <<= 1
+        piece_table = np.zeros((size, 2), dtype=np.uint64)
+        build_piece_table(piece_pool, piece_offsets, wanted, piece_table)
+        self._pieces_direct = (piece_table, piece_pool, piece_offsets)
         self._caches: list = []
 
     def __getstate__(self) -> dict:
@@ -262,8 +282,8 @@ class SentencePieceTokenizer(Tokenizer):
         try:
             count = encode_normalized(
                 norm, norm_offsets, self._char_table, self._n_syms, ud_table, ud_values, has_ud, *self._merge_tables,
-                self._sym_out, self._sym_cp, self._byte_ids, self.unk_id, self.model.byte_fallback, self._ascii_join,
-                self._join_table, *cache, -1 if self.bos_id is None else self.bos_id,
+                *self._pieces_direct, self._sym_out, self._sym_cp, self._byte_ids, self.unk_id,
+                self.model.byte_fallback, self._ascii_join, self._join_table, *cache, -1 if self.bos_id is None else self.bos_id,
                 -1 if self.eos_id is None else self.eos_id, wrap, out, out_offsets)
         finally:
             self._caches.append(cache)
