@@ -454,14 +454,15 @@ def _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud,
 @kernel
 def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts, lefts,
                       rights, made, priorities, first, unique, piece_table, piece_pool, piece_offsets, sym_out, sym_cp,
-                      byte_ids, unk_id, byte_fallback, ascii_join, join_table, cache, cache_bytes, cache_ids,
-                      cache_state, bos, eos, wrap, out, out_offsets):
+                      byte_ids, unk_id, byte_fallback, ascii_join, join_table, ascii_ids, cache, cache_bytes,
+                      cache_ids, cache_state, bos, eos, wrap, out, out_offsets):
     """Ids of every normalized document of ``buf`` into ``out`` (uint32; ``len(buf) + 2 * documents``
     entries); with ``wrap`` each is ``[bos, ids..., eos]`` (``bos`` < 0: none). Returns the ids written.
 
-    A chunk that is a piece whose own characters merge into it (``piece_table``,
-    ``bpe_encode.build_piece_table`` over ``self_merging_pieces``) is that piece; else it is looked
-    up in the cache, else merged and cached."""
+    ``ascii_ids[b]``: the id of ASCII character ``b`` as a symbol alone (-1: unknown). A chunk that
+    is found in the cache; else it is a piece whose own characters merge into it (``piece_table``,
+    ``bpe_encode.build_piece_table`` over ``self_merging_pieces``: no merging), or it is merged; and
+    either way cached."""
     parts = np.empty(LONG_WORD, dtype=np.int64)
     part_priority = np.empty(LONG_WORD, dtype=np.int64)
     cache_size = cache.shape[0]
@@ -476,18 +477,18 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
         pos = document_offsets[d]
         stop = document_offsets[d + 1]
         while pos < stop:
+            b = np.int64(buf[pos])
+            if b < 0x80 and ascii_ids[b] >= 0 and (pos + 1 >= stop or (
+                    buf[pos + 1] < 0x80 and not ascii_join[b, np.int64(buf[pos + 1])])):
+                out[at] = ascii_ids[b]  # a known ASCII character that is a chunk alone
+                at += 1
+                pos += 1
+                continue
             end = chunk_end(buf, pos, stop, ascii_join, join_table)
             length = end - pos
             chunk_at = at
             if length <= MAX_CACHED_BYTES:
                 key = piece_key(buf, pos, length)
-                if length > 1:
-                    t = find_piece(buf, pos, length, key, piece_table, piece_pool, piece_offsets)
-                    if t >= 0:
-                        out[at] = t
-                        at += 1
-                        pos = end
-                        continue
                 slot = key_home(key, cache_mask)
                 while cache[slot, _CACHE_KEY] != 0:
                     if cache[slot, _CACHE_KEY] == key and (length <= _SHORT or same_span(
@@ -500,9 +501,16 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
                         out[at] = cache_ids[ids_at + j]
                         at += 1
                 else:
-                    at, parts = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs,
-                                             nexts, lefts, rights, made, priorities, first, unique, sym_out, sym_cp,
-                                             byte_ids, unk_id, byte_fallback, parts, part_priority, out, at)
+                    t = -1
+                    if length > 1:
+                        t = find_piece(buf, pos, length, key, piece_table, piece_pool, piece_offsets)
+                    if t >= 0:
+                        out[at] = t
+                        at += 1
+                    else:
+                        at, parts = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud,
+                                                 pairs, nexts, lefts, rights, made, priorities, first, unique, sym_out,
+                                                 sym_cp, byte_ids, unk_id, byte_fallback, parts, part_priority, out, at)
                     count = at - chunk_at
                     stored = length if length > _SHORT else 0
                     if (cache_state[0] >= (cache_size * 3) // 4 or cache_state[1] + stored > cache_bytes.shape[0]

@@ -199,6 +199,8 @@ class SentencePieceTokenizer(Tokenizer):
         self._merge_tables = (pairs, nexts, lefts, rights, made, priorities, first_entry_table(pairs, made, priorities),
                               unique)
         self._char_table, self._sym_out, self._sym_cp = char_table, sym_out, sym_cp
+        self._ascii_ids = np.array([sym_out[char_table[b]] if b < len(char_table) and char_table[b] >= 0 else -1
+                                    for b in range(128)], dtype=np.int64)
         self._byte_ids = np.array([self._piece_to_id(f"<0x{b:02X}>") for b in range(256)], dtype=np.int64)
         # user-defined symbols: a byte trie (longest match first)
         encoded = [p.encode("utf-8") for p in user]
@@ -283,8 +285,9 @@ class SentencePieceTokenizer(Tokenizer):
             count = encode_normalized(
                 norm, norm_offsets, self._char_table, self._n_syms, ud_table, ud_values, has_ud, *self._merge_tables,
                 *self._pieces_direct, self._sym_out, self._sym_cp, self._byte_ids, self.unk_id,
-                self.model.byte_fallback, self._ascii_join, self._join_table, *cache, -1 if self.bos_id is None else self.bos_id,
-                -1 if self.eos_id is None else self.eos_id, wrap, out, out_offsets)
+                self.model.byte_fallback, self._ascii_join, self._join_table, self._ascii_ids, *cache,
+                -1 if self.bos_id is None else self.bos_id, -1 if self.eos_id is None else self.eos_id, wrap, out,
+                out_offsets)
         finally:
             self._caches.append(cache)
         return out[:count], out_offsets
@@ -298,11 +301,12 @@ class SentencePieceTokenizer(Tokenizer):
         values, _ = self.encode_documents([text], None if document_id is None else [document_id])
         return values
 
-    def _batch(self, texts: Sequence[str], document_ids, wrap: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _batch(self, texts: Sequence[str], document_ids, wrap: bool) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(ids, offsets, UTF-8 bytes read)`` of one batch of texts."""
         encoded = [utf8_bytes(t, None if document_ids is None else document_ids[i]) for i, t in enumerate(texts)]
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
-        return self._run(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, wrap)
+        return (*self._run(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, wrap), int(offsets[-1]))
 
     def _chunks(self, texts: Sequence[str], document_ids, threads: int, wrap: bool, progress=None):
         bounds, start, size = [], 0, 0
@@ -316,10 +320,11 @@ class SentencePieceTokenizer(Tokenizer):
 
         def run(b):
             lo, hi = b
-            result = self._batch(texts[lo:hi], None if document_ids is None else document_ids[lo:hi], wrap)
+            ids, offsets, nbytes = self._batch(texts[lo:hi], None if document_ids is None else document_ids[lo:hi],
+                                               wrap)
             if progress is not None:
-                progress(sum(len(t.encode("utf-8", "surrogatepass")) for t in texts[lo:hi]))
-            return result
+                progress(nbytes)
+            return ids, offsets
 
         if threads <= 1 or len(bounds) <= 1:
             return [run(b) for b in bounds]
