@@ -31,6 +31,9 @@ MODELS = {
                        remove_extra_whitespaces=False, add_dummy_prefix=False, split_digits=True),
     "suffix": dict(normalization_rule_name="nmt_nfkc", treat_whitespace_as_suffix=True, byte_fallback=True),
     "nfkc_cf_plain": dict(normalization_rule_name="nfkc_cf", add_dummy_prefix=False, byte_fallback=False),
+    # Llama 2 / Mistral's options: identity, byte fallback, digits apart, whitespace-only pieces, spaces kept
+    "llama_like": dict(normalization_rule_name="identity", byte_fallback=True, split_digits=True,
+                       allow_whitespace_only_pieces=True, remove_extra_whitespaces=False, vocab_size=1000),
     "no_split": dict(normalization_rule_name="identity", split_by_whitespace=False, byte_fallback=True, vocab_size=900),
 }
 
