@@ -220,10 +220,12 @@ def first_bytes(trie, ud_table, ud_values, has_ud):
 
 
 @kernel
-def normalize_documents(buf, document_offsets, trie, repl, ud_table, ud_values, has_ud, first, second, add_dummy,
-                        remove_extra, escape, suffix, out, out_offsets):
+def normalize_documents(buf, document_offsets, trie, repl, ud_table, ud_values, has_ud, first, second, ascii_map,
+                        add_dummy, remove_extra, escape, suffix, out, out_offsets):
     """Normalize every document of ``buf`` (UTF-8) into ``out`` (uint8) and ``out_offsets``
-    (int64[D+1]); ``first``, ``second``: ``first_bytes`` of the tables. Returns the bytes written,
+    (int64[D+1]); ``first``, ``second``: ``first_bytes`` of the tables; ``ascii_map[b]`` (int16, 128
+    entries): the byte that ASCII byte ``b`` becomes without a search, -2 when it becomes nothing,
+    -1 when it needs the search (a key starts with it and may be longer, or a user-defined symbol). Returns the bytes written,
     or -1 when ``out`` may lack room (the caller retries with a larger one): ``out`` needs
     ``3 * len(buf) + 6 * documents`` bytes, more when replacements are longer than their keys."""
     documents = document_offsets.shape[0] - 1
@@ -238,6 +240,11 @@ def normalize_documents(buf, document_offsets, trie, repl, ud_table, ud_values, 
         if remove_extra:
             while pos < stop:
                 b = buf[pos]
+                if b < 0x80 and ascii_map[b] != -1:
+                    if ascii_map[b] != 0x20:
+                        break
+                    pos += 1
+                    continue
                 plain = False  # an ASCII byte no search can change (see first_bytes)
                 if b < 0x80:
                     f = first[b]
@@ -258,6 +265,21 @@ def normalize_documents(buf, document_offsets, trie, repl, ud_table, ud_values, 
         prev_space = remove_extra
         while pos < stop:
             b = buf[pos]
+            if b < 0x80 and ascii_map[b] != -1:
+                a = ascii_map[b]
+                if a == 0x20:
+                    if not prev_space:
+                        at = _put_space(out, at, escape)
+                    prev_space = remove_extra
+                elif a == -2:
+                    if not remove_extra:
+                        prev_space = False
+                else:
+                    out[at] = a
+                    at += 1
+                    prev_space = False
+                pos += 1
+                continue
             # a character no search can change (see first_bytes): copied
             f = first[b]
             if f == 0 or (f == 1 and (pos + 1 >= stop or not second[np.int64(b), np.int64(buf[pos + 1])])):
@@ -454,12 +476,13 @@ def _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud,
 @kernel
 def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts, lefts,
                       rights, made, priorities, first, unique, piece_table, piece_pool, piece_offsets, sym_out, sym_cp,
-                      byte_ids, unk_id, byte_fallback, ascii_join, join_table, ascii_ids, cache, cache_bytes,
+                      byte_ids, unk_id, byte_fallback, ascii_join, join_table, join2, ascii_ids, cache, cache_bytes,
                       cache_ids, cache_state, bos, eos, wrap, out, out_offsets):
     """Ids of every normalized document of ``buf`` into ``out`` (uint32; ``len(buf) + 2 * documents``
     entries); with ``wrap`` each is ``[bos, ids..., eos]`` (``bos`` < 0: none). Returns the ids written.
 
-    ``ascii_ids[b]``: the id of ASCII character ``b`` as a symbol alone (-1: unknown). A chunk that
+    ``ascii_ids[b]``: the id of ASCII character ``b`` as a symbol alone (-1: unknown); ``join2``:
+    ``ascii_join`` with ``▁`` (U+2581) as character 128, so most chunks end without ``chunk_end``. A chunk that
     is found in the cache; else it is a piece whose own characters merge into it (``piece_table``,
     ``bpe_encode.build_piece_table`` over ``self_merging_pieces``: no merging), or it is merged; and
     either way cached."""
@@ -484,7 +507,37 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
                 at += 1
                 pos += 1
                 continue
-            end = chunk_end(buf, pos, stop, ascii_join, join_table)
+            # the chunk's end: ASCII characters and ▁ through join2, anything else by chunk_end
+            end = -1
+            prev = -1
+            j = pos
+            if b < 0x80:
+                prev = b
+                j = pos + 1
+            elif b == 0xE2 and pos + 2 < stop and buf[pos + 1] == 0x96 and buf[pos + 2] == 0x81:
+                prev = 128
+                j = pos + 3
+            if prev >= 0:
+                while j < stop:
+                    c = np.int64(buf[j])
+                    if c < 0x80:
+                        if not join2[prev, c]:
+                            end = j
+                            break
+                        prev = c
+                        j += 1
+                    elif c == 0xE2 and j + 2 < stop and buf[j + 1] == 0x96 and buf[j + 2] == 0x81:
+                        if not join2[prev, 128]:
+                            end = j
+                            break
+                        prev = 128
+                        j += 3
+                    else:
+                        break
+                if j >= stop:
+                    end = stop
+            if end < 0:
+                end = chunk_end(buf, pos, stop, ascii_join, join_table)
             length = end - pos
             chunk_at = at
             if length <= MAX_CACHED_BYTES:

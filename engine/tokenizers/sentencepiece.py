@@ -52,8 +52,8 @@ import numpy as np
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache
 from engine.kernels.bpe_merge import first_entry_table
-from engine.kernels.spm_bpe import (build_join_table, build_ud_table, encode_normalized, first_bytes, normalize_documents,
-                                    self_merging_pieces)
+from engine.kernels.spm_bpe import (build_join_table, build_ud_table, charsmap_match, encode_normalized, first_bytes,
+                                    normalize_documents, self_merging_pieces)
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_ids, check_texts, register_tokenizer
 from engine.tokenizers.pretokenize import utf8_bytes
 from engine.tokenizers.spm_model import (BYTE, CONTROL, MODEL_TYPES, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, SpmModel,
@@ -210,6 +210,7 @@ class SentencePieceTokenizer(Tokenizer):
         self._ud = (*build_ud_table(pool, offsets, np.asarray(list(user.values()), dtype=np.int64)), bool(user))
         self._charsmap = _decode_charsmap(model.precompiled_charsmap, self.source)
         self._searched = first_bytes(self._charsmap[0], *self._ud)
+        self._searched = (*self._searched, self._ascii_map(*self._searched))
         joined = {(ord(x), ord(y)) for p in list(mergeable) + list(user) for x, y in zip(p, p[1:])}
         self._ascii_join = np.zeros((128, 128), dtype=np.bool_)
         for x, y in joined:
@@ -218,6 +219,11 @@ class SentencePieceTokenizer(Tokenizer):
         rest = [(x, y) for x, y in joined if x >= 128 or y >= 128]
         self._join_table = build_join_table(np.array([x for x, _ in rest], dtype=np.int64),
                                             np.array([y for _, y in rest], dtype=np.int64))
+        self._join2 = np.zeros((129, 129), dtype=np.bool_)  # ASCII and ▁ (as 128)
+        self._join2[:128, :128] = self._ascii_join
+        for x, y in joined:
+            if (x < 128 or x == 0x2581) and (y < 128 or y == 0x2581):
+                self._join2[min(x, 128), min(y, 128)] = True
         # chunks that are a piece their own characters merge into: looked up, never merged
         encoded = [p.encode("utf-8") for p in self.pieces]
         piece_offsets = np.zeros(n + 1, dtype=np.int64)
@@ -234,6 +240,24 @@ class SentencePieceTokenizer(Tokenizer):
         build_piece_table(piece_pool, piece_offsets, wanted, piece_table)
         self._pieces_direct = (piece_table, piece_pool, piece_offsets)
         self._caches: list = []
+
+    def _ascii_map(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        """What each ASCII byte becomes without a search (``normalize_documents``'s ``ascii_map``)."""
+        trie, repl = self._charsmap
+        out = np.full(128, -1, dtype=np.int16)
+        for b in range(128):
+            if first[b] == 0:
+                out[b] = b
+            elif first[b] == 2 and not second[b].any() and not self._ud[2]:
+                length, value = charsmap_match(trie, np.array([b], dtype=np.uint8), 0, 1)
+                end = value
+                while end < repl.shape[0] and repl[end] != 0:
+                    end += 1
+                if length == 1 and end - value == 0:
+                    out[b] = -2
+                elif length == 1 and end - value == 1 and repl[value] < 0x80:
+                    out[b] = repl[value]
+        return out
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -285,7 +309,8 @@ class SentencePieceTokenizer(Tokenizer):
             count = encode_normalized(
                 norm, norm_offsets, self._char_table, self._n_syms, ud_table, ud_values, has_ud, *self._merge_tables,
                 *self._pieces_direct, self._sym_out, self._sym_cp, self._byte_ids, self.unk_id,
-                self.model.byte_fallback, self._ascii_join, self._join_table, self._ascii_ids, *cache,
+                self.model.byte_fallback, self._ascii_join, self._join_table, self._join2, self._ascii_ids,
+                *cache,
                 -1 if self.bos_id is None else self.bos_id, -1 if self.eos_id is None else self.eos_id, wrap, out,
                 out_offsets)
         finally:
