@@ -440,12 +440,10 @@ def _emit_symbol(s, n_syms, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, ou
 def _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts, lefts, rights, made,
                  priorities, first, unique, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, parts, part_priority, out,
                  at):
-    """Segment, merge and write the chunk ``buf[pos:end]`` at ``out[at:]``; returns ``(new position,
-    parts)`` (``parts`` grown when the chunk is longer than it). ``unique``: no two pieces share a
+    """Segment, merge and write the chunk ``buf[pos:end]`` at ``out[at:]`` (``parts``: scratch of
+    ``end - pos`` entries at least); returns the new position. ``unique``: no two pieces share a
     score, so a pair's ``first`` row (``bpe_merge.first_entry_table``) orders pairs as the scores
     do and equal values are one piece (``merge_short_first`` keeps the leftmost)."""
-    if parts.shape[0] < end - pos:
-        parts = np.empty(end - pos, dtype=np.int64)
     m = 0
     i = pos
     limit = char_table.shape[0]
@@ -470,7 +468,7 @@ def _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud,
     start = at
     for k in range(m):
         at = _emit_symbol(parts[k], n_syms, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, out, at, start)
-    return at, parts
+    return at
 
 
 @kernel
@@ -486,7 +484,10 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
     is found in the cache; else it is a piece whose own characters merge into it (``piece_table``,
     ``bpe_encode.build_piece_table`` over ``self_merging_pieces``: no merging), or it is merged; and
     either way cached."""
-    parts = np.empty(LONG_WORD, dtype=np.int64)
+    longest = LONG_WORD
+    for d in range(document_offsets.shape[0] - 1):
+        longest = max(longest, document_offsets[d + 1] - document_offsets[d])
+    parts = np.empty(longest, dtype=np.int64)  # a chunk is at most a document (pages never touched stay free)
     part_priority = np.empty(LONG_WORD, dtype=np.int64)
     cache_size = cache.shape[0]
     cache_mask = cache_size - 1
@@ -561,7 +562,7 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
                         out[at] = t
                         at += 1
                     else:
-                        at, parts = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud,
+                        at = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud,
                                                  pairs, nexts, lefts, rights, made, priorities, first, unique, sym_out,
                                                  sym_cp, byte_ids, unk_id, byte_fallback, parts, part_priority, out, at)
                     count = at - chunk_at
@@ -588,7 +589,7 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
                     cache_state[1] = at_bytes + stored
                     cache_state[2] = at_ids + count
             else:
-                at, parts = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts,
+                at = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts,
                                          lefts, rights, made, priorities, first, unique, sym_out, sym_cp, byte_ids,
                                          unk_id, byte_fallback, parts, part_priority, out, at)
             # a run of unknown symbols across two chunks is one unknown id
@@ -612,14 +613,14 @@ def self_merging_pieces(pool, offsets, candidates, char_table, n_syms, ud_table,
     exactly those bytes encodes as the one id ``t``."""
     n = offsets.shape[0] - 1
     wanted = np.zeros(n, dtype=np.bool_)
-    parts = np.empty(LONG_WORD, dtype=np.int64)
+    parts = np.empty(MAX_CACHED_BYTES, dtype=np.int64)
     part_priority = np.empty(LONG_WORD, dtype=np.int64)
     out = np.empty(4 * MAX_CACHED_BYTES + 8, dtype=np.uint32)
     for t in range(n):
         length = offsets[t + 1] - offsets[t]
         if not candidates[t] or length < 2 or length > MAX_CACHED_BYTES:
             continue
-        at, parts = _merge_chunk(pool, offsets[t], offsets[t + 1], char_table, n_syms, ud_table, ud_values, has_ud,
+        at = _merge_chunk(pool, offsets[t], offsets[t + 1], char_table, n_syms, ud_table, ud_values, has_ud,
                                  pairs, nexts, lefts, rights, made, priorities, first, unique, sym_out, sym_cp, byte_ids,
                                  unk_id, byte_fallback, parts, part_priority, out, np.int64(0))
         wanted[t] = at == 1 and out[0] == t
