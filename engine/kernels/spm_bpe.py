@@ -484,10 +484,8 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
     is found in the cache; else it is a piece whose own characters merge into it (``piece_table``,
     ``bpe_encode.build_piece_table`` over ``self_merging_pieces``: no merging), or it is merged; and
     either way cached."""
-    longest = LONG_WORD
-    for d in range(document_offsets.shape[0] - 1):
-        longest = max(longest, document_offsets[d + 1] - document_offsets[d])
-    parts = np.empty(longest, dtype=np.int64)  # a chunk is at most a document (pages never touched stay free)
+    # scratch of the cached chunks (never reassigned in the loop: Numba would count references at every chunk)
+    parts = np.empty(MAX_CACHED_BYTES, dtype=np.int64)
     part_priority = np.empty(LONG_WORD, dtype=np.int64)
     cache_size = cache.shape[0]
     cache_mask = cache_size - 1
@@ -562,9 +560,9 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
                         out[at] = t
                         at += 1
                     else:
-                        at = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud,
-                                                 pairs, nexts, lefts, rights, made, priorities, first, unique, sym_out,
-                                                 sym_cp, byte_ids, unk_id, byte_fallback, parts, part_priority, out, at)
+                        at = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs,
+                                          nexts, lefts, rights, made, priorities, first, unique, sym_out, sym_cp,
+                                          byte_ids, unk_id, byte_fallback, parts, part_priority, out, at)
                     count = at - chunk_at
                     stored = length if length > _SHORT else 0
                     if (cache_state[0] >= (cache_size * 3) // 4 or cache_state[1] + stored > cache_bytes.shape[0]
@@ -590,8 +588,8 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
                     cache_state[2] = at_ids + count
             else:
                 at = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts,
-                                         lefts, rights, made, priorities, first, unique, sym_out, sym_cp, byte_ids,
-                                         unk_id, byte_fallback, parts, part_priority, out, at)
+                                  lefts, rights, made, priorities, first, unique, sym_out, sym_cp, byte_ids, unk_id,
+                                  byte_fallback, np.empty(length, dtype=np.int64), part_priority, out, at)
             # a run of unknown symbols across two chunks is one unknown id
             if (not byte_fallback and at > chunk_at and chunk_at > content and out[chunk_at] == unk_id
                     and out[chunk_at - 1] == unk_id):
