@@ -18,7 +18,8 @@ Merging (SentencePiece's ``bpe::Model::Encode``): a sentence starts as its chara
 user-defined symbol matched at a position being one frozen symbol; repeatedly, of all adjacent
 pairs whose concatenation is a piece, the one of highest score (``priorities``: lower = higher
 score; equal scores are equal priorities) merges, the leftmost on ties. Symbols are ids in a
-pair table (``bpe_merge.build_pair_table``; merges by ``bpe_merge.merge_word``, not ordered):
+pair table (``bpe_merge.build_pair_table``; merges by ``bpe_merge.merge_word``, not ordered, or
+``merge_short_first`` over its first rows when no two pieces share a score):
 piece ids, then virtual ids for characters that occur inside pieces without being pieces, then
 ``n_syms + code point`` for characters in no piece (they never merge). ``sym_out`` gives each
 symbol's id (-1: unknown); an unknown symbol becomes its UTF-8 bytes' ``byte_ids`` with

@@ -30,6 +30,9 @@ The rules (the file is read by ``engine.tokenizers.spm_model``, the hot loops ar
   U+FFFD), ``▁`` to a space, and the leading ``▁`` of the text is dropped (every leading one while
   the text is still empty, with ``remove_extra_whitespaces``). So ``decode(encode(t))`` is the
   normalized ``t`` (spaces for ``▁``) when nothing in ``t`` is unknown to a model without byte fallback.
+- **Batches and threads**: ``encode_batch`` / ``encode_documents`` take texts in batches of about
+  64k characters (on ``threads`` threads, same ids for any number); a document is one sentence,
+  normalized and merged whole (scratch of about 15 bytes per byte of the longest batch).
 - **Wrappers**: documents are wrapped in the model's ``bos_piece`` / ``eos_piece`` (``<s>``,
   ``</s>``) unless other pieces are named; a model without one has no BOS (or EOS).
 
