@@ -30,8 +30,9 @@ The rules (the file is read by ``engine.tokenizers.spm_model``, the hot loops ar
   U+FFFD), ``▁`` to a space, and the leading ``▁`` of the text is dropped (every leading one while
   the text is still empty, with ``remove_extra_whitespaces``). So ``decode(encode(t))`` is the
   normalized ``t`` (spaces for ``▁``) when nothing in ``t`` is unknown to a model without byte fallback.
-- **Batches and threads**: ``encode_batch`` / ``encode_documents`` take texts in batches of about
-  64k characters (on ``threads`` threads, same ids for any number); a document is one sentence,
+- **Batches and threads**: ``encode_batch`` / ``encode_documents`` take texts in batches of a
+  quarter of a thread's share of the characters (64k to 4M; on ``threads`` threads, same ids for
+  any number); a document is one sentence,
   normalized and merged whole (scratch of about 15 bytes per byte of the longest batch).
 - **Wrappers**: documents are wrapped in the model's ``bos_piece`` / ``eos_piece`` (``<s>``,
   ``</s>``) unless other pieces are named; a model without one has no BOS (or EOS).
@@ -337,10 +338,12 @@ class SentencePieceTokenizer(Tokenizer):
         return (*self._run(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, wrap), int(offsets[-1]))
 
     def _chunks(self, texts: Sequence[str], document_ids, threads: int, wrap: bool, progress=None):
+        # about a quarter of a thread's share of the characters, between 64k and 4M characters
+        target = min(max(sum(map(len, texts)) // max(4 * threads, 1), 1 << 16), 1 << 22)
         bounds, start, size = [], 0, 0
         for i, t in enumerate(texts):
             size += len(t)
-            if size >= (1 << 16):
+            if size >= target:
                 bounds.append((start, i + 1))
                 start, size = i + 1, 0
         if start < len(texts) or not bounds:
