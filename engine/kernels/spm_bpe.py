@@ -540,7 +540,12 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
                 end = chunk_end(buf, pos, stop, ascii_join, join_table)
             length = end - pos
             chunk_at = at
-            if length <= MAX_CACHED_BYTES:
+            if length == _char_len(b):  # one character: its symbol, no merge
+                cp = _decode_char(buf, pos, length)
+                s = char_table[cp] if cp < char_table.shape[0] else -1
+                at = _emit_symbol(s if s >= 0 else n_syms + cp, n_syms, sym_out, sym_cp, byte_ids, unk_id,
+                                  byte_fallback, out, at, at)
+            elif length <= MAX_CACHED_BYTES:
                 key = piece_key(buf, pos, length)
                 slot = key_home(key, cache_mask)
                 while cache[slot, _CACHE_KEY] != 0:
