@@ -468,7 +468,12 @@ def _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud,
         m = merge_word(parts, m, LONG_WORD, False, pairs, nexts, lefts, rights, made, priorities, part_priority)
     start = at
     for k in range(m):
-        at = _emit_symbol(parts[k], n_syms, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, out, at, start)
+        s = parts[k]
+        if s < n_syms and sym_out[s] >= 0:
+            out[at] = sym_out[s]
+            at += 1
+        else:
+            at = _emit_symbol(s, n_syms, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, out, at, start)
     return at
 
 
