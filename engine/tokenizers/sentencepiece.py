@@ -66,6 +66,9 @@ from engine.tokenizers.spm_model import (BYTE, CONTROL, MODEL_TYPES, NORMAL, UNK
 __all__ = ["SentencePieceTokenizer", "load_sentencepiece"]
 
 SPACE = "\u2581"
+# The cache of merged chunks (bpe_encode.new_piece_cache layout), one per thread that encodes: slots
+# (it empties at three quarters full: 98k chunks), bytes of chunks longer than a key, their ids.
+# About 10 MB each; bounded whatever the input.
 CACHE_SLOTS = 1 << 17
 CACHE_BYTES = 1 << 21
 CACHE_IDS = 1 << 20
