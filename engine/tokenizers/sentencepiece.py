@@ -2,7 +2,7 @@
 ``sentencepiece`` library encodes it (``SentencePieceProcessor.encode(text)`` with default options).
 
 The rules (the file is read by ``engine.tokenizers.spm_model``, the hot loops are
-``engine.kernels.spm_bpe``):
+``engine.kernels.spm_normalize`` and ``engine.kernels.spm_bpe``):
 
 - **Normalization** (the whole text is one sentence): user-defined symbols are kept as they are;
   elsewhere the longest key of the model's precompiled charsmap (the compiled ``nmt_nfkc``,
@@ -56,8 +56,8 @@ import numpy as np
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache
 from engine.kernels.bpe_merge import first_entry_table
-from engine.kernels.spm_bpe import (build_join_table, build_ud_table, charsmap_match, encode_normalized, first_bytes,
-                                    normalize_documents, self_merging_pieces)
+from engine.kernels.spm_bpe import build_join_table, encode_normalized, self_merging_pieces
+from engine.kernels.spm_normalize import build_ud_table, charsmap_match, first_bytes, normalize_documents
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_ids, check_texts, register_tokenizer
 from engine.tokenizers.pretokenize import utf8_bytes
 from engine.tokenizers.spm_model import (BYTE, CONTROL, MODEL_TYPES, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, SpmModel,
