@@ -1,5 +1,5 @@
-"""Plain-loop twin of engine.kernels.spm_bpe: SentencePiece BPE written as its C++ reads, on Python
-strings and bytes, without tables, chunks or caches.
+"""Plain-loop twin of engine.kernels.spm_normalize and engine.kernels.spm_bpe: SentencePiece BPE
+written as its C++ reads, on Python strings and bytes, without tables, chunks or caches.
 
 ``naive_normalize`` follows ``Normalizer::Normalize`` / ``NormalizePrefix`` (the Darts double
 array walked unit by unit); ``naive_encode`` follows ``bpe::Model::Encode`` (every step scans all

@@ -31,6 +31,9 @@ MODELS = {
                        remove_extra_whitespaces=False, add_dummy_prefix=False, split_digits=True),
     "suffix": dict(normalization_rule_name="nmt_nfkc", treat_whitespace_as_suffix=True, byte_fallback=True),
     "nfkc_cf_plain": dict(normalization_rule_name="nfkc_cf", add_dummy_prefix=False, byte_fallback=False),
+    # Llama 2 / Mistral's options: identity, byte fallback, digits apart, whitespace-only pieces, spaces kept
+    "llama_like": dict(normalization_rule_name="identity", byte_fallback=True, split_digits=True,
+                       allow_whitespace_only_pieces=True, remove_extra_whitespaces=False, vocab_size=1000),
     "no_split": dict(normalization_rule_name="identity", split_by_whitespace=False, byte_fallback=True, vocab_size=900),
 }
 
@@ -282,3 +285,14 @@ def test_cli_import_and_prepare_through_store_and_windows(models, tmp_path):
     bad.write_bytes(b"\x0a\x05\x0a\x03abc\xff\xff")
     result = runner.invoke(main, ["prepare", str(corpus), "--tokenizer", str(bad), "--out", str(tmp_path / "o2")])
     assert result.exit_code == 2 and "junk.model: not a SentencePiece model" in result.output
+
+
+def test_replacements_longer_than_their_keys(pairs):
+    """nmt_nfkc writes U+337F as four CJK characters and U+FDFA as eighteen letters: the normalized
+    text outgrows three bytes a byte, and the normalizer's retry with more room gives the library's ids."""
+    tok, sp = pairs["nfkc"]
+    for text in ["\u337f" * 2000, "\ufdfa" * 500]:
+        assert len(tok.normalize(text).encode()) > 3 * len(text.encode())
+        assert tok.encode(text).tolist() == sp.encode(text)
+    mixed = "a\ufdfa b\u337f " * 300
+    assert tok.encode(mixed).tolist() == sp.encode(mixed)

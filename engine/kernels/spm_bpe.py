@@ -1,24 +1,11 @@
-"""SentencePiece BPE: normalization (``normalize_documents``) and merging (``encode_normalized``).
-
-Normalization, per document (a sentence), as SentencePiece's normalizer does it:
-
-- at each position the longest user-defined symbol (``ud_table``) is copied as it is; else the
-  longest key of the precompiled charsmap (``trie``: a Darts double array of uint32 units; the
-  value of a key is the offset of its NUL-terminated replacement in ``repl``; only the first 32
-  keys that prefix the text are considered, as SentencePiece's search returns); else one
-  character is copied;
-- with ``remove_extra_whitespaces``: leading replacements that are exactly one space are dropped,
-  leading spaces of a replacement are dropped after a replacement that ended with a space (or at
-  the start), and trailing space symbols are dropped at the end;
-- ``escape`` writes each space as U+2581 (``▁``); ``add_dummy`` puts one space symbol before the
-  text (after it when ``suffix``, SentencePiece's ``treat_whitespace_as_suffix``), unless the
-  text is empty or all removed whitespace.
+"""SentencePiece BPE merging (``encode_normalized``), on text ``engine.kernels.spm_normalize`` normalized.
 
 Merging (SentencePiece's ``bpe::Model::Encode``): a sentence starts as its characters, a
 user-defined symbol matched at a position being one frozen symbol; repeatedly, of all adjacent
 pairs whose concatenation is a piece, the one of highest score (``priorities``: lower = higher
 score; equal scores are equal priorities) merges, the leftmost on ties. Symbols are ids in a
-pair table (``bpe_merge.build_pair_table``; merges by ``bpe_merge.merge_word``, not ordered):
+pair table (``bpe_merge.build_pair_table``; merges by ``bpe_merge.merge_word``, not ordered, or
+``merge_short_first`` over its first rows when no two pieces share a score):
 piece ids, then virtual ids for characters that occur inside pieces without being pieces, then
 ``n_syms + code point`` for characters in no piece (they never merge). ``sym_out`` gives each
 symbol's id (-1: unknown); an unknown symbol becomes its UTF-8 bytes' ``byte_ids`` with
@@ -39,283 +26,15 @@ from __future__ import annotations
 import numpy as np
 
 from engine.kernels import kernel
-from engine.kernels.bpe_encode import key_home, piece_key, same_span
-from engine.kernels.bpe_merge import LONG_WORD, merge_word
+from engine.kernels.bpe_encode import find_piece, key_home, piece_key, same_span
+from engine.kernels.bpe_merge import LONG_WORD, merge_short_first, merge_word
+from engine.kernels.spm_normalize import char_len, decode_char, ud_match
 
-__all__ = ["MAX_CACHED_BYTES", "MAX_TRIE_RESULTS", "charsmap_match", "ud_match", "build_ud_table",
-           "first_bytes", "normalize_documents", "build_join_table", "chunk_end", "encode_normalized"]
+__all__ = ["MAX_CACHED_BYTES", "build_join_table", "chunk_end", "encode_normalized", "self_merging_pieces"]
 
 MAX_CACHED_BYTES = 96
-MAX_TRIE_RESULTS = 32  # SentencePiece's kMaxTrieResultsSize
 _CACHE_KEY, _CACHE_BYTES, _CACHE_IDS, _CACHE_COUNT = 0, 1, 2, 3
 _SHORT = 7  # bpe_encode.SHORT_PIECE: pieces up to this many bytes are their own key
-
-
-@kernel(inline="always")
-def _char_len(lead):
-    """Bytes of the UTF-8 character starting with byte ``lead`` (SentencePiece's OneCharLen)."""
-    if lead < 0x80:
-        return 1
-    if lead < 0xE0:
-        return 2
-    if lead < 0xF0:
-        return 3
-    return 4
-
-
-@kernel(inline="always")
-def _decode_char(buf, pos, length):
-    c = np.int64(buf[pos])
-    if length == 1:
-        return c
-    if length == 2:
-        return ((c & 0x1F) << 6) | (np.int64(buf[pos + 1]) & 0x3F)
-    if length == 3:
-        return ((c & 0x0F) << 12) | ((np.int64(buf[pos + 1]) & 0x3F) << 6) | (np.int64(buf[pos + 2]) & 0x3F)
-    return (((c & 0x07) << 18) | ((np.int64(buf[pos + 1]) & 0x3F) << 12) | ((np.int64(buf[pos + 2]) & 0x3F) << 6)
-            | (np.int64(buf[pos + 3]) & 0x3F))
-
-
-@kernel
-def charsmap_match(trie, buf, pos, stop):
-    """``(length, value)`` of the longest of the first ``MAX_TRIE_RESULTS`` charsmap keys that prefix
-    ``buf[pos:stop]`` (Darts-clone's commonPrefixSearch), or ``(0, 0)``."""
-    size = trie.shape[0]
-    if size == 0:
-        return 0, 0
-    node = np.int64(0)
-    unit = np.int64(trie[0])
-    node ^= (unit >> 10) << ((unit & (1 << 9)) >> 6)
-    best_length, best_value, found = 0, 0, 0
-    for i in range(pos, stop):
-        c = np.int64(buf[i])
-        node ^= c
-        if node < 0 or node >= size:
-            break
-        unit = np.int64(trie[node])
-        if (unit & ((1 << 31) | 0xFF)) != c:
-            break
-        node ^= (unit >> 10) << ((unit & (1 << 9)) >> 6)
-        if (unit >> 8) & 1:
-            if found < MAX_TRIE_RESULTS and 0 <= node < size:
-                length = i - pos + 1
-                if best_length == 0 or length > best_length:
-                    best_length = length
-                    best_value = np.int64(trie[node]) & ((1 << 31) - 1)
-            found += 1
-    return best_length, best_value
-
-
-@kernel
-def build_ud_table(pool, offsets, syms):
-    """A byte trie of the user-defined symbols ``pool[offsets[k]:offsets[k+1]]`` (symbol ``syms[k]``):
-    ``(table, values)``: ``table`` int64 rows ``((node << 8) | byte, child)`` by open addressing (-1
-    free), ``values[node]`` the symbol ending there or -1. Node 0 is the root."""
-    total = offsets[offsets.shape[0] - 1]
-    size = 16
-    while size < 2 * total + 2:
-        size <<= 1
-    table = np.full((size, 2), -1, dtype=np.int64)
-    values = np.full(total + 1, -1, dtype=np.int64)
-    nodes = 1
-    mask = size - 1
-    for k in range(offsets.shape[0] - 1):
-        node = np.int64(0)
-        for i in range(offsets[k], offsets[k + 1]):
-            key = (node << 8) | np.int64(pool[i])
-            slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
-            while table[slot, 0] != key and table[slot, 0] != -1:
-                slot = (slot + 1) & mask
-            if table[slot, 0] == -1:
-                table[slot, 0] = key
-                table[slot, 1] = nodes
-                nodes += 1
-            node = table[slot, 1]
-        values[node] = syms[k]
-    return table, values[:nodes].copy()
-
-
-@kernel(inline="always")
-def ud_match(table, values, buf, pos, stop):
-    """``(length, symbol)`` of the longest user-defined symbol at ``buf[pos:stop]``, or ``(0, -1)``."""
-    mask = table.shape[0] - 1
-    node = np.int64(0)
-    best_length, best_sym = 0, np.int64(-1)
-    for i in range(pos, stop):
-        key = (node << 8) | np.int64(buf[i])
-        slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
-        while table[slot, 0] != key and table[slot, 0] != -1:
-            slot = (slot + 1) & mask
-        if table[slot, 0] == -1:
-            break
-        node = table[slot, 1]
-        if values[node] >= 0:
-            best_length = i - pos + 1
-            best_sym = values[node]
-    return best_length, best_sym
-
-
-@kernel(inline="always")
-def _prefix(buf, pos, stop, trie, repl, ud_table, ud_values, has_ud):
-    """SentencePiece's NormalizePrefix: ``(from_repl, start, length, consumed)``: the replacement is
-    ``repl[start:start+length]`` when ``from_repl`` else ``buf[start:start+length]``."""
-    if has_ud:
-        length, _ = ud_match(ud_table, ud_values, buf, pos, stop)
-        if length > 0:
-            return False, pos, length, length
-    length, value = charsmap_match(trie, buf, pos, stop)
-    if length > 0:
-        end = value
-        while end < repl.shape[0] and repl[end] != 0:
-            end += 1
-        return True, value, end - value, length
-    n = min(_char_len(buf[pos]), stop - pos)
-    return False, pos, n, n
-
-
-@kernel(inline="always")
-def _put_space(out, at, escape):
-    if escape:
-        out[at] = 0xE2
-        out[at + 1] = 0x96
-        out[at + 2] = 0x81
-        return at + 3
-    out[at] = 0x20
-    return at + 1
-
-
-@kernel
-def first_bytes(trie, ud_table, ud_values, has_ud):
-    """``(first, second)``: ``first[b]`` is 0 when no charsmap key or user-defined symbol starts with
-    byte ``b``, 2 when ``b`` alone is a key or a user-defined symbol starts with it, else 1;
-    ``second[b, c]`` is whether some key starts with ``b c``. An ASCII byte of ``first`` 0, or of 1
-    not followed by a ``second`` byte, is copied without a search."""
-    first = np.zeros(256, dtype=np.int8)
-    second = np.zeros((256, 256), dtype=np.bool_)
-    size = trie.shape[0]
-    if size > 0:
-        root = np.int64(0) ^ ((np.int64(trie[0]) >> 10) << ((np.int64(trie[0]) & (1 << 9)) >> 6))
-        for b in range(256):
-            node = root ^ b
-            if not (0 <= node < size) or (np.int64(trie[node]) & ((1 << 31) | 0xFF)) != b:
-                continue
-            unit = np.int64(trie[node])
-            first[b] = 2 if (unit >> 8) & 1 else 1
-            node ^= (unit >> 10) << ((unit & (1 << 9)) >> 6)
-            for c in range(256):
-                child = node ^ c
-                if 0 <= child < size and (np.int64(trie[child]) & ((1 << 31) | 0xFF)) == c:
-                    second[b, c] = True
-    if has_ud:
-        mask = ud_table.shape[0] - 1
-        for b in range(256):
-            key = np.int64(b)
-            slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
-            while ud_table[slot, 0] != key and ud_table[slot, 0] != -1:
-                slot = (slot + 1) & mask
-            if ud_table[slot, 0] != -1:
-                first[b] = 2
-    return first, second
-
-
-@kernel
-def normalize_documents(buf, document_offsets, trie, repl, ud_table, ud_values, has_ud, first, second, add_dummy,
-                        remove_extra, escape, suffix, out, out_offsets):
-    """Normalize every document of ``buf`` (UTF-8) into ``out`` (uint8) and ``out_offsets``
-    (int64[D+1]); ``first``, ``second``: ``first_bytes`` of the tables. Returns the bytes written,
-    or -1 when ``out`` may lack room (the caller retries with a larger one): ``out`` needs
-    ``3 * len(buf) + 6 * documents`` bytes, more when replacements are longer than their keys."""
-    documents = document_offsets.shape[0] - 1
-    total = document_offsets[documents]
-    capacity = out.shape[0]
-    at = np.int64(0)
-    for d in range(documents):
-        out_offsets[d] = at
-        doc_start = at
-        pos = document_offsets[d]
-        stop = document_offsets[d + 1]
-        if remove_extra:
-            while pos < stop:
-                b = buf[pos]
-                plain = False  # an ASCII byte no search can change (see first_bytes)
-                if b < 0x80:
-                    f = first[b]
-                    plain = f == 0 or (f == 1 and (pos + 1 >= stop or not second[np.int64(b), np.int64(buf[pos + 1])]))
-                if plain:
-                    if b != 0x20:
-                        break
-                    pos += 1
-                    continue
-                from_repl, start, length, consumed = _prefix(buf, pos, stop, trie, repl, ud_table, ud_values, has_ud)
-                if length != 1 or (repl[start] if from_repl else buf[start]) != 0x20:
-                    break
-                pos += consumed
-        if pos >= stop:
-            continue
-        if add_dummy and not suffix:
-            at = _put_space(out, at, escape)
-        prev_space = remove_extra
-        while pos < stop:
-            b = buf[pos]
-            plain = False  # an ASCII byte no search can change: copied
-            if b < 0x80:
-                f = first[b]
-                plain = f == 0 or (f == 1 and (pos + 1 >= stop or not second[np.int64(b), np.int64(buf[pos + 1])]))
-            if plain:
-                if b == 0x20:
-                    if not prev_space:
-                        at = _put_space(out, at, escape)
-                    prev_space = remove_extra
-                else:
-                    out[at] = b
-                    at += 1
-                    prev_space = False
-                pos += 1
-                continue
-            from_repl, start, length, consumed = _prefix(buf, pos, stop, trie, repl, ud_table, ud_values, has_ud)
-            # room for this replacement, 3 bytes a byte for the rest and 6 a document
-            if at + 3 * length + 3 * (total - pos - consumed) + 6 * (documents - d) > capacity:
-                return -1
-            i = start
-            end = start + length
-            if from_repl:
-                if prev_space:
-                    while i < end and repl[i] == 0x20:
-                        i += 1
-                if i < end:
-                    for j in range(i, end):
-                        if escape and repl[j] == 0x20:
-                            at = _put_space(out, at, True)
-                        else:
-                            out[at] = repl[j]
-                            at += 1
-                    prev_space = repl[end - 1] == 0x20
-            else:
-                if prev_space:
-                    while i < end and buf[i] == 0x20:
-                        i += 1
-                if i < end:
-                    for j in range(i, end):
-                        if escape and buf[j] == 0x20:
-                            at = _put_space(out, at, True)
-                        else:
-                            out[at] = buf[j]
-                            at += 1
-                    prev_space = buf[end - 1] == 0x20
-            pos += consumed
-            if not remove_extra:
-                prev_space = False
-        if remove_extra:
-            if escape:
-                while at - doc_start >= 3 and out[at - 3] == 0xE2 and out[at - 2] == 0x96 and out[at - 1] == 0x81:
-                    at -= 3
-            else:
-                while at > doc_start and out[at - 1] == 0x20:
-                    at -= 1
-        if add_dummy and suffix:
-            at = _put_space(out, at, escape)
-    out_offsets[documents] = at
-    return at
 
 
 @kernel
@@ -354,9 +73,9 @@ def chunk_end(buf, pos, stop, ascii_join, join_table):
     """End of the chunk starting at ``pos``: the first character boundary whose two characters are
     adjacent in no piece (``ascii_join`` for two ASCII characters, else ``join_table``), or ``stop``."""
     prev = np.int64(buf[pos])
-    n = _char_len(buf[pos])
+    n = char_len(buf[pos])
     if n > 1:
-        prev = _decode_char(buf, pos, min(n, stop - pos))
+        prev = decode_char(buf, pos, min(n, stop - pos))
     j = pos + n
     while j < stop:
         b = buf[j]
@@ -366,8 +85,8 @@ def chunk_end(buf, pos, stop, ascii_join, join_table):
             prev = np.int64(b)
             j += 1
             continue
-        n = min(_char_len(b), stop - j)
-        cp = _decode_char(buf, j, n)
+        n = min(char_len(b), stop - j)
+        cp = decode_char(buf, j, n)
         if not _joined(join_table, prev, cp):
             return j
         prev = cp
@@ -409,11 +128,12 @@ def _emit_symbol(s, n_syms, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, ou
 
 @kernel
 def _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts, lefts, rights, made,
-                 priorities, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, parts, part_priority, out, at):
-    """Segment, merge and write the chunk ``buf[pos:end]`` at ``out[at:]``; returns ``(new position,
-    parts)`` (``parts`` grown when the chunk is longer than it)."""
-    if parts.shape[0] < end - pos:
-        parts = np.empty(end - pos, dtype=np.int64)
+                 priorities, first, unique, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, parts, part_priority, out,
+                 at):
+    """Segment, merge and write the chunk ``buf[pos:end]`` at ``out[at:]`` (``parts``: scratch of
+    ``end - pos`` entries at least); returns the new position. ``unique``: no two pieces share a
+    score, so a pair's ``first`` row (``bpe_merge.first_entry_table``) orders pairs as the scores
+    do and equal values are one piece (``merge_short_first`` keeps the leftmost)."""
     m = 0
     i = pos
     limit = char_table.shape[0]
@@ -425,26 +145,42 @@ def _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud,
                 m += 1
                 i += length
                 continue
-        n = min(_char_len(buf[i]), end - i)
-        cp = _decode_char(buf, i, n)
+        n = min(char_len(buf[i]), end - i)
+        cp = decode_char(buf, i, n)
         s = char_table[cp] if cp < limit else -1
         parts[m] = s if s >= 0 else n_syms + cp
         m += 1
         i += n
-    m = merge_word(parts, m, LONG_WORD, False, pairs, nexts, lefts, rights, made, priorities, part_priority)
+    if unique and m <= LONG_WORD:
+        m = merge_short_first(parts, m, first, part_priority)
+    else:
+        m = merge_word(parts, m, LONG_WORD, False, pairs, nexts, lefts, rights, made, priorities, part_priority)
     start = at
     for k in range(m):
-        at = _emit_symbol(parts[k], n_syms, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, out, at, start)
-    return at, parts
+        s = parts[k]
+        if s < n_syms and sym_out[s] >= 0:
+            out[at] = sym_out[s]
+            at += 1
+        else:
+            at = _emit_symbol(s, n_syms, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, out, at, start)
+    return at
 
 
 @kernel
 def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts, lefts,
-                      rights, made, priorities, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, ascii_join, join_table,
-                      cache, cache_bytes, cache_ids, cache_state, bos, eos, wrap, out, out_offsets):
+                      rights, made, priorities, first, unique, piece_table, piece_pool, piece_offsets, sym_out, sym_cp,
+                      byte_ids, unk_id, byte_fallback, ascii_join, join_table, join2, ascii_ids, cache, cache_bytes,
+                      cache_ids, cache_state, bos, eos, wrap, out, out_offsets):
     """Ids of every normalized document of ``buf`` into ``out`` (uint32; ``len(buf) + 2 * documents``
-    entries); with ``wrap`` each is ``[bos, ids..., eos]`` (``bos`` < 0: none). Returns the ids written."""
-    parts = np.empty(LONG_WORD, dtype=np.int64)
+    entries); with ``wrap`` each is ``[bos, ids..., eos]`` (``bos`` < 0: none). Returns the ids written.
+
+    ``ascii_ids[b]``: the id of ASCII character ``b`` as a symbol alone (-1: unknown); ``join2``:
+    ``ascii_join`` with ``▁`` (U+2581) as character 128, so most chunks end without ``chunk_end``. A chunk that
+    is found in the cache; else it is a piece whose own characters merge into it (``piece_table``,
+    ``bpe_encode.build_piece_table`` over ``self_merging_pieces``: no merging), or it is merged; and
+    either way cached."""
+    # scratch of the cached chunks (never reassigned in the loop: Numba would count references at every chunk)
+    parts = np.empty(MAX_CACHED_BYTES, dtype=np.int64)
     part_priority = np.empty(LONG_WORD, dtype=np.int64)
     cache_size = cache.shape[0]
     cache_mask = cache_size - 1
@@ -458,10 +194,52 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
         pos = document_offsets[d]
         stop = document_offsets[d + 1]
         while pos < stop:
-            end = chunk_end(buf, pos, stop, ascii_join, join_table)
+            b = np.int64(buf[pos])
+            if b < 0x80 and ascii_ids[b] >= 0 and (pos + 1 >= stop or (
+                    buf[pos + 1] < 0x80 and not ascii_join[b, np.int64(buf[pos + 1])])):
+                out[at] = ascii_ids[b]  # a known ASCII character that is a chunk alone
+                at += 1
+                pos += 1
+                continue
+            # the chunk's end: ASCII characters and ▁ through join2, anything else by chunk_end
+            end = -1
+            prev = -1
+            j = pos
+            if b < 0x80:
+                prev = b
+                j = pos + 1
+            elif b == 0xE2 and pos + 2 < stop and buf[pos + 1] == 0x96 and buf[pos + 2] == 0x81:
+                prev = 128
+                j = pos + 3
+            if prev >= 0:
+                while j < stop:
+                    c = np.int64(buf[j])
+                    if c < 0x80:
+                        if not join2[prev, c]:
+                            end = j
+                            break
+                        prev = c
+                        j += 1
+                    elif c == 0xE2 and j + 2 < stop and buf[j + 1] == 0x96 and buf[j + 2] == 0x81:
+                        if not join2[prev, 128]:
+                            end = j
+                            break
+                        prev = 128
+                        j += 3
+                    else:
+                        break
+                if j >= stop:
+                    end = stop
+            if end < 0:
+                end = chunk_end(buf, pos, stop, ascii_join, join_table)
             length = end - pos
             chunk_at = at
-            if length <= MAX_CACHED_BYTES:
+            if length == char_len(b):  # one character: its symbol, no merge
+                cp = decode_char(buf, pos, length)
+                s = char_table[cp] if cp < char_table.shape[0] else -1
+                at = _emit_symbol(s if s >= 0 else n_syms + cp, n_syms, sym_out, sym_cp, byte_ids, unk_id,
+                                  byte_fallback, out, at, at)
+            elif length <= MAX_CACHED_BYTES:
                 key = piece_key(buf, pos, length)
                 slot = key_home(key, cache_mask)
                 while cache[slot, _CACHE_KEY] != 0:
@@ -470,14 +248,21 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
                         break
                     slot = (slot + 1) & cache_mask
                 if cache[slot, _CACHE_KEY] != 0:
-                    first = np.int64(cache[slot, _CACHE_IDS])
+                    ids_at = np.int64(cache[slot, _CACHE_IDS])
                     for j in range(np.int64(cache[slot, _CACHE_COUNT])):
-                        out[at] = cache_ids[first + j]
+                        out[at] = cache_ids[ids_at + j]
                         at += 1
                 else:
-                    at, parts = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs,
-                                             nexts, lefts, rights, made, priorities, sym_out, sym_cp, byte_ids, unk_id,
-                                             byte_fallback, parts, part_priority, out, at)
+                    t = -1
+                    if length > 1:
+                        t = find_piece(buf, pos, length, key, piece_table, piece_pool, piece_offsets)
+                    if t >= 0:
+                        out[at] = t
+                        at += 1
+                    else:
+                        at = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs,
+                                          nexts, lefts, rights, made, priorities, first, unique, sym_out, sym_cp,
+                                          byte_ids, unk_id, byte_fallback, parts, part_priority, out, at)
                     count = at - chunk_at
                     stored = length if length > _SHORT else 0
                     if (cache_state[0] >= (cache_size * 3) // 4 or cache_state[1] + stored > cache_bytes.shape[0]
@@ -502,9 +287,9 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
                     cache_state[1] = at_bytes + stored
                     cache_state[2] = at_ids + count
             else:
-                at, parts = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts,
-                                         lefts, rights, made, priorities, sym_out, sym_cp, byte_ids, unk_id,
-                                         byte_fallback, parts, part_priority, out, at)
+                at = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts,
+                                  lefts, rights, made, priorities, first, unique, sym_out, sym_cp, byte_ids, unk_id,
+                                  byte_fallback, np.empty(length, dtype=np.int64), part_priority, out, at)
             # a run of unknown symbols across two chunks is one unknown id
             if (not byte_fallback and at > chunk_at and chunk_at > content and out[chunk_at] == unk_id
                     and out[chunk_at - 1] == unk_id):
@@ -517,3 +302,24 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
             at += 1
     out_offsets[document_offsets.shape[0] - 1] = at
     return at
+
+
+@kernel
+def self_merging_pieces(pool, offsets, candidates, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts, lefts,
+                        rights, made, priorities, first, unique, sym_out, sym_cp, byte_ids, unk_id, byte_fallback):
+    """bool per piece ``t`` (bytes ``pool[offsets[t]:offsets[t+1]]``, ``candidates[t]``): a chunk of
+    exactly those bytes encodes as the one id ``t``."""
+    n = offsets.shape[0] - 1
+    wanted = np.zeros(n, dtype=np.bool_)
+    parts = np.empty(MAX_CACHED_BYTES, dtype=np.int64)
+    part_priority = np.empty(LONG_WORD, dtype=np.int64)
+    out = np.empty(4 * MAX_CACHED_BYTES + 8, dtype=np.uint32)
+    for t in range(n):
+        length = offsets[t + 1] - offsets[t]
+        if not candidates[t] or length < 2 or length > MAX_CACHED_BYTES:
+            continue
+        at = _merge_chunk(pool, offsets[t], offsets[t + 1], char_table, n_syms, ud_table, ud_values, has_ud,
+                                 pairs, nexts, lefts, rights, made, priorities, first, unique, sym_out, sym_cp, byte_ids,
+                                 unk_id, byte_fallback, parts, part_priority, out, np.int64(0))
+        wanted[t] = at == 1 and out[0] == t
+    return wanted

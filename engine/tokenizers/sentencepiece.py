@@ -2,7 +2,7 @@
 ``sentencepiece`` library encodes it (``SentencePieceProcessor.encode(text)`` with default options).
 
 The rules (the file is read by ``engine.tokenizers.spm_model``, the hot loops are
-``engine.kernels.spm_bpe``):
+``engine.kernels.spm_normalize`` and ``engine.kernels.spm_bpe``):
 
 - **Normalization** (the whole text is one sentence): user-defined symbols are kept as they are;
   elsewhere the longest key of the model's precompiled charsmap (the compiled ``nmt_nfkc``,
@@ -30,6 +30,10 @@ The rules (the file is read by ``engine.tokenizers.spm_model``, the hot loops ar
   U+FFFD), ``▁`` to a space, and the leading ``▁`` of the text is dropped (every leading one while
   the text is still empty, with ``remove_extra_whitespaces``). So ``decode(encode(t))`` is the
   normalized ``t`` (spaces for ``▁``) when nothing in ``t`` is unknown to a model without byte fallback.
+- **Batches and threads**: ``encode_batch`` / ``encode_documents`` take texts in batches of a
+  quarter of a thread's share of the characters (64k to 4M; on ``threads`` threads, same ids for
+  any number); a document is one sentence,
+  normalized and merged whole (scratch of about 15 bytes per byte of the longest batch).
 - **Wrappers**: documents are wrapped in the model's ``bos_piece`` / ``eos_piece`` (``<s>``,
   ``</s>``) unless other pieces are named; a model without one has no BOS (or EOS).
 
@@ -50,8 +54,10 @@ from typing import Sequence
 import numpy as np
 
 from engine.errors import TokenizerError
-from engine.kernels.bpe_encode import build_pair_table, new_piece_cache
-from engine.kernels.spm_bpe import build_join_table, build_ud_table, encode_normalized, first_bytes, normalize_documents
+from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache
+from engine.kernels.bpe_merge import first_entry_table
+from engine.kernels.spm_bpe import build_join_table, encode_normalized, self_merging_pieces
+from engine.kernels.spm_normalize import build_ud_table, charsmap_match, first_bytes, normalize_documents
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_ids, check_texts, register_tokenizer
 from engine.tokenizers.pretokenize import utf8_bytes
 from engine.tokenizers.spm_model import (BYTE, CONTROL, MODEL_TYPES, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, SpmModel,
@@ -60,9 +66,12 @@ from engine.tokenizers.spm_model import (BYTE, CONTROL, MODEL_TYPES, NORMAL, UNK
 __all__ = ["SentencePieceTokenizer", "load_sentencepiece"]
 
 SPACE = "\u2581"
-CACHE_SLOTS = 1 << 20
-CACHE_BYTES = 1 << 24
-CACHE_IDS = 1 << 23
+# The cache of merged chunks (bpe_encode.new_piece_cache layout), one per thread that encodes: slots
+# (it empties at three quarters full: 98k chunks), bytes of chunks longer than a key, their ids.
+# About 10 MB each; bounded whatever the input.
+CACHE_SLOTS = 1 << 17
+CACHE_BYTES = 1 << 21
+CACHE_IDS = 1 << 20
 _NO_CHARSMAP = np.zeros(0, dtype=np.uint32)
 
 
@@ -192,8 +201,13 @@ class SentencePieceTokenizer(Tokenizer):
                     lefts.append(a), rights.append(b), made.append(i), priorities.append(rank[self.scores[i]])
         lefts, rights, made, priorities = (np.asarray(x, dtype=np.int64) for x in (lefts, rights, made, priorities))
         pairs, nexts = build_pair_table(lefts, rights)
-        self._merge_tables = (pairs, nexts, lefts, rights, made, priorities)
+        # distinct scores: equal priorities are one piece, and a pair's first row orders pairs
+        unique = len(scores) == len(mergeable)
+        self._merge_tables = (pairs, nexts, lefts, rights, made, priorities, first_entry_table(pairs, made, priorities),
+                              unique)
         self._char_table, self._sym_out, self._sym_cp = char_table, sym_out, sym_cp
+        self._ascii_ids = np.array([sym_out[char_table[b]] if b < len(char_table) and char_table[b] >= 0 else -1
+                                    for b in range(128)], dtype=np.int64)
         self._byte_ids = np.array([self._piece_to_id(f"<0x{b:02X}>") for b in range(256)], dtype=np.int64)
         # user-defined symbols: a byte trie (longest match first)
         encoded = [p.encode("utf-8") for p in user]
@@ -203,6 +217,7 @@ class SentencePieceTokenizer(Tokenizer):
         self._ud = (*build_ud_table(pool, offsets, np.asarray(list(user.values()), dtype=np.int64)), bool(user))
         self._charsmap = _decode_charsmap(model.precompiled_charsmap, self.source)
         self._searched = first_bytes(self._charsmap[0], *self._ud)
+        self._searched = (*self._searched, self._ascii_map(*self._searched))
         joined = {(ord(x), ord(y)) for p in list(mergeable) + list(user) for x, y in zip(p, p[1:])}
         self._ascii_join = np.zeros((128, 128), dtype=np.bool_)
         for x, y in joined:
@@ -211,7 +226,45 @@ class SentencePieceTokenizer(Tokenizer):
         rest = [(x, y) for x, y in joined if x >= 128 or y >= 128]
         self._join_table = build_join_table(np.array([x for x, _ in rest], dtype=np.int64),
                                             np.array([y for _, y in rest], dtype=np.int64))
+        self._join2 = np.zeros((129, 129), dtype=np.bool_)  # ASCII and ▁ (as 128)
+        self._join2[:128, :128] = self._ascii_join
+        for x, y in joined:
+            if (x < 128 or x == 0x2581) and (y < 128 or y == 0x2581):
+                self._join2[min(x, 128), min(y, 128)] = True
+        # chunks that are a piece their own characters merge into: looked up, never merged
+        encoded = [p.encode("utf-8") for p in self.pieces]
+        piece_offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum([len(e) for e in encoded], out=piece_offsets[1:])
+        piece_pool = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        candidates = np.array([t == NORMAL for t in self.types], dtype=np.bool_)
+        wanted = self_merging_pieces(piece_pool, piece_offsets, candidates, self._char_table, self._n_syms, *self._ud,
+                                     *self._merge_tables, self._sym_out, self._sym_cp, self._byte_ids, self.unk_id,
+                                     model.byte_fallback)
+        size = 16
+        while size < 2 * int(wanted.sum()) + 1:
+            size <<= 1
+        piece_table = np.zeros((size, 2), dtype=np.uint64)
+        build_piece_table(piece_pool, piece_offsets, wanted, piece_table)
+        self._pieces_direct = (piece_table, piece_pool, piece_offsets)
         self._caches: list = []
+
+    def _ascii_map(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        """What each ASCII byte becomes without a search (``normalize_documents``'s ``ascii_map``)."""
+        trie, repl = self._charsmap
+        out = np.full(128, -1, dtype=np.int16)
+        for b in range(128):
+            if first[b] == 0:
+                out[b] = b
+            elif first[b] == 2 and not second[b].any() and not self._ud[2]:
+                length, value = charsmap_match(trie, np.array([b], dtype=np.uint8), 0, 1)
+                end = value
+                while end < repl.shape[0] and repl[end] != 0:
+                    end += 1
+                if length == 1 and end - value == 0:
+                    out[b] = -2
+                elif length == 1 and end - value == 1 and repl[value] < 0x80:
+                    out[b] = repl[value]
+        return out
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -262,9 +315,11 @@ class SentencePieceTokenizer(Tokenizer):
         try:
             count = encode_normalized(
                 norm, norm_offsets, self._char_table, self._n_syms, ud_table, ud_values, has_ud, *self._merge_tables,
-                self._sym_out, self._sym_cp, self._byte_ids, self.unk_id, self.model.byte_fallback, self._ascii_join,
-                self._join_table, *cache, -1 if self.bos_id is None else self.bos_id,
-                -1 if self.eos_id is None else self.eos_id, wrap, out, out_offsets)
+                *self._pieces_direct, self._sym_out, self._sym_cp, self._byte_ids, self.unk_id,
+                self.model.byte_fallback, self._ascii_join, self._join_table, self._join2, self._ascii_ids,
+                *cache,
+                -1 if self.bos_id is None else self.bos_id, -1 if self.eos_id is None else self.eos_id, wrap, out,
+                out_offsets)
         finally:
             self._caches.append(cache)
         return out[:count], out_offsets
@@ -278,17 +333,20 @@ class SentencePieceTokenizer(Tokenizer):
         values, _ = self.encode_documents([text], None if document_id is None else [document_id])
         return values
 
-    def _batch(self, texts: Sequence[str], document_ids, wrap: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _batch(self, texts: Sequence[str], document_ids, wrap: bool) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(ids, offsets, UTF-8 bytes read)`` of one batch of texts."""
         encoded = [utf8_bytes(t, None if document_ids is None else document_ids[i]) for i, t in enumerate(texts)]
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
-        return self._run(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, wrap)
+        return (*self._run(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, wrap), int(offsets[-1]))
 
     def _chunks(self, texts: Sequence[str], document_ids, threads: int, wrap: bool, progress=None):
+        # about a quarter of a thread's share of the characters, between 64k and 4M characters
+        target = min(max(sum(map(len, texts)) // max(4 * threads, 1), 1 << 16), 1 << 22)
         bounds, start, size = [], 0, 0
         for i, t in enumerate(texts):
             size += len(t)
-            if size >= (1 << 16):
+            if size >= target:
                 bounds.append((start, i + 1))
                 start, size = i + 1, 0
         if start < len(texts) or not bounds:
@@ -296,10 +354,11 @@ class SentencePieceTokenizer(Tokenizer):
 
         def run(b):
             lo, hi = b
-            result = self._batch(texts[lo:hi], None if document_ids is None else document_ids[lo:hi], wrap)
+            ids, offsets, nbytes = self._batch(texts[lo:hi], None if document_ids is None else document_ids[lo:hi],
+                                               wrap)
             if progress is not None:
-                progress(sum(len(t.encode("utf-8", "surrogatepass")) for t in texts[lo:hi]))
-            return result
+                progress(nbytes)
+            return ids, offsets
 
         if threads <= 1 or len(bounds) <= 1:
             return [run(b) for b in bounds]
