@@ -225,7 +225,10 @@ class _Encoder:
         self.tok, self.options, self.tmp, self.progress = tok, options, tmp, progress
         self.lock = encode_lock(tok)
         self.long_files = itertools.count()
-        self.without_bos = options.without_bos
+        # no BOS: asked (--bos none: each document's BOS is dropped) or the tokenizer has none (a
+        # SentencePiece model without <s>: its documents come as [content..., EOS] already)
+        self.no_bos = options.without_bos or tok.bos_id is None
+        self.without_bos = options.without_bos and tok.bos_id is not None
 
     def _locked(self):
         return self.lock if self.lock is not None else contextlib.nullcontext()
@@ -264,10 +267,11 @@ class _Encoder:
         """A document left in its file: its ids go to a file beside the store's, span by span."""
         path = self.tmp / f".long-{next(self.long_files)}.u32"
         count = 0
-        bos, eos = np.array([self.tok.bos_id], dtype=np.uint32), np.array([self.tok.eos_id], dtype=np.uint32)
+        eos = np.array([self.tok.eos_id], dtype=np.uint32)
+        bos = [] if self.no_bos else [np.array([self.tok.bos_id], dtype=np.uint32)]
         with self._locked(), open(path, "wb") as fh:
             spans = encode_long(self.tok, doc.text, doc.id, lambda n: self.progress(0, n))
-            for ids in itertools.chain([] if self.without_bos else [bos], spans, [eos]):
+            for ids in itertools.chain(bos, spans, [eos]):
                 fh.write(ids.astype(np.uint32, copy=False).tobytes())
                 count += int(ids.shape[0])
         offsets = np.array([0, count], dtype=np.int64)

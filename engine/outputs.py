@@ -253,8 +253,9 @@ def finish_report(options: PrepareOptions, tok: Tokenizer, tallies: dict[Partiti
 
 def _wrappers(options: PrepareOptions, tok: Tokenizer) -> dict:
     """The special tokens around each text document: ``[BOS, content..., EOS]``, or no BOS."""
-    bos = None if options.without_bos else getattr(tok, "bos", None)
-    return {"bos": bos, "bos_id": None if options.without_bos else tok.bos_id,
+    no_bos = options.without_bos or tok.bos_id is None
+    bos = None if no_bos else getattr(tok, "bos", None)
+    return {"bos": bos, "bos_id": None if no_bos else tok.bos_id,
             "eos": getattr(tok, "eos", None), "eos_id": tok.eos_id}
 
 

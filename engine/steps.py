@@ -102,7 +102,7 @@ def open_store_writer(options: PrepareOptions, tok: Tokenizer, *, check_unique: 
     limits = options.limits
     return TokenStore.writer(options.store_path, tok, row_group_size=limits.store_row_group_rows,
                              max_rows_per_file=limits.store_file_rows, resume=options.resume,
-                             check_unique=check_unique, bos=not options.without_bos)
+                             check_unique=check_unique, bos=not (options.without_bos or tok.bos_id is None))
 
 
 def fit_from_table(options: PrepareOptions, trainer: Trainer, table) -> Tokenizer:

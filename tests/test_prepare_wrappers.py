@@ -91,3 +91,30 @@ def test_tokenizer_file_without_config_keeps_its_wrappers(tmp_path, qwen_like):
     doc = TokenStore.open(tmp_path / "out").documents("train")[0]
     assert doc.tokens.tolist() == [tok.bos_id, *tok.encode(TEXTS[0]).tolist(), tok.eos_id]
     assert np.array_equal(doc.tokens[[0, -1]], [tok.specials["<|endoftext|>"]] * 2)
+
+
+def test_a_sentencepiece_model_without_bos_stores_content_then_eos(tmp_path):
+    """A .model trained with bos_id=-1 has no BOS: prepare stores [content..., EOS] (bos_id null),
+    the content equal to sentencepiece's own ids, and epochs and packing audit clean over it."""
+    spm = pytest.importorskip("sentencepiece")
+    text = (Path(__file__).resolve().parents[1] / "data" / "tinyshakespeare.txt").read_text(encoding="utf-8")[:100_000]
+    (tmp_path / "t.txt").write_text(text, encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "t.txt"), model_prefix=str(tmp_path / "nobos"),
+                                   model_type="bpe", vocab_size=400, bos_id=-1, eos_id=2, unk_id=0, pad_id=-1,
+                                   minloglevel=2)
+    corpus = _corpus(tmp_path)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["prepare", str(corpus), "--hash-split", "1,0,0", "--tokenizer",
+                                       str(tmp_path / "nobos.model"), "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    store = TokenStore.open(out)
+    processor = spm.SentencePieceProcessor(model_file=str(tmp_path / "nobos.model"))
+    got = {d.id: d.tokens.tolist() for d in store.documents("train")}
+    manifest = json.loads((out / "store" / "_engine.json").read_text())
+    assert manifest["tokenizer"]["bos_id"] is None
+    for tokens in got.values():
+        assert tokens[-1] == 2 and 2 not in tokens[:-1]
+    assert sorted(tokens[:-1] for tokens in got.values()) == sorted(processor.encode(t) for t in TEXTS)
+    epoch = MiniBatchEpoch.build(store, "train", windows=CausalWindowConfig(2, 1),
+                                 batches=MiniBatchConfig(2, BatchOrder.shuffled(3)))
+    assert audit_epoch(epoch).ok
