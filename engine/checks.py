@@ -209,7 +209,7 @@ def check_out_file(path: Path, *, force: bool, is_ours, what: str) -> None:
     (ConfigurationError naming it)."""
     try:
         info = os.lstat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # nothing there to replace; writing it says why it cannot
         return
     except OSError as exc:
         raise ConfigurationError(f"--out {path}: cannot inspect it ({exc.strerror})") from None
