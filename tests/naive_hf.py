@@ -132,7 +132,7 @@ def build_family(name: str, vocab_size: int = 500):
     """A trained ``tokenizers.Tokenizer`` with the components of family ``name``."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-    byte_level = name not in ("llama2", "mistral", "phi3")
+    byte_level = name not in ("llama2", "llama2-sp", "mistral", "phi3")
     if byte_level:
         tok = Tokenizer(models.BPE(ignore_merges=name == "llama3"))
         tok.decoder = decoders.ByteLevel()
@@ -181,7 +181,11 @@ def build_family(name: str, vocab_size: int = 500):
             tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
                                              decoders.Strip(" ", 1, 0)])
         tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    if name == "llama2-sp":  # trained as SentencePiece trains: no token crosses a word's leading \u2581
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
     tok.train_from_iterator(SHAKESPEARE.splitlines()[:4000], trainer)
+    if name == "llama2-sp":
+        tok.pre_tokenizer = None
     if not byte_level:  # the <0xXX> tokens are model tokens (ids 3..258), as in Llama 2's file
         data = json.loads(tok.to_str())
         vocab = data["model"]["vocab"]
@@ -198,5 +202,5 @@ def build_family(name: str, vocab_size: int = 500):
     return tok
 
 
-FAMILIES = ["gpt2", "llama3", "qwen2", "starcoder", "deepseek", "falcon", "mpt", "command-r", "llama2", "mistral",
-            "phi3"]
+FAMILIES = ["gpt2", "llama3", "qwen2", "starcoder", "deepseek", "falcon", "mpt", "command-r", "llama2", "llama2-sp",
+            "mistral", "phi3"]

@@ -18,7 +18,14 @@ one rank; repeatedly the adjacent pair of lowest rank, leftmost on ties, which i
   symbols are merged once per call (a bounded cache keyed by their code points) and their ids
   copied at later occurrences; longer ones are merged by ``bpe_merge.merge_long_pieces``.
 
-Both return ``(ids written, long pieces, count)``; the caller finishes long pieces with
+``cut_pieces`` cuts a piece between two characters that both have a token when no token of the
+vocabulary holds them side by side (``build_pair_set``): a symbol that covered both would be a token
+holding them side by side, so no merge crosses the cut, and both sides merge as they would in the
+whole piece (pairs of the two sides never meet). Long pieces (a whole text, as Llama 2's files
+give them) become word-sized ones that the cache serves. Not used under ``ignore_merges``, whose
+whole-piece lookup needs the piece whole.
+
+Both encoders return ``(ids written, long pieces, count)``; the caller finishes long pieces with
 ``merge_long_pieces``. ``out`` needs ``4 * symbols + 1`` entries (byte fallback writes up to four
 ids per character).
 """
@@ -32,7 +39,7 @@ from engine.kernels.bpe_encode import (LONG_WORD, MAX_CACHED_PIECE, _encode_miss
                                        record_long)
 from engine.kernels.bpe_merge import hash_span, merge_short_first, same_span
 
-__all__ = ["encode_byte_pieces", "encode_char_pieces", "build_span_table", "utf8_of"]
+__all__ = ["encode_byte_pieces", "encode_char_pieces", "build_span_table", "utf8_of", "build_pair_set", "cut_pieces"]
 
 
 @kernel
@@ -209,3 +216,57 @@ def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id,
             cache_used += 1
         pos = end
     return out_pos, long_pieces, long_count
+
+
+@kernel(inline="always")
+def _pair_key(a, b):
+    return (np.uint64(a) << np.uint64(21)) | np.uint64(b) | (np.uint64(1) << np.uint64(63))  # never 0
+
+
+@kernel
+def build_pair_set(pool, offsets):
+    """Open-addressing set (uint64, 0 free, at most half full) of every pair of adjacent code points
+    inside the tokens ``pool[offsets[t]:offsets[t+1]]``."""
+    pairs = 0
+    for t in range(offsets.shape[0] - 1):
+        pairs += max(offsets[t + 1] - offsets[t] - 1, 0)
+    size = 16
+    while size < 2 * pairs + 2:
+        size <<= 1
+    slots = np.zeros(size, dtype=np.uint64)
+    mask = size - 1
+    for t in range(offsets.shape[0] - 1):
+        for i in range(offsets[t], offsets[t + 1] - 1):
+            key = _pair_key(pool[i], pool[i + 1])
+            slot = key_home(key, mask)
+            while slots[slot] != 0 and slots[slot] != key:
+                slot = (slot + 1) & mask
+            slots[slot] = key
+    return slots
+
+
+@kernel
+def cut_pieces(cps, ends, char_ids, pair_set):
+    """The ends of the pieces ``ends`` cut wherever no merge can cross (see the module docstring)."""
+    out = np.empty(cps.shape[0], dtype=np.int64)
+    count = 0
+    limit = char_ids.shape[0]
+    mask = pair_set.shape[0] - 1
+    start = np.int64(0)
+    for p in range(ends.shape[0]):
+        end = ends[p]
+        for i in range(start + 1, end):
+            a, b = np.int64(cps[i - 1]), np.int64(cps[i])
+            if a >= limit or b >= limit or char_ids[a] < 0 or char_ids[b] < 0:
+                continue
+            key = _pair_key(a, b)
+            slot = key_home(key, mask)
+            while pair_set[slot] != 0 and pair_set[slot] != key:
+                slot = (slot + 1) & mask
+            if pair_set[slot] == 0:
+                out[count] = i
+                count += 1
+        out[count] = end
+        count += 1
+        start = end
+    return out[:count]

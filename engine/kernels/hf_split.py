@@ -27,10 +27,11 @@ from __future__ import annotations
 import numpy as np
 
 from engine.kernels import kernel
+from engine.kernels.regex_vm import new_scratch, search
 
 __all__ = [
     "ISOLATED", "REMOVED", "MERGED_PREVIOUS", "MERGED_NEXT", "CONTIGUOUS", "fold_spans", "split_classes",
-    "split_words", "split_matches", "find_literal", "edit_pieces", "compact",
+    "split_words", "split_matches", "find_literal", "regex_matches", "edit_pieces", "compact",
 ]
 
 ISOLATED, REMOVED, MERGED_PREVIOUS, MERGED_NEXT, CONTIGUOUS = 0, 1, 2, 3, 4
@@ -243,6 +244,36 @@ def find_literal(buf, ends, pattern):
                 i += 1
         start = end
     return out_s, out_e, out_p, count
+
+
+@kernel
+def regex_matches(buf, ends, program):
+    """The matches of a compiled regex (``engine.kernels.regex_vm``) in every piece, each piece its own
+    text (anchors and lookahead stop at its ends), as ``regex_vm.find_matches`` finds them, with one
+    scratch for all pieces (its memo emptied at each piece): ``(starts, ends, pieces, count)``."""
+    n = ends.shape[0]
+    rows = 2 * buf.shape[0] + 2 * n + 2
+    out_s = np.empty(rows, dtype=np.int64)
+    out_e = np.empty(rows, dtype=np.int64)
+    pieces = np.empty(rows, dtype=np.int64)
+    stack, memo = new_scratch(program)
+    count = 0
+    start = np.int64(0)
+    for p in range(n):
+        stop = ends[p]
+        memo[:] = -1
+        pos = start
+        forbid = np.int64(-1)
+        while pos <= stop:
+            s, e, stack = search(buf, start, stop, pos, program, stack, memo, forbid)
+            if s < 0:
+                break
+            out_s[count], out_e[count], pieces[count] = s, e, p
+            count += 1
+            pos = e
+            forbid = e if e == s else np.int64(-1)
+        start = stop
+    return out_s[:count], out_e[:count], pieces[:count], count
 
 
 @kernel

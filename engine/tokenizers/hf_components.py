@@ -160,6 +160,10 @@ def _lowercase(text: str) -> str:
 
 
 def _replace(pattern, content: str) -> Callable[[str], str]:
+    if pattern[0] == "string":  # str.replace: every non-overlapping occurrence, leftmost first
+        literal = pattern[1].decode("utf-8")
+        return lambda text: text.replace(literal, content)
+
     def run(text: str) -> str:
         spans = find_all(pattern, text)
         if not spans:

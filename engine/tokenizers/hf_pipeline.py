@@ -47,8 +47,9 @@ import numpy as np
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache, self_merging_tokens
 from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces
-from engine.kernels.hf_bpe import build_span_table, encode_byte_pieces, encode_char_pieces
-from engine.kernels.hf_split import MERGED_NEXT, compact, edit_pieces, find_literal, split_classes, split_matches, split_words
+from engine.kernels.hf_bpe import build_pair_set, build_span_table, cut_pieces, encode_byte_pieces, encode_char_pieces
+from engine.kernels.hf_split import (MERGED_NEXT, compact, edit_pieces, find_literal, regex_matches, split_classes,
+                                     split_matches, split_words)
 from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_file_id, check_ids, register_tokenizer
 from engine.tokenizers.byte_bpe import bytes_to_unicode
@@ -287,6 +288,12 @@ class HfBpeTokenizer(Tokenizer):
         np.cumsum(np.array([len(t) for t, _ in whole], dtype=np.int64), out=self._whole_offsets[1:])
         self._whole_ids = np.array([i for _, i in whole], dtype=np.int64)
         self._whole_slots = build_span_table(self._whole_pool, self._whole_offsets)
+        longer = [t for t in self.vocab if len(t) >= 2]
+        pool = "".join(longer).encode("utf-32-le")
+        offsets = np.zeros(len(longer) + 1, dtype=np.int64)
+        np.cumsum(np.array([len(t) for t in longer], dtype=np.int64), out=offsets[1:])
+        self._pair_set = build_pair_set(np.frombuffer(pool, dtype=np.uint32) if pool else np.zeros(0, np.uint32),
+                                        offsets)
         table = bytes_to_unicode()
         self._mapped_cps = np.array([ord(table[b]) for b in range(256)], dtype=np.uint32)
 
@@ -387,6 +394,9 @@ class HfBpeTokenizer(Tokenizer):
         if kind == "string" and not mapped:
             s, e, p, n = find_literal(buf, ends, np.frombuffer(value, dtype=np.uint8))
             return s[:n], e[:n], p[:n]
+        if not mapped:
+            s, e, p, _ = regex_matches(buf, ends, value.program)
+            return s, e, p
         found_s, found_e, found_p = [], [], []
         start = 0
         for p, end in enumerate(ends.tolist()):
@@ -419,11 +429,28 @@ class HfBpeTokenizer(Tokenizer):
             return empty, empty, empty
         return np.concatenate(found_s), np.concatenate(found_e), np.concatenate(found_p)
 
+    def _whole_text(self, text: str, first: bool) -> str | None:
+        """The one piece of ``text`` when the pre-tokenizer keeps it whole (none, or a Metaspace that
+        does not split), done on the string; None otherwise."""
+        if not self.steps:
+            return text
+        if len(self.steps) == 1 and self.steps[0][0] == "metaspace" and not self.steps[0][3]:
+            _, replacement, scheme, _ = self.steps[0]
+            text = text.replace(" ", replacement)
+            if (scheme == "always" or scheme == "first" and first) and not text.startswith(replacement):
+                text = replacement + text
+            return text
+        return None
+
     def _encode_segment(self, text: str, first: bool) -> np.ndarray:
+        pairs, nexts, made, priorities = self._merge_table
+        whole = None if self._byte_level else self._whole_text(text, first)
+        if whole is not None:
+            cps = np.frombuffer(whole.encode("utf-32-le"), dtype=np.uint32)
+            return self._encode_chars(cps, np.array([cps.shape[0]], dtype=np.int64))
         buf, ends, mapped = self._pieces(text, first)
         if not ends.shape[0]:
             return np.empty(0, dtype=np.uint32)
-        pairs, nexts, made, priorities = self._merge_table
         if self._byte_level:
             out = np.empty(buf.shape[0] + 1, dtype=np.uint32)
             try:
@@ -443,11 +470,22 @@ class HfBpeTokenizer(Tokenizer):
                 cps = np.frombuffer(buf.tobytes().decode("utf-8").encode("utf-32-le"), dtype=np.uint32)
                 lead = np.cumsum((buf & 0xC0) != 0x80)
                 cp_ends = lead[ends - 1].astype(np.int64)
-            out = np.empty(4 * cps.shape[0] + 1, dtype=np.uint32)
-            count, long_pieces, long_count = encode_char_pieces(
-                cps, cp_ends, self._char_ids, self._fallback_ids, self.byte_fallback, self.unk_id, self.fuse_unk,
-                self.ignore_merges, self._whole_pool, self._whole_offsets, self._whole_slots, self._whole_ids,
-                self._first, 1 << 16, out)
+            return self._encode_chars(cps, cp_ends)
+        if long_count:
+            count = merge_long_pieces(out, np.array([0, count], dtype=np.int64), long_pieces, long_count, 0, False,
+                                      pairs, nexts, made, priorities)
+        return out[:count].copy()
+
+    def _encode_chars(self, cps: np.ndarray, cp_ends: np.ndarray) -> np.ndarray:
+        """Character-level BPE of the pieces of ``cps`` (code points) ending at ``cp_ends``."""
+        pairs, nexts, made, priorities = self._merge_table
+        if not self.ignore_merges:
+            cp_ends = cut_pieces(cps, cp_ends, self._char_ids, self._pair_set)
+        out = np.empty(4 * cps.shape[0] + 1, dtype=np.uint32)
+        count, long_pieces, long_count = encode_char_pieces(
+            cps, cp_ends, self._char_ids, self._fallback_ids, self.byte_fallback, self.unk_id, self.fuse_unk,
+            self.ignore_merges, self._whole_pool, self._whole_offsets, self._whole_slots, self._whole_ids,
+            self._first, 1 << 16, out)
         if long_count:
             count = merge_long_pieces(out, np.array([0, count], dtype=np.int64), long_pieces, long_count, 0, False,
                                       pairs, nexts, made, priorities)
