@@ -128,11 +128,15 @@ DEEPSEEK_SPLITS = [r"[\r\n]", r"\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳ�
 BYTE_FALLBACKS = [f"<0x{b:02X}>" for b in range(256)]
 
 
-def build_family(name: str, vocab_size: int = 500):
-    """A trained ``tokenizers.Tokenizer`` with the components of family ``name``."""
+def build_family(name: str, vocab_size: int = 500, texts: list[str] | None = None):
+    """A trained ``tokenizers.Tokenizer`` with the components of family ``name`` (``-sp``: trained as
+    SentencePiece trains, no token crossing a word's leading \u2581), on ``texts`` (default: the first
+    4,000 lines of Tiny Shakespeare)."""
+    sp_like = name.endswith("-sp")
+    name = name.removesuffix("-sp")
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-    byte_level = name not in ("llama2", "llama2-sp", "mistral", "phi3")
+    byte_level = name not in ("llama2", "mistral", "phi3")
     if byte_level:
         tok = Tokenizer(models.BPE(ignore_merges=name == "llama3"))
         tok.decoder = decoders.ByteLevel()
@@ -181,11 +185,12 @@ def build_family(name: str, vocab_size: int = 500):
             tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
                                              decoders.Strip(" ", 1, 0)])
         tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    if name == "llama2-sp":  # trained as SentencePiece trains: no token crosses a word's leading \u2581
+    final_pre_tokenizer = tok.pre_tokenizer
+    if sp_like:
         tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
-    tok.train_from_iterator(SHAKESPEARE.splitlines()[:4000], trainer)
-    if name == "llama2-sp":
-        tok.pre_tokenizer = None
+    tok.train_from_iterator(texts if texts is not None else SHAKESPEARE.splitlines()[:4000], trainer)
+    if sp_like:
+        tok.pre_tokenizer = final_pre_tokenizer
     if not byte_level:  # the <0xXX> tokens are model tokens (ids 3..258), as in Llama 2's file
         data = json.loads(tok.to_str())
         vocab = data["model"]["vocab"]

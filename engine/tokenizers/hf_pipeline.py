@@ -297,6 +297,14 @@ class HfBpeTokenizer(Tokenizer):
         table = bytes_to_unicode()
         self._mapped_cps = np.array([ord(table[b]) for b in range(256)], dtype=np.uint32)
 
+    def clear_piece_caches(self) -> None:
+        """Empty the byte-level caches of merged pieces (as ``ByteBpeTokenizer.clear_piece_caches``:
+        ids never depend on them; the benchmarks time text the encoder has not met). Character-level
+        encoding caches within a call only."""
+        for table, _, _, state in list(getattr(self, "_piece_caches", [])):
+            table.fill(0)
+            state.fill(0)
+
     # -- encoding -----------------------------------------------------------------------------
     def _encode(self, text: str, document_id: str | None) -> np.ndarray:
         return self._encode_text(text, document_id, self.match_special)
@@ -397,6 +405,17 @@ class HfBpeTokenizer(Tokenizer):
         if not mapped:
             s, e, p, _ = regex_matches(buf, ends, value.program)
             return s, e, p
+        if kind == "regex":  # the pieces as GPT-2 byte characters, in UTF-8 (one or two bytes each)
+            chars = self._mapped_cps[buf]
+            wide = chars >= 0x80
+            offsets = np.zeros(buf.shape[0] + 1, dtype=np.int64)
+            np.cumsum(np.where(wide, 2, 1), out=offsets[1:])
+            text = np.empty(int(offsets[-1]), dtype=np.uint8)
+            at = offsets[:-1]
+            text[at] = np.where(wide, 0xC0 | (chars >> 6), chars).astype(np.uint8)
+            text[at[wide] + 1] = (0x80 | (chars[wide] & 0x3F)).astype(np.uint8)
+            s, e, p, _ = regex_matches(text, offsets[ends], value.program)
+            return np.searchsorted(offsets, s), np.searchsorted(offsets, e), p
         found_s, found_e, found_p = [], [], []
         start = 0
         for p, end in enumerate(ends.tolist()):
