@@ -374,3 +374,63 @@ def test_lone_surrogate_names_the_offset():
     tok = HfBpeTokenizer(base_file())
     with pytest.raises(TokenizerError, match="character offset 3: lone surrogate U\\+D800"):
         tok.encode_document("abc\ud800", "doc-1")
+
+
+# -- the split kernels against their plain-loop twin -------------------------------------------
+
+BEHAVIOR_CODES = {"Isolated": 0, "Removed": 1, "MergedWithPrevious": 2, "MergedWithNext": 3, "Contiguous": 4}
+
+
+def hf_spans(length, matches):
+    """Hugging Face's find_matches: gaps between the matches, then the matches (empty ones kept)."""
+    spans, prev = [], 0
+    for s, e in matches:
+        if prev != s:
+            spans.append((prev, s, False))
+        spans.append((s, e, True))
+        prev = e
+    if prev != length:
+        spans.append((prev, length, False))
+    return spans
+
+
+@settings(max_examples=300, deadline=None)
+@given(cuts=st.lists(st.integers(0, 30), max_size=12), empties=st.lists(st.booleans(), max_size=6),
+       behavior=st.sampled_from(sorted(BEHAVIOR_CODES)), invert=st.booleans())
+def test_split_matches_kernel_matches_naive_fold(cuts, empties, behavior, invert):
+    from engine.kernels.hf_split import split_matches
+    from tests.naive_hf import naive_fold
+    points = sorted(cuts)
+    matches = [(points[i], points[i + 1]) for i in range(0, len(points) - 1, 2)]
+    matches = [(s, s) if k < len(empties) and empties[k] else (s, e) for k, (s, e) in enumerate(matches)]
+    length = 31
+    starts, ends, n = split_matches(np.array([length], dtype=np.int64), np.array([s for s, _ in matches], np.int64),
+                                    np.array([e for _, e in matches], np.int64), np.zeros(len(matches), np.int64),
+                                    len(matches), BEHAVIOR_CODES[behavior], invert)
+    got = list(zip(starts[:n].tolist(), ends[:n].tolist()))
+    assert got == naive_fold(hf_spans(length, matches), behavior, invert)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text("a1²٣ ,.\u00a0中", min_size=1, max_size=30), behavior=st.sampled_from(sorted(BEHAVIOR_CODES)))
+def test_split_classes_kernel_matches_naive_fold(text, behavior):
+    from engine.kernels.hf_split import split_classes
+    from engine.tokenizers.hf_components import NUMERIC, PUNCT, byte_flags, char_flags
+    from tests.naive_hf import naive_fold
+    data = text.encode("utf-8")
+    starts, ends, n = split_classes(np.frombuffer(data, dtype=np.uint8), np.array([len(data)], dtype=np.int64),
+                                    char_flags(), byte_flags(), False, NUMERIC | PUNCT, -1,
+                                    BEHAVIOR_CODES[behavior], False)
+    got = [data[s:e].decode("utf-8") for s, e in zip(starts[:n].tolist(), ends[:n].tolist())]
+    offsets, matches = [0], []
+    for c in text:
+        offsets.append(offsets[-1] + 1)
+        if c.isdigit() or c.isnumeric() or unicodedata_category(c).startswith("P"):
+            matches.append((offsets[-2], offsets[-1]))
+    want = [text[s:e] for s, e in naive_fold(hf_spans(len(text), matches), behavior, False)]
+    assert got == want
+
+
+def unicodedata_category(c):
+    import unicodedata
+    return unicodedata.category(c)
