@@ -30,7 +30,7 @@ Classes come from ``unicode_ranges`` / ``unicode_properties`` (the ``regex`` mod
 ``\\p{Nd}``, ``\\p{Pc}``, ZWJ/ZWNJ). Oniguruma's ``\\w`` differs from it on U+200C/U+200D (not words
 there) and on the other numbers ``\\p{No}`` (words there); other differences between the two are
 Unicode versions (characters assigned after Oniguruma's tables). ``(?i)`` uses simple case folding
-(``unicode_properties.FOLD_CLASSES``).
+(``unicode_properties.FOLD_CLASSES``: for each character, what ``(?i)`` makes it match in ``regex``).
 
 Matching (``Regex.find_spans``) is leftmost-first backtracking, as both engines do; see
 ``engine.kernels.regex_vm`` for the program, the empty-match rules and the cost.
@@ -128,15 +128,13 @@ def _escape_class(letter: str) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=1)
-def _fold_map() -> np.ndarray:
-    """For every code point, the smallest code point simple case folding makes it equal to (int64)."""
+def _fold_pairs() -> tuple[np.ndarray, np.ndarray]:
+    """(c, d) int64 arrays: ``(?i)c`` matches ``d`` (``unicode_properties.FOLD_CLASSES``; not transitive)."""
     from engine.tokenizers.unicode_properties import FOLD_CLASSES
 
-    rep = np.arange(MAX_CP, dtype=np.int64)
-    for group in FOLD_CLASSES:
-        rep[list(group)] = min(group)
-    rep.flags.writeable = False
-    return rep
+    src = [entry[0] for entry in FOLD_CLASSES for _ in entry[1:]]
+    dst = [d for entry in FOLD_CLASSES for d in entry[1:]]
+    return np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
 
 
 @functools.lru_cache(maxsize=1)
@@ -154,23 +152,12 @@ def _multi_folds() -> tuple[frozenset, np.ndarray]:
     return frozenset(strings), mask
 
 
-@functools.lru_cache(maxsize=1)
-def _fold_groups() -> dict[int, tuple[int, ...]]:
-    from engine.tokenizers.unicode_properties import FOLD_CLASSES
-
-    return {cp: group for group in FOLD_CLASSES for cp in group}
-
-
 def _fold_closure(mask: np.ndarray) -> np.ndarray:
-    hits = np.flatnonzero(mask)
-    if hits.shape[0] <= 64:
-        out = mask.copy()
-        groups = _fold_groups()
-        for cp in hits.tolist():
-            out[list(groups.get(cp, ()))] = True
-        return out
-    rep = _fold_map()
-    return np.isin(rep, np.unique(rep[mask]))
+    """The characters ``(?i)`` makes a class of ``mask`` match."""
+    src, dst = _fold_pairs()
+    out = mask.copy()
+    out[dst[mask[src]]] = True
+    return out
 
 
 # -- parser ---------------------------------------------------------------------------------------
