@@ -167,17 +167,19 @@ def test_cli_train_import_and_prepare_take_a_regex(tmp_path, shakespeare_text):
 
 
 def test_prepare_with_a_regex_equals_the_trainer_by_hand(tmp_path):
+    from engine.corpus import Partition
     from engine.pipeline import default_corpus_paths
 
     corpus, splits = default_corpus_paths()
     result = prepare(corpus, splits, tmp_path / "o", tokenizer="byte-bpe", vocab_size=300, pattern=TEKKEN,
                      context_length=8, quiet=True)
     assert result.report["tokenizer"]["kind"] == "bpe-byte"
+    texts = {d["id"]: d["text"] for d in map(json.loads, open(corpus, encoding="utf-8")) if d}
+    train_ids = json.loads(open(splits, encoding="utf-8").read())["train"]
+    by_hand = ByteBpeTrainer(vocab_size=300, pattern=TEKKEN).train([texts[i] for i in train_ids])
     tok = load_tokenizer(tmp_path / "o" / "tokenizer.json")
-    assert tok.pattern == TEKKEN
+    assert tok.pattern == TEKKEN and tok.tokens == by_hand.tokens
     store = TokenStore.open(tmp_path / "o" / "store")
-    from engine.corpus import Partition
-
     for part in Partition:
-        for doc in store.documents(part):
-            assert doc.tokens.tolist() == tok.encode_document(tok.decode(doc.tokens.tolist()[1:-1])).tolist()
+        for doc_id, doc in zip(store.ids(part), store.documents(part)):
+            assert doc.tokens.tolist() == by_hand.encode_document(texts[doc_id]).tolist()
