@@ -677,6 +677,46 @@ class _Compiler:
         self.code[at][1], self.code[at][2] = (out, body) if lazy else (body, out)
 
 
+def _possessify(code: list[list[int]], masks: list[np.ndarray]) -> None:
+    """Make greedy ``RUN`` s possessive where giving characters back can never help (fewer backtrack
+    entries; the same matches): when what follows always succeeds (``JMP`` s, then runs that may be
+    empty, then ``MATCH``; a match then ends at the run's end, and had it been empty there was
+    nothing to give back), or when what follows must first consume a character the run's class
+    cannot hold (the position after a given-back character holds one of the run's own)."""
+    def follow(pc):
+        while code[pc][0] == JMP:
+            pc = code[pc][1]
+        return pc
+
+    def always_succeeds(pc):
+        for _ in range(len(code)):
+            pc = follow(pc)
+            if code[pc][0] == MATCH:
+                return True
+            if code[pc][0] == RUN and code[pc][2] == 0 and code[pc][4] != RUN_LAZY:
+                pc += 1
+                continue
+            return False
+        return False
+
+    def must_consume_outside(pc, mask):
+        pc = follow(pc)
+        op = code[pc][0]
+        if op == CHAR:
+            return not mask[code[pc][1]]
+        if op == CLASS or (op == RUN and code[pc][2] >= 1):
+            return not (masks[code[pc][1]] & mask).any()
+        return False
+
+    for pc, row in enumerate(code):
+        if row[0] != RUN or row[4] != RUN_GREEDY:
+            continue
+        if always_succeeds(pc + 1):
+            row[4], row[5] = RUN_POSSESSIVE, -1  # never fails after it: nothing to remember either
+        elif must_consume_outside(pc + 1, masks[row[1]]):
+            row[4] = RUN_POSSESSIVE
+
+
 def _class_tables(masks: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Two-level table of the class bits of every code point: ``stage2[stage1[cp >> 8] * 256 + (cp & 255)]``;
     block 0 (code points below 256) is stored first, so ``stage2[cp]`` for them."""
@@ -716,6 +756,7 @@ class Regex:
         nullable = _nullable(tree)
         first = None if nullable else _first(tree)
         first_bit = -1 if first is None else compiler.class_bit(first, optional=True)
+        _possessify(compiler.code, compiler.masks)
         stage1, stage2 = _class_tables(compiler.masks)
         code = np.array(compiler.code, dtype=np.int32).reshape(-1, 6)
         self.program = RegexProgram(code, stage1, stage2, np.int64(first_bit), np.int64(max(compiler.memo, 1)))
