@@ -221,7 +221,8 @@ def test_cli_unknown_character_is_one_line_and_byte_bpe_encodes_it(tmp_path, abc
     ({"tokenizer": "byte-bpe", "merges": 2.5}, ConfigurationError, "--merges must be a whole number, got float 2.5"),
     ({"tokenizer": "byte-bpe", "vocab_size": -1}, ConfigurationError, "--vocab-size must be >= 0, got -1"),
     ({"tokenizer": "byte-bpe", "pattern": "gpt4"}, ConfigurationError, "--pattern 'gpt4' is unknown (expected one of: "
-                                                                       "gpt2, cl100k, o200k)"),
+                                                                       "gpt2, cl100k, o200k, or a regex; a bare word is "
+                                                                       "taken for a misspelt name)"),
     ({"tokenizer": "byte-bpe", "tie_break": "last"}, ConfigurationError, "--tie-break 'last' is unknown (expected one "
                                                                          "of: first, hf)"),
     ({"tokenizer": "sentencepiece"}, ConfigurationError,

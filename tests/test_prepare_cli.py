@@ -183,4 +183,4 @@ def test_prepare_help_names_every_kind_and_the_byte_bpe_command():
     assert "--tokenizer KIND|FILE A kind to fit on the train partition (char, word, bpe, byte-bpe)" in text
     assert ("engine prepare corpus.jsonl --hash-split 0.98,0.01,0.01 --tokenizer byte-bpe --vocab-size 32768"
             in result.output)
-    assert "--pattern [gpt2|cl100k|o200k]" in text and "--tie-break [first|hf]" in text
+    assert "--pattern NAME|REGEX" in text and "--tie-break [first|hf]" in text

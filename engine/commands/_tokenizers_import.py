@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from engine.errors import TokenizerError
-from engine.tokenizers.pretokenize import PATTERNS
+from engine.tokenizers.pretokenize import PATTERNS, canonical_pattern
 
 __all__ = ["import_command", "detect_format"]
 
@@ -55,7 +55,8 @@ def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str
         raise TokenizerError(f"{file}: file not found")
     fmt = fmt or detect_format(file)
     if fmt == "tiktoken":
-        tokenizer = load_tiktoken(file, pattern=pattern, special_tokens=_parse_specials(special), bos=bos, eos=eos)
+        tokenizer = load_tiktoken(file, pattern=canonical_pattern(pattern, "--pattern"),
+                                  special_tokens=_parse_specials(special), bos=bos, eos=eos)
     else:
         if special:
             raise TokenizerError("--special applies to tiktoken files only (tokenizer.json lists its added tokens)")

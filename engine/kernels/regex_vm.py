@@ -51,7 +51,7 @@ import numpy as np
 from engine.kernels import kernel
 
 __all__ = [
-    "RegexProgram", "find_matches", "regex_piece_ends", "regex_pretokenize_ends", "search", "match_at", "MATCH", "CHAR", "CLASS", "RUN",
+    "RegexProgram", "find_matches", "regex_piece_ends", "regex_pretokenize_ends", "MATCH", "CHAR", "CLASS", "RUN",
     "SPLIT", "SPLIT_GUARD", "JMP", "ATOMIC", "ATOMIC_END", "LOOK", "LOOK_END", "ASSERT",
 ]
 
@@ -135,225 +135,313 @@ def _assert(kind, buf, start, stop, pos, bit, stage1, stage2):
     return before == after
 
 
-@kernel(inline="always")
-def _push(stack, sp, t, pc, a, b, c, d):
-    if sp >= stack.shape[0]:
-        bigger = np.empty((2 * stack.shape[0], 6), dtype=np.int64)
-        bigger[:sp] = stack[:sp]
-        stack = bigger
-    stack[sp, 0] = t
-    stack[sp, 1] = pc
-    stack[sp, 2] = a
-    stack[sp, 3] = b
-    stack[sp, 4] = c
-    stack[sp, 5] = d
-    return stack, sp + 1
-
-
 @kernel
-def match_at(buf, start, stop, pos, code, stage1, stage2, stack, memo, forbid_empty):
-    """End of the leftmost-first match at ``pos`` in the text ``buf[start:stop]``, or -1; and the stack
-    (grown if it had to). ``forbid_empty``: a match may not end at ``pos``. ``memo`` int64 (k, 2):
-    the failure intervals of the memoised runs (see the module docstring)."""
-    sp = 0
-    pc = 0
-    origin = pos
-    while True:
-        op = code[pc, 0]
-        ok = True
-        if op == CHAR:
-            ok = False
-            if pos < stop:
-                cp, width = _decode(buf, pos)
-                if cp == code[pc, 1]:
-                    pos += width
-                    pc += 1
-                    ok = True
-        elif op == CLASS:
-            width = _in_class(buf, pos, stop, code[pc, 1], stage1, stage2)
-            if width > 0:
-                pos += width
-                pc += 1
-            else:
-                ok = False
-        elif op == RUN:
-            bit, low, high, kind, slot = code[pc, 1], code[pc, 2], code[pc, 3], code[pc, 4], code[pc, 5]
-            if slot >= 0 and memo[slot, 0] <= pos < memo[slot, 1]:
-                ok = False
-            elif kind == RUN_LAZY:
-                count = 0
-                p = pos
-                while count < low:
-                    width = _in_class(buf, p, stop, bit, stage1, stage2)
-                    if width == 0:
-                        break
-                    p += width
-                    count += 1
-                if count < low:
+def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, memo, mode, out_spans, out_ends, at,
+          limit):
+    """The matcher, in one loop (no calls that take arrays: each would cost atomic reference counts).
+
+    Searches ``buf[start:stop]`` from ``pos``; ``mode`` 0 writes the matches ``[s, e)`` into
+    ``out_spans[at:]`` as ``finditer`` iterates (``forbid``: the position where the next match may not
+    be empty, or -1); mode 1 writes piece ends into ``out_ends[at:]`` as Oniguruma's iterator cuts.
+    Stops after ``limit`` entries; returns (new at, True if ``stack`` overflowed: nothing was written
+    for the search that overflowed)."""
+    prev = pos
+    last_match_end = np.int64(-1)
+    search_from = pos
+    overflow = False
+    while search_from <= stop and at < limit:
+        found = np.int64(-1)
+        end = np.int64(-1)
+        s = search_from
+        while s <= stop:  # the leftmost start with a match
+            if first >= 0:  # a match needs a first character in class ``first``
+                while s < stop and _in_class(buf, s, stop, first, stage1, stage2) == 0:
+                    s += 1
+                    while s < stop and (buf[s] & 0xC0) == 0x80:
+                        s += 1
+                if s >= stop:
+                    break
+            # -- run the program at s: end = the match end, or -1
+            end = np.int64(-1)
+            sp = 0
+            pc = 0
+            cur = s
+            dead = False
+            while True:
+                op = code[pc, 0]
+                ok = True
+                if op == CHAR:
                     ok = False
-                    if slot >= 0:
-                        memo[slot, 0] = pos
-                        memo[slot, 1] = p
-                else:
-                    stack, sp = _push(stack, sp, BT_LAZY, pc, p, count, pos, slot)
-                    pos = p
-                    pc += 1
-            else:
-                count = 0
-                p = pos
-                at_min = pos if low == 0 else -1
-                while high < 0 or count < high:
-                    width = _in_class(buf, p, stop, bit, stage1, stage2)
-                    if width == 0:
+                    if cur < stop:
+                        cp, width = _decode(buf, cur)
+                        if cp == code[pc, 1]:
+                            cur += width
+                            pc += 1
+                            ok = True
+                elif op == CLASS:
+                    width = _in_class(buf, cur, stop, code[pc, 1], stage1, stage2)
+                    if width > 0:
+                        cur += width
+                        pc += 1
+                    else:
+                        ok = False
+                elif op == RUN:
+                    bit, low, high, kind, slot = code[pc, 1], code[pc, 2], code[pc, 3], code[pc, 4], code[pc, 5]
+                    if slot >= 0 and memo[slot, 0] <= cur < memo[slot, 1]:
+                        ok = False
+                    elif kind == RUN_LAZY:
+                        count = 0
+                        p = cur
+                        while count < low:
+                            width = _in_class(buf, p, stop, bit, stage1, stage2)
+                            if width == 0:
+                                break
+                            p += width
+                            count += 1
+                        if count < low:
+                            ok = False
+                            if slot >= 0:
+                                memo[slot, 0] = cur
+                                memo[slot, 1] = p
+                        else:
+                            if sp >= stack.shape[0]:
+                                overflow = True
+                                break
+                            stack[sp, 0] = BT_LAZY
+                            stack[sp, 1] = pc
+                            stack[sp, 2] = p
+                            stack[sp, 3] = count
+                            stack[sp, 4] = cur
+                            stack[sp, 5] = slot
+                            sp += 1
+                            cur = p
+                            pc += 1
+                    else:
+                        count = 0
+                        p = cur
+                        at_min = cur if low == 0 else -1
+                        while high < 0 or count < high:
+                            width = _in_class(buf, p, stop, bit, stage1, stage2)
+                            if width == 0:
+                                break
+                            p += width
+                            count += 1
+                            if count == low:
+                                at_min = p
+                        if count < low:
+                            ok = False
+                            if slot >= 0:
+                                memo[slot, 0] = cur
+                                memo[slot, 1] = p
+                        elif kind == RUN_GREEDY:
+                            if sp >= stack.shape[0]:
+                                overflow = True
+                                break
+                            stack[sp, 0] = BT_GREEDY
+                            stack[sp, 1] = pc
+                            stack[sp, 2] = p
+                            stack[sp, 3] = at_min
+                            stack[sp, 4] = cur
+                            stack[sp, 5] = p
+                            sp += 1
+                            cur = p
+                            pc += 1
+                        else:
+                            if slot >= 0:
+                                if sp >= stack.shape[0]:
+                                    overflow = True
+                                    break
+                                stack[sp, 0] = BT_POSSESSIVE
+                                stack[sp, 1] = pc
+                                stack[sp, 2] = p
+                                stack[sp, 3] = slot
+                                stack[sp, 4] = cur
+                                stack[sp, 5] = p
+                                sp += 1
+                            cur = p
+                            pc += 1
+                elif op == SPLIT:
+                    if sp >= stack.shape[0]:
+                        overflow = True
                         break
-                    p += width
-                    count += 1
-                    if count == low:
-                        at_min = p
-                if count < low:
+                    stack[sp, 0] = BT_PC
+                    stack[sp, 1] = code[pc, 2]
+                    stack[sp, 2] = cur
+                    sp += 1
+                    pc = code[pc, 1]
+                elif op == SPLIT_GUARD:
+                    if _in_class(buf, cur, stop, code[pc, 3], stage1, stage2) > 0:
+                        if sp >= stack.shape[0]:
+                            overflow = True
+                            break
+                        stack[sp, 0] = BT_PC
+                        stack[sp, 1] = code[pc, 2]
+                        stack[sp, 2] = cur
+                        sp += 1
+                        pc = code[pc, 1]
+                    else:
+                        pc = code[pc, 2]
+                elif op == JMP:
+                    pc = code[pc, 1]
+                elif op == ATOMIC:
+                    if sp >= stack.shape[0]:
+                        overflow = True
+                        break
+                    stack[sp, 0] = BT_ATOMIC
+                    stack[sp, 1] = pc
+                    stack[sp, 2] = cur
+                    stack[sp, 3] = 0
+                    stack[sp, 4] = 0
+                    stack[sp, 5] = 0
+                    sp += 1
+                    pc += 1
+                elif op == ATOMIC_END:
+                    while stack[sp - 1, 0] != BT_ATOMIC:
+                        sp -= 1
+                    sp -= 1
+                    pc += 1
+                elif op == LOOK:
+                    if sp >= stack.shape[0]:
+                        overflow = True
+                        break
+                    stack[sp, 0] = BT_LOOK
+                    stack[sp, 1] = pc
+                    stack[sp, 2] = cur
+                    stack[sp, 3] = 0
+                    stack[sp, 4] = 0
+                    stack[sp, 5] = 0
+                    sp += 1
+                    pc += 1
+                elif op == LOOK_END:
+                    while stack[sp - 1, 0] != BT_LOOK:
+                        sp -= 1
+                    sp -= 1
+                    look = stack[sp, 1]
+                    if code[look, 1] != 0:  # negative: the body matched
+                        ok = False
+                    else:
+                        cur = stack[sp, 2]
+                        pc = code[look, 2]
+                elif op == ASSERT:
+                    if _assert(code[pc, 1], buf, start, stop, cur, code[pc, 2], stage1, stage2):
+                        pc += 1
+                    else:
+                        ok = False
+                else:  # MATCH
+                    if not (cur == s and s == forbid):
+                        end = cur
+                        break
                     ok = False
-                    if slot >= 0:
-                        memo[slot, 0] = pos
-                        memo[slot, 1] = p
-                elif kind == RUN_GREEDY:
-                    stack, sp = _push(stack, sp, BT_GREEDY, pc, p, at_min, pos, p)
-                    pos = p
-                    pc += 1
-                else:
-                    if slot >= 0:
-                        stack, sp = _push(stack, sp, BT_POSSESSIVE, pc, p, slot, pos, p)
-                    pos = p
-                    pc += 1
-        elif op == SPLIT:
-            stack, sp = _push(stack, sp, BT_PC, code[pc, 2], pos, 0, 0, 0)
-            pc = code[pc, 1]
-        elif op == SPLIT_GUARD:
-            if _in_class(buf, pos, stop, code[pc, 3], stage1, stage2) > 0:
-                stack, sp = _push(stack, sp, BT_PC, code[pc, 2], pos, 0, 0, 0)
-                pc = code[pc, 1]
-            else:
-                pc = code[pc, 2]
-        elif op == JMP:
-            pc = code[pc, 1]
-        elif op == ATOMIC:
-            stack, sp = _push(stack, sp, BT_ATOMIC, pc, pos, 0, 0, 0)
-            pc += 1
-        elif op == ATOMIC_END:
-            while stack[sp - 1, 0] != BT_ATOMIC:
-                sp -= 1
-            sp -= 1
-            pc += 1
-        elif op == LOOK:
-            stack, sp = _push(stack, sp, BT_LOOK, pc, pos, 0, 0, 0)
-            pc += 1
-        elif op == LOOK_END:
-            while stack[sp - 1, 0] != BT_LOOK:
-                sp -= 1
-            sp -= 1
-            look = stack[sp, 1]
-            if code[look, 1] != 0:  # negative: the body matched
-                ok = False
-            else:
-                pos = stack[sp, 2]
-                pc = code[look, 2]
-        elif op == ASSERT:
-            if _assert(code[pc, 1], buf, start, stop, pos, code[pc, 2], stage1, stage2):
-                pc += 1
-            else:
-                ok = False
-        else:  # MATCH
-            if not (forbid_empty and pos == origin):
-                return pos, stack
-            ok = False
-        if ok:
-            continue
-        # backtrack
-        resumed = False
-        while not resumed:
-            if sp == 0:
-                return -1, stack
-            sp -= 1
-            t = stack[sp, 0]
-            if t == BT_PC:
-                pc = stack[sp, 1]
-                pos = stack[sp, 2]
-                resumed = True
-            elif t == BT_GREEDY:
-                p = stack[sp, 2]
-                if p <= stack[sp, 3]:  # given back down to min: the run failed
-                    slot = code[stack[sp, 1], 5]
-                    if slot >= 0:
+                if ok:
+                    continue
+                # backtrack
+                resumed = False
+                while not resumed:
+                    if sp == 0:
+                        dead = True
+                        break
+                    sp -= 1
+                    t = stack[sp, 0]
+                    if t == BT_PC:
+                        pc = stack[sp, 1]
+                        cur = stack[sp, 2]
+                        resumed = True
+                    elif t == BT_GREEDY:
+                        p = stack[sp, 2]
+                        if p <= stack[sp, 3]:  # given back down to min: the run failed
+                            slot = code[stack[sp, 1], 5]
+                            if slot >= 0:
+                                memo[slot, 0] = stack[sp, 4]
+                                memo[slot, 1] = stack[sp, 5]
+                            continue
+                        p = _previous(buf, p)
+                        stack[sp, 2] = p
+                        pc = stack[sp, 1] + 1
+                        cur = p
+                        sp += 1
+                        resumed = True
+                    elif t == BT_LAZY:
+                        run_pc = stack[sp, 1]
+                        p = stack[sp, 2]
+                        count = stack[sp, 3]
+                        high = code[run_pc, 3]
+                        width = 0
+                        if high < 0 or count < high:
+                            width = _in_class(buf, p, stop, code[run_pc, 1], stage1, stage2)
+                        if width == 0:
+                            slot = stack[sp, 5]
+                            if slot >= 0 and high < 0:
+                                memo[slot, 0] = stack[sp, 4]
+                                memo[slot, 1] = p
+                            continue
+                        stack[sp, 2] = p + width
+                        stack[sp, 3] = count + 1
+                        pc = run_pc + 1
+                        cur = p + width
+                        sp += 1
+                        resumed = True
+                    elif t == BT_POSSESSIVE:
+                        slot = stack[sp, 3]
                         memo[slot, 0] = stack[sp, 4]
                         memo[slot, 1] = stack[sp, 5]
-                    continue
-                p = _previous(buf, p)
-                stack[sp, 2] = p
-                pc = stack[sp, 1] + 1
-                pos = p
-                sp += 1
-                resumed = True
-            elif t == BT_LAZY:
-                run_pc = stack[sp, 1]
-                p = stack[sp, 2]
-                count = stack[sp, 3]
-                high = code[run_pc, 3]
-                width = 0
-                if high < 0 or count < high:
-                    width = _in_class(buf, p, stop, code[run_pc, 1], stage1, stage2)
-                if width == 0:
-                    slot = stack[sp, 5]
-                    if slot >= 0 and high < 0:
-                        memo[slot, 0] = stack[sp, 4]
-                        memo[slot, 1] = p
-                    continue
-                stack[sp, 2] = p + width
-                stack[sp, 3] = count + 1
-                pc = run_pc + 1
-                pos = p + width
-                sp += 1
-                resumed = True
-            elif t == BT_POSSESSIVE:
-                slot = stack[sp, 3]
-                memo[slot, 0] = stack[sp, 4]
-                memo[slot, 1] = stack[sp, 5]
-            elif t == BT_LOOK:
-                look = stack[sp, 1]
-                if code[look, 1] != 0:  # negative lookahead whose body failed: go on
-                    pos = stack[sp, 2]
-                    pc = code[look, 2]
-                    resumed = True
-            # BT_ATOMIC: keep popping
+                    elif t == BT_LOOK:
+                        look = stack[sp, 1]
+                        if code[look, 1] != 0:  # negative lookahead whose body failed: go on
+                            cur = stack[sp, 2]
+                            pc = code[look, 2]
+                            resumed = True
+                    # BT_ATOMIC: keep popping
+                if dead:
+                    break
+            if overflow:
+                return at, True
+            if end >= 0:
+                found = s
+                break
+            if s >= stop:
+                break
+            s += 1
+            while s < stop and (buf[s] & 0xC0) == 0x80:
+                s += 1
+        if found < 0:
+            break
+        if mode == 0:
+            out_spans[at, 0] = found
+            out_spans[at, 1] = end
+            at += 1
+            search_from = end
+            forbid = end if end == found else np.int64(-1)
+            continue
+        if end == found and found == last_match_end:  # Oniguruma's iterator skips it, one character on
+            if found >= stop:
+                break
+            search_from = found + 1
+            while search_from < stop and (buf[search_from] & 0xC0) == 0x80:
+                search_from += 1
+            continue
+        if found > prev:
+            out_ends[at] = found
+            at += 1
+            prev = found
+            if at >= limit:
+                return at, False
+        if end > found:
+            out_ends[at] = end
+            at += 1
+            prev = end
+        last_match_end = end
+        search_from = end
+    if mode == 1 and prev < stop and at < limit:
+        out_ends[at] = stop
+        at += 1
+    return at, False
 
 
 @kernel
 def new_scratch(program):
-    """(stack, memo) for ``search`` over one text; memo intervals start empty."""
+    """(stack, memo) for one text; memo intervals start empty."""
     memo = np.full((program.memo_slots, 2), -1, dtype=np.int64)
     return np.empty((64, 6), dtype=np.int64), memo
-
-
-@kernel
-def search(buf, start, stop, pos, program, stack, memo, forbid_at):
-    """``(match start, match end, stack)`` of the leftmost-first match at or after ``pos`` in ``buf[start:stop]``
-    (``(-1, -1, stack)`` if none); a match may not be empty at ``forbid_at``."""
-    code, stage1, stage2, first = program.code, program.stage1, program.stage2, program.first
-    while pos <= stop:
-        if first >= 0:  # the match needs a first character in class ``first``
-            while pos < stop and _in_class(buf, pos, stop, first, stage1, stage2) == 0:
-                pos += 1
-                while pos < stop and (buf[pos] & 0xC0) == 0x80:
-                    pos += 1
-            if pos >= stop:
-                return -1, -1, stack
-        end, stack = match_at(buf, start, stop, pos, code, stage1, stage2, stack, memo, pos == forbid_at)
-        if end >= 0:
-            return pos, end, stack
-        if pos >= stop:
-            break
-        pos += 1
-        while pos < stop and (buf[pos] & 0xC0) == 0x80:
-            pos += 1
-    return -1, -1, stack
 
 
 @kernel
@@ -361,18 +449,17 @@ def find_matches(buf, start, stop, program, out):
     """Write the ``[start, end)`` of every match in ``buf[start:stop]`` into ``out`` (int64 (k, 2), at least
     ``2 * (stop - start) + 2`` rows), as the ``regex`` module's ``finditer`` iterates; returns k."""
     stack, memo = new_scratch(program)
-    count = 0
-    pos = start
-    forbid = np.int64(-1)
-    while pos <= stop:
-        s, e, stack = search(buf, start, stop, pos, program, stack, memo, forbid)
-        if s < 0:
-            break
-        out[count, 0] = s
-        out[count, 1] = e
-        count += 1
-        pos = e
-        forbid = e if e == s else np.int64(-1)
+    dummy = np.empty(0, dtype=np.int64)
+    count, overflow = _scan(buf, start, stop, start, np.int64(-1), program.code, program.stage1, program.stage2,
+                            program.first, stack, memo, 0, out, dummy, np.int64(0), np.int64(out.shape[0]))
+    while overflow:  # go on after the last match with a bigger stack
+        stack = np.empty((4 * stack.shape[0], 6), dtype=np.int64)
+        pos, forbid = start, np.int64(-1)
+        if count > 0:
+            pos = out[count - 1, 1]
+            forbid = pos if out[count - 1, 0] == pos else np.int64(-1)
+        count, overflow = _scan(buf, start, stop, pos, forbid, program.code, program.stage1, program.stage2,
+                                program.first, stack, memo, 0, out, dummy, count, np.int64(out.shape[0]))
     return count
 
 
@@ -390,33 +477,14 @@ def regex_piece_ends(buf, start, stop, pos, program, out_ends, at, limit):
     a piece end) into ``out_ends[at:]``, stopping after ``limit`` entries in all; returns the new
     ``at``. Called again from the last end written, it goes on exactly as one call would."""
     stack, memo = new_scratch(program)
-    prev = pos
-    search_from = pos
-    last_match_end = np.int64(-1)
-    while search_from <= stop and at < limit:
-        s, e, stack = search(buf, start, stop, search_from, program, stack, memo, np.int64(-1))
-        if s < 0:
-            break
-        if e == s and s == last_match_end:  # Oniguruma's iterator skips it and moves one character on
-            if s >= stop:
-                break
-            search_from = s + 1
-            while search_from < stop and (buf[search_from] & 0xC0) == 0x80:
-                search_from += 1
-            continue
-        if s > prev:
-            out_ends[at] = s
-            at += 1
-            prev = s
-            if at >= limit:
-                return at
-        if e > s:
-            out_ends[at] = e
-            at += 1
-            prev = e
-        last_match_end = e
-        search_from = e
-    if prev < stop and at < limit:
-        out_ends[at] = stop
-        at += 1
+    dummy = np.empty((0, 2), dtype=np.int64)
+    first_at = at
+    at, overflow = _scan(buf, start, stop, pos, np.int64(-1), program.code, program.stage1, program.stage2,
+                         program.first, stack, memo, 1, dummy, out_ends, at, limit)
+    while overflow:  # go on from the last end written with a bigger stack
+        stack = np.empty((4 * stack.shape[0], 6), dtype=np.int64)
+        if at > first_at:
+            pos = out_ends[at - 1]
+        at, overflow = _scan(buf, start, stop, pos, np.int64(-1), program.code, program.stage1, program.stage2,
+                             program.first, stack, memo, 1, dummy, out_ends, at, limit)
     return at

@@ -25,6 +25,8 @@ Cost: one pass over the UTF-8 bytes (hundreds of MB/s on one core).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from engine.errors import TokenizerError
@@ -32,8 +34,8 @@ from engine.kernels.pretokenize import CL100K, GPT2, O200K, pretokenize_ends
 from engine.tokenizers.regex import compile_regex
 from engine.tokenizers.unicode_tables import code_point_classes
 
-__all__ = ["PATTERNS", "TIKTOKEN_GPT2", "TIKTOKEN_SPELLINGS", "canonical_pattern", "pattern_code", "pretokenize", "pretokenize_bytes",
-           "utf8_bytes"]
+__all__ = ["PATTERNS", "TIKTOKEN_GPT2", "TIKTOKEN_SPELLINGS", "canonical_pattern", "pattern_code", "pretokenize",
+           "pretokenize_bytes", "utf8_bytes"]
 
 PATTERNS = {
     "gpt2": r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
@@ -61,9 +63,14 @@ TIKTOKEN_SPELLINGS = {
 _NAMES = {PATTERNS["gpt2"]: "gpt2", PATTERNS["cl100k"]: "cl100k", PATTERNS["o200k"]: "o200k", **TIKTOKEN_SPELLINGS}
 
 
+_BARE_WORD = re.compile(r"[A-Za-z0-9_.-]+")
+
+
 def canonical_pattern(pattern: str, source: str = "pattern") -> str:
     """The name of ``pattern`` if it is one (or spells one), else the regex itself once it compiles
-    (``TokenizerError`` naming an unsupported construct; ``source`` says where the pattern came from)."""
+    (``TokenizerError`` naming an unsupported construct; ``source`` says where the pattern came from).
+    A bare word (letters, digits, ``_.-``) that is no name is refused as a misspelt name: no
+    pre-tokenizer regex is a plain word."""
     if not isinstance(pattern, str):
         raise TokenizerError(f"{source}: expected a pattern name or a regex string, got {type(pattern).__name__}")
     if pattern in _CODES:
@@ -72,8 +79,11 @@ def canonical_pattern(pattern: str, source: str = "pattern") -> str:
     if name is not None:
         return name
     if not pattern:
-        raise TokenizerError(f"{source}: an empty pre-tokenizer pattern (expected a name: {', '.join(_CODES)}, "
+        raise TokenizerError(f"{source}: an empty pre-tokenizer pattern (expected one of: {', '.join(_CODES)}, "
                              "or a regex)")
+    if _BARE_WORD.fullmatch(pattern):
+        raise TokenizerError(f"{source} {pattern!r} is unknown (expected one of: {', '.join(_CODES)}, or a regex; "
+                             "a bare word is taken for a misspelt name)")
     compile_regex(pattern, source=source)
     return pattern
 
