@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.kernels import kernel
-from engine.kernels.regex_vm import new_scratch, search
+from engine.kernels.regex_vm import find_matches
 
 __all__ = [
     "ISOLATED", "REMOVED", "MERGED_PREVIOUS", "MERGED_NEXT", "CONTIGUOUS", "fold_spans", "split_classes",
@@ -248,32 +248,22 @@ def find_literal(buf, ends, pattern):
 
 @kernel
 def regex_matches(buf, ends, program):
-    """The matches of a compiled regex (``engine.kernels.regex_vm``) in every piece, each piece its own
-    text (anchors and lookahead stop at its ends), as ``regex_vm.find_matches`` finds them, with one
-    scratch for all pieces (its memo emptied at each piece): ``(starts, ends, pieces, count)``."""
+    """The matches of a compiled regex (``engine.kernels.regex_vm.find_matches``) in every piece, each
+    piece its own text (anchors and lookahead stop at its ends): ``(starts, ends, pieces, count)``."""
     n = ends.shape[0]
     rows = 2 * buf.shape[0] + 2 * n + 2
-    out_s = np.empty(rows, dtype=np.int64)
-    out_e = np.empty(rows, dtype=np.int64)
+    out = np.empty((rows, 2), dtype=np.int64)
     pieces = np.empty(rows, dtype=np.int64)
-    stack, memo = new_scratch(program)
     count = 0
     start = np.int64(0)
     for p in range(n):
         stop = ends[p]
-        memo[:] = -1
-        pos = start
-        forbid = np.int64(-1)
-        while pos <= stop:
-            s, e, stack = search(buf, start, stop, pos, program, stack, memo, forbid)
-            if s < 0:
-                break
-            out_s[count], out_e[count], pieces[count] = s, e, p
-            count += 1
-            pos = e
-            forbid = e if e == s else np.int64(-1)
+        k = find_matches(buf, start, stop, program, out[count:])
+        for j in range(count, count + k):
+            pieces[j] = p
+        count += k
         start = stop
-    return out_s[:count], out_e[:count], pieces[:count], count
+    return out[:count, 0].copy(), out[:count, 1].copy(), pieces[:count], count
 
 
 @kernel
