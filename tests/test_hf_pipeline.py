@@ -434,3 +434,22 @@ def test_split_classes_kernel_matches_naive_fold(text, behavior):
 def unicodedata_category(c):
     import unicodedata
     return unicodedata.category(c)
+
+
+def test_encode_with_specials_for_any_kind(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from engine.tokenizers.hf_pipeline import encode_with_specials
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.train_from_iterator(SAMPLE, trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>", "<|im_end|>"],
+                                                        show_progress=False,
+                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.save(str(tmp_path / "tokenizer.json"))
+    byte_level = load_hf_file(tmp_path / "tokenizer.json", bos="<|endoftext|>", eos="<|endoftext|>")
+    assert byte_level.kind == "bpe-byte"
+    text = "hi<|im_end|>\n<|endoftext|><|endoftext|>x <|im_end"
+    want = tok.encode(text, add_special_tokens=False).ids  # Hugging Face matches specials by default
+    assert encode_with_specials(byte_level, text).tolist() == want
+    pipeline = HfBpeTokenizer(json.loads(tok.to_str()))
+    assert encode_with_specials(pipeline, text).tolist() == want
+    assert byte_level.encode(text).tolist() != want  # by default a special token's text is text

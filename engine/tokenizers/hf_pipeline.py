@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Sequence
 
@@ -59,7 +60,7 @@ from engine.tokenizers.hf_components import (WHITE, WORD, AddedToken, AddedVocab
 from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
 from engine.tokenizers.unicode_tables import code_point_classes
 
-__all__ = ["HfBpeTokenizer", "load_hf_pipeline", "load_hf_file", "read_model_folder"]
+__all__ = ["HfBpeTokenizer", "load_hf_pipeline", "load_hf_file", "read_model_folder", "encode_with_specials"]
 
 ENDOFTEXT = "<|endoftext|>"
 _END_TOKENS = (ENDOFTEXT, "</s>", "<eos>", "<|end_of_text|>")
@@ -604,3 +605,28 @@ def load_hf_file(path: str | os.PathLike, *, bos: str | None = None, eos: str | 
             except TokenizerError:
                 pass
     return load_hf_pipeline(path, bos=bos, eos=eos)
+
+
+def encode_with_specials(tokenizer: Tokenizer, text: str) -> np.ndarray:
+    """Content ids of ``text`` with the tokenizer's special tokens matched as special, for any kind:
+    ``HfBpeTokenizer.encode_with_specials``; else the text is cut at each special token's text
+    (leftmost, the longest at one place) and the parts between are encoded as usual."""
+    own = getattr(tokenizer, "encode_with_specials", None)
+    if own is not None:
+        return own(text)
+    if not isinstance(text, str):
+        raise TokenizerError(f"{tokenizer.kind} encode_with_specials: text is {type(text).__name__}, expected str")
+    specials = getattr(tokenizer, "specials", None) or {}
+    names = sorted((name for name in specials if name), key=len, reverse=True)
+    if not names:
+        return tokenizer.encode(text)
+    pattern = re.compile("|".join(map(re.escape, names)))
+    parts, at = [], 0
+    for match in pattern.finditer(text):
+        if match.start() > at:
+            parts.append(tokenizer.encode(text[at:match.start()]))
+        parts.append(np.array([specials[match.group()]], dtype=np.uint32))
+        at = match.end()
+    if at < len(text) or not parts:
+        parts.append(tokenizer.encode(text[at:]))
+    return np.concatenate(parts).astype(np.uint32, copy=False)
