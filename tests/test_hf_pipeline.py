@@ -30,7 +30,8 @@ ADVERSARIAL = ["", " ", "  ", "a", "Hello world", " leading  spaces\n\n and tabs
                "\t \n\r\n \x0b\x0c\x85\xa0\u2028\u3000 end", "😀" * 100 + "👍🏽🇫🇷", "\x00\x00abc\x00",
                "line\r\nline\r\n\r\n", "don't I'LL 'S ſ'ſ", "1234567890" * 20, "12.5 ² ½ x³ ٣٤٥", "中文字符" * 40,
                "e\u0301" * 50 + " Å Å ﬁ", "'" * 99, "ΣΑΣ ΟΔΟΣ. İstanbul", "!!!??..., ;; ---", "▁already▁marked ▁",
-               "<s>Hello</s> <unk> <|endoftext|> <|im_start|>x<|im_end|>", "tabs\tand\u00a0nbsp", "x\n", "\n\n\nx"]
+               "<s>Hello</s> <unk> <|endoftext|> <|im_start|>x<|im_end|>", "tabs\tand\u00a0nbsp", "x\n", "\n\n\nx",
+               "a\u200db\u200cc x²y ½ ⅷ ① ‿_"]
 SAMPLE = SHAKESPEARE.splitlines()[4000:4600]
 SETTINGS = settings(max_examples=60, deadline=None)
 TEXT = st.text(st.characters(codec="utf-8"), max_size=40) | st.text(" \n\t\u2581abcAB12'!.é中😀", max_size=40)
