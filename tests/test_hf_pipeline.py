@@ -454,3 +454,16 @@ def test_encode_with_specials_for_any_kind(tmp_path):
     pipeline = HfBpeTokenizer(json.loads(tok.to_str()))
     assert encode_with_specials(pipeline, text).tolist() == want
     assert byte_level.encode(text).tolist() != want  # by default a special token's text is text
+
+
+def test_small_char_cache_evicts_and_keeps_ids():
+    """The character-level cache of merged pieces empties itself when full: tiny pools give the same ids."""
+    from engine.kernels.hf_bpe import new_char_cache
+    hf = build_family("llama2-sp", 400)
+    ours = HfBpeTokenizer(json.loads(hf.to_str()))
+    texts = SAMPLE[:300] + stdlib_texts()[:3]
+    want = [ours.encode(t).tolist() for t in texts]
+    ours.clear_piece_caches()
+    ours._char_caches[:] = [new_char_cache(64, 300, 200)]
+    assert [ours.encode(t).tolist() for t in texts] == want
+    check_same(hf, ours, texts[:50])

@@ -15,8 +15,8 @@ one rank; repeatedly the adjacent pair of lowest rank, leftmost on ties, which i
   written before the next character that has a token, as Hugging Face writes it (so byte fallback
   tokens may come before an earlier unknown). With ``whole`` (``ignore_merges``), a piece that is
   itself a token (``whole_slots`` over ``whole_pool``) is that token. Pieces of up to ``LONG_WORD``
-  symbols are merged once per call (a bounded cache keyed by their code points) and their ids
-  copied at later occurrences; longer ones are merged by ``bpe_merge.merge_long_pieces``.
+  symbols are merged once and their ids kept in a bounded cache keyed by their code points that
+  outlives the call (``new_char_cache``); longer ones are merged by ``bpe_merge.merge_long_pieces``.
 
 ``cut_pieces`` cuts a piece between two characters that both have a token when no token of the
 vocabulary holds them side by side (``build_pair_set``): a symbol that covered both would be a token
@@ -39,7 +39,8 @@ from engine.kernels.bpe_encode import (LONG_WORD, MAX_CACHED_PIECE, _encode_miss
                                        record_long)
 from engine.kernels.bpe_merge import hash_span, merge_short_first, same_span
 
-__all__ = ["encode_byte_pieces", "encode_char_pieces", "build_span_table", "utf8_of", "build_pair_set", "cut_pieces"]
+__all__ = ["encode_byte_pieces", "encode_char_pieces", "new_char_cache", "build_span_table", "utf8_of", "build_pair_set",
+           "cut_pieces"]
 
 
 @kernel
@@ -111,17 +112,23 @@ def utf8_of(c, into):
     return 4
 
 
+def new_char_cache(slots: int = 1 << 16, symbol_capacity: int = 1 << 19, id_capacity: int = 1 << 18) -> tuple:
+    """An empty cache of merged pieces for ``encode_char_pieces``: ``(table, code point pool, id pool,
+    state)``; rows ``(key, start of its code points, start of its ids, number of ids)``, key 0 free;
+    ``state``: rows, code points and ids in use. It outlives calls (one per thread, as the byte-level
+    cache) and empties itself when three quarters full or a pool has no room: bounded, and linear."""
+    return (np.zeros((slots, 4), dtype=np.uint64), np.empty(symbol_capacity, dtype=np.uint32),
+            np.empty(id_capacity, dtype=np.uint32), np.zeros(3, dtype=np.int64))
+
+
 @kernel
 def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id, fuse_unk, whole, whole_pool,
-                       whole_offsets, whole_slots, whole_ids, first, cache_limit, out):
-    """Character-level BPE of the pieces of ``cps`` ending at ``ends`` (see the module docstring)."""
+                       whole_offsets, whole_slots, whole_ids, first, cache, cache_cps, cache_ids, cache_state, out):
+    """Character-level BPE of the pieces of ``cps`` ending at ``ends`` (see the module docstring);
+    ``cache...``: a ``new_char_cache``."""
     count = ends.shape[0]
-    cache_size = 64
-    while cache_size < cache_limit and cache_size < 2 * count:
-        cache_size <<= 1
-    cache = np.zeros((cache_size, 4), dtype=np.uint64)  # (key, piece start, start of its ids in out, ids)
+    cache_size = cache.shape[0]
     cache_mask = cache_size - 1
-    cache_used = np.int64(0)
     parts = np.empty(4 * LONG_WORD, np.int64)
     part_priority = np.empty(4 * LONG_WORD, np.int64)
     utf8 = np.empty(4, np.int64)
@@ -147,14 +154,14 @@ def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id,
             key = (hash_span(cps, pos, end) >> np.uint64(8)) | (np.uint64(length) << np.uint64(56))  # never 0
             slot = key_home(key, cache_mask)
             while cache[slot, 0] != 0:
-                if cache[slot, 0] == key and same_span(cps, np.int64(cache[slot, 1]), cps, pos, length):
+                if cache[slot, 0] == key and same_span(cache_cps, np.int64(cache[slot, 1]), cps, pos, length):
                     break
                 slot = (slot + 1) & cache_mask
             if cache[slot, 0] != 0:
                 at = np.int64(cache[slot, 2])
                 n_ids = np.int64(cache[slot, 3])
                 for j in range(n_ids):
-                    out[out_pos + j] = out[at + j]
+                    out[out_pos + j] = cache_ids[at + j]
                 out_pos += n_ids
                 pos = end
                 continue
@@ -204,16 +211,27 @@ def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id,
                     out[start + i] = parts[i]
                 out_pos = start + m
         if cacheable:
-            if cache_used >= (cache_size * 3) // 4:  # evict everything: bounded and linear
+            n_ids = out_pos - start
+            if (cache_state[0] >= (cache_size * 3) // 4 or cache_state[1] + length > cache_cps.shape[0]
+                    or cache_state[2] + n_ids > cache_ids.shape[0]):  # evict everything: bounded and linear
                 for j in range(cache_size):
                     cache[j, 0] = 0
-                cache_used = 0
+                cache_state[0] = 0
+                cache_state[1] = 0
+                cache_state[2] = 0
                 slot = key_home(key, cache_mask)
+            at_cps, at_ids = cache_state[1], cache_state[2]
             cache[slot, 0] = key
-            cache[slot, 1] = pos
-            cache[slot, 2] = start
-            cache[slot, 3] = out_pos - start
-            cache_used += 1
+            cache[slot, 1] = at_cps
+            cache[slot, 2] = at_ids
+            cache[slot, 3] = n_ids
+            for j in range(length):
+                cache_cps[at_cps + j] = cps[pos + j]
+            for j in range(n_ids):
+                cache_ids[at_ids + j] = out[start + j]
+            cache_state[0] += 1
+            cache_state[1] = at_cps + length
+            cache_state[2] = at_ids + n_ids
         pos = end
     return out_pos, long_pieces, long_count
 

@@ -48,7 +48,8 @@ import numpy as np
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache, self_merging_tokens
 from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces
-from engine.kernels.hf_bpe import build_pair_set, build_span_table, cut_pieces, encode_byte_pieces, encode_char_pieces
+from engine.kernels.hf_bpe import (build_pair_set, build_span_table, cut_pieces, encode_byte_pieces, encode_char_pieces,
+                                   new_char_cache)
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_file_id, check_ids, register_tokenizer
 from engine.tokenizers.byte_bpe import bytes_to_unicode
 from engine.tokenizers.interop import _added_tokens, load_hf_tokenizer_json
@@ -283,12 +284,12 @@ class HfBpeTokenizer(Tokenizer):
                                         offsets)
         table = bytes_to_unicode()
         self._mapped_cps = np.array([ord(table[b]) for b in range(256)], dtype=np.uint32)
+        self._char_caches: list = []  # idle caches of merged pieces (a call takes one: threads never share one)
 
     def clear_piece_caches(self) -> None:
-        """Empty the byte-level caches of merged pieces (as ``ByteBpeTokenizer.clear_piece_caches``:
-        ids never depend on them; the benchmarks time text the encoder has not met). Character-level
-        encoding caches within a call only."""
-        for table, _, _, state in list(getattr(self, "_piece_caches", [])):
+        """Empty the caches of merged pieces (as ``ByteBpeTokenizer.clear_piece_caches``: ids never
+        depend on them; the benchmarks time text the encoder has not met)."""
+        for table, _, _, state in [*getattr(self, "_piece_caches", []), *getattr(self, "_char_caches", [])]:
             table.fill(0)
             state.fill(0)
 
@@ -364,10 +365,17 @@ class HfBpeTokenizer(Tokenizer):
         if not self.ignore_merges:
             cp_ends = cut_pieces(cps, cp_ends, self._char_ids, self._pair_set)
         out = np.empty(4 * cps.shape[0] + 1, dtype=np.uint32)
-        count, long_pieces, long_count = encode_char_pieces(
-            cps, cp_ends, self._char_ids, self._fallback_ids, self.byte_fallback, self.unk_id, self.fuse_unk,
-            self.ignore_merges, self._whole_pool, self._whole_offsets, self._whole_slots, self._whole_ids,
-            self._first, 1 << 16, out)
+        try:
+            cache = self._char_caches.pop()  # atomic: a cache is in one call at a time
+        except IndexError:
+            cache = new_char_cache()
+        try:
+            count, long_pieces, long_count = encode_char_pieces(
+                cps, cp_ends, self._char_ids, self._fallback_ids, self.byte_fallback, self.unk_id, self.fuse_unk,
+                self.ignore_merges, self._whole_pool, self._whole_offsets, self._whole_slots, self._whole_ids,
+                self._first, *cache, out)
+        finally:
+            self._char_caches.append(cache)
         if long_count:
             count = merge_long_pieces(out, np.array([0, count], dtype=np.int64), long_pieces, long_count, 0, False,
                                       pairs, nexts, made, priorities)
