@@ -112,7 +112,7 @@ def utf8_of(c, into):
     return 4
 
 
-def new_char_cache(slots: int = 1 << 16, symbol_capacity: int = 1 << 19, id_capacity: int = 1 << 18) -> tuple:
+def new_char_cache(slots: int = 1 << 17, symbol_capacity: int = 1 << 20, id_capacity: int = 1 << 18) -> tuple:
     """An empty cache of merged pieces for ``encode_char_pieces``: ``(table, code point pool, id pool,
     state)``; rows ``(key, start of its code points, start of its ids, number of ids)``, key 0 free;
     ``state``: rows, code points and ids in use. It outlives calls (one per thread, as the byte-level
@@ -140,6 +140,14 @@ def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id,
     for k in range(count):
         end = ends[k]
         length = end - pos
+        if length == 1:  # one character with a token: that token, no lookup
+            c = np.int64(cps[pos])
+            t = char_ids[c] if c < limit else -1
+            if t >= 0:
+                out[out_pos] = t
+                out_pos += 1
+                pos = end
+                continue
         if whole:
             found, _ = find_span(cps, pos, end, hash_span(cps, pos, end), whole_pool, whole_offsets, whole_slots)
             if found >= 0:
