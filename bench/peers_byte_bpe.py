@@ -16,6 +16,10 @@ then encodes the corpus once; the row shows the fastest of those runs (``*_media
 median). tiktoken keeps no cache across calls; its runs get the same warm-up. Engine and the peer
 are timed in turns.
 
+The "own regex" row is a tiktoken rank file (the same vocabulary) with a pre-tokenizer regex that
+has no hand-written scanner, Llama 3's (``LLAMA3``): engine runs its compiled regex
+(``engine.tokenizers.regex``), tiktoken the same ``pat_str``.
+
 Rows report seconds for engine and the peer and ``ratio = peer_s / engine_s`` (above 1: engine
 is faster), except the long-piece row, whose ratio is time("a" * 1e6) / time("a" * 1e5), and the
 2-thread row, whose peer is engine itself on 1 thread.
@@ -34,6 +38,8 @@ from timing import (DATA_DIR, best_of, best_of_interleaved, hf_parallelism, medi
 
 
 CACHE = Path(__file__).resolve().parent / ".cache"
+LLAMA3 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+          r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
 
 
 def stdlib_texts(max_bytes: int | None = None) -> list[str]:
@@ -78,6 +84,24 @@ def trained_tokenizer(texts, vocab_size: int, tag: str):
     tokenizer = ByteBpeTrainer(vocab_size=vocab_size, tie_break="hf").train(texts)
     tokenizer.save(path)
     return tokenizer
+
+
+def own_regex_row(tokenizer, texts, megabytes, warmup, repeat, timed_row) -> None:
+    """The tiktoken file of ``tokenizer`` with Llama 3's regex, engine against tiktoken (one thread, unseen text)."""
+    import tiktoken
+
+    from engine.tokenizers.interop import load_tiktoken, save_tiktoken
+
+    ours = load_tiktoken(save_tiktoken(tokenizer, CACHE / "own-regex.tiktoken"), pattern=LLAMA3)
+    ranks = {t: i for i, t in enumerate(ours.tokens) if t is not None}
+    enc = tiktoken.Encoding("bench-llama3-regex", pat_str=LLAMA3, mergeable_ranks=ranks, special_tokens={})
+    if [a.tolist() for a in ours.encode_batch(texts)] != [enc.encode_ordinary(t) for t in texts]:
+        raise RuntimeError("tiktoken ids differ from engine ids with Llama 3's regex")
+    engine_runs, peer_runs = runs_interleaved(
+        lambda: ours.encode_batch(texts, threads=1), lambda: [enc.encode_ordinary(t) for t in texts], repeat,
+        engine_setup=unseen(ours, warmup), peer_setup=lambda: [enc.encode_ordinary(t) for t in warmup])
+    timed_row(f"encode {megabytes:.0f} MB once, tiktoken file with its own regex (Llama 3's), 1 thread", engine_runs,
+              "tiktoken encode_ordinary, same pat_str", peer_runs, at_least=3)
 
 
 def rows(quick: bool = False) -> list[dict]:
@@ -132,6 +156,7 @@ def _rows(quick: bool) -> list[dict]:
             if corpus is texts:
                 engine_one = min(ours)
             timed_row(f"encode {name} once, 1 thread", ours, "tiktoken encode_ordinary", theirs, at_least=5)
+        own_regex_row(tokenizer, texts, megabytes, shakespeare, repeat, timed_row)
         if enc.encode_ordinary_batch(texts, num_threads=threads) != ids:
             raise RuntimeError("tiktoken batch ids differ from engine ids")
         ours, theirs = runs_interleaved(

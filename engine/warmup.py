@@ -33,7 +33,8 @@ def _tokenizers() -> None:
 def _byte_level() -> None:
     from engine.tokenizers import BpeTrainer
 
-    for pattern in ("gpt2", "cl100k", "o200k"):  # each pattern compiles its own scanner
+    # each named pattern compiles its own scanner; any regex compiles the one matcher (one type for all)
+    for pattern in ("gpt2", "cl100k", "o200k", r"\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"):
         for tie_break in ("first", "hf"):
             tok = BpeTrainer(level="byte", vocab_size=300, pattern=pattern, tie_break=tie_break).train(_TEXTS)
             tok.encode_batch(_TEXTS * 2, threads=2)

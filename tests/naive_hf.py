@@ -128,8 +128,12 @@ DEEPSEEK_SPLITS = [r"[\r\n]", r"\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳ�
 BYTE_FALLBACKS = [f"<0x{b:02X}>" for b in range(256)]
 
 
-def build_family(name: str, vocab_size: int = 500):
-    """A trained ``tokenizers.Tokenizer`` with the components of family ``name``."""
+def build_family(name: str, vocab_size: int = 500, texts: list[str] | None = None):
+    """A trained ``tokenizers.Tokenizer`` with the components of family ``name`` (``-sp``: trained as
+    SentencePiece trains, no token crossing a word's leading \u2581), on ``texts`` (default: the first
+    4,000 lines of Tiny Shakespeare)."""
+    sp_like = name.endswith("-sp")
+    name = name.removesuffix("-sp")
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
     byte_level = name not in ("llama2", "mistral", "phi3")
@@ -181,7 +185,12 @@ def build_family(name: str, vocab_size: int = 500):
             tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
                                              decoders.Strip(" ", 1, 0)])
         tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    tok.train_from_iterator(SHAKESPEARE.splitlines()[:4000], trainer)
+    final_pre_tokenizer = tok.pre_tokenizer
+    if sp_like:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    tok.train_from_iterator(texts if texts is not None else SHAKESPEARE.splitlines()[:4000], trainer)
+    if sp_like:
+        tok.pre_tokenizer = final_pre_tokenizer
     if not byte_level:  # the <0xXX> tokens are model tokens (ids 3..258), as in Llama 2's file
         data = json.loads(tok.to_str())
         vocab = data["model"]["vocab"]
@@ -198,5 +207,5 @@ def build_family(name: str, vocab_size: int = 500):
     return tok
 
 
-FAMILIES = ["gpt2", "llama3", "qwen2", "starcoder", "deepseek", "falcon", "mpt", "command-r", "llama2", "mistral",
-            "phi3"]
+FAMILIES = ["gpt2", "llama3", "qwen2", "starcoder", "deepseek", "falcon", "mpt", "command-r", "llama2", "llama2-sp",
+            "mistral", "phi3"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from engine.kernels.regex_vm import (ASSERT, ATOMIC, ATOMIC_END, A_BOL, A_BOS, A_EOL, A_EOS, A_WORDB, CHAR, CLASS, JMP,
-                                     LOOK, LOOK_END, MATCH, RUN, RUN_GREEDY, RUN_LAZY, SPLIT, SPLIT_GUARD)
+                                     LOOK, MATCH, RUN, RUN_GREEDY, RUN_LAZY, SPLIT, SPLIT_GUARD)
 
 sys.setrecursionlimit(100000)
 

@@ -136,8 +136,12 @@ def test_letter_number_tables_follow_unicodedata():
 
 
 def test_unknown_pattern_and_surrogate():
-    with pytest.raises(TokenizerError, match="unknown pre-tokenizer pattern 'p50k'"):
+    with pytest.raises(TokenizerError, match=r"^pattern 'p50k' is unknown \(expected one of: gpt2, cl100k, o200k, or a "
+                                             r"regex; a bare word is taken for a misspelt name\)$"):
         pretokenize("x", "p50k")
+    with pytest.raises(TokenizerError, match="^pattern: lookbehind at offset 0 of the regex"):
+        pretokenize("x", "(?<=x)y")
+    assert pretokenize("ab, cd", r"\p{L}+") == ["ab", ", ", "cd"]  # a regex: its matches and the text between
     with pytest.raises(TokenizerError, match="offset 2: lone surrogate U\\+D800"):
         pretokenize("ab\ud800", "gpt2")
 

@@ -10,7 +10,7 @@ import click
 from engine.checks import check_out_file
 from engine.errors import TokenizerError
 from engine.tokenizers.base import is_engine_tokenizer_file
-from engine.tokenizers.pretokenize import PATTERNS
+from engine.tokenizers.pretokenize import PATTERNS, canonical_pattern
 
 __all__ = ["import_command", "detect_format"]
 
@@ -72,7 +72,8 @@ def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str
             raise TokenizerError("--special applies to tiktoken files only (a SentencePiece model lists its pieces)")
         tokenizer = load_sentencepiece(file, bos="" if bos is None else bos, eos="" if eos is None else eos)
     elif fmt == "tiktoken":
-        tokenizer = load_tiktoken(file, pattern=pattern, special_tokens=_parse_specials(special), bos=bos, eos=eos)
+        tokenizer = load_tiktoken(file, pattern=canonical_pattern(pattern, "--pattern"),
+                                  special_tokens=_parse_specials(special), bos=bos, eos=eos)
     else:
         if special:
             raise TokenizerError("--special applies to tiktoken files only (tokenizer.json lists its added tokens)")

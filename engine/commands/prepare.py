@@ -84,7 +84,8 @@ def chat_options(fn):
               help="BPE vocabulary size to stop at, specials included (bpe, byte-bpe).")
 @click.option("--pattern", default=None, metavar="NAME|REGEX",
               help=f"Byte-level pre-tokenizer (byte-bpe; default gpt2), or the one a tiktoken file uses: "
-                   f"{', '.join(PATTERNS)} or any regex, e.g. --pattern '\\p{{L}}+|\\p{{N}}{{1,3}}|\\s+|[^\\s\\p{{L}}\\p{{N}}]+'.")
+                   f"{', '.join(PATTERNS)} or any regex, e.g. "
+                   "--pattern '\\p{L}+|\\p{N}{1,3}|\\s+|[^\\s\\p{L}\\p{N}]+'.")
 @click.option("--tie-break", "tie_break", type=click.Choice(list(TIE_BREAKS)), default=None,
               help="Equally frequent pairs: first (first occurrence) or hf (Hugging Face's order); "
                    "default first (bpe, byte-bpe).")

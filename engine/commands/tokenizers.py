@@ -13,7 +13,7 @@ from engine.corpus.readers import INVALID_UTF8_POLICIES
 from engine.errors import ConfigurationError, CorpusError
 from engine.tokenizers.base import TIE_BREAKS, is_engine_tokenizer_file
 from engine.tokenizers.bpe import LEVELS
-from engine.tokenizers.pretokenize import PATTERNS
+from engine.tokenizers.pretokenize import PATTERNS, canonical_pattern
 
 
 @click.group(name="tokenizers")
@@ -104,7 +104,8 @@ def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | No
 @click.option("--vocab-size", type=int, default=None, help="BPE: stop at this many ids (specials included).")
 @click.option("--pattern", default="gpt2", show_default=True, metavar="NAME|REGEX",
               help=f"Byte-level BPE pre-tokenizer: {', '.join(PATTERNS)} or any regex, e.g. "
-                   "--pattern '[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+'.")
+                   "--pattern '[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+                   "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+'.")
 @click.option("--tie-break", type=click.Choice(list(TIE_BREAKS)), default="first", show_default=True,
               help="BPE tie rule: the pair that occurs first in the training text, or Hugging Face's order.")
 @split_options
@@ -127,6 +128,8 @@ def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: i
     from engine.tokenizers.bpe import BpeTrainer
     from engine.tokenizers.char import CharTokenizer
     from engine.tokenizers.word import WordTokenizer
+
+    pattern = canonical_pattern(pattern, "--pattern")
 
     if kind != "bpe" and (merges is not None or vocab_size is not None or level != "char"):
         raise ConfigurationError(f"--merges/--vocab-size/--level apply to --kind bpe, not --kind {kind}")

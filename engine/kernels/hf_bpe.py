@@ -15,10 +15,17 @@ one rank; repeatedly the adjacent pair of lowest rank, leftmost on ties, which i
   written before the next character that has a token, as Hugging Face writes it (so byte fallback
   tokens may come before an earlier unknown). With ``whole`` (``ignore_merges``), a piece that is
   itself a token (``whole_slots`` over ``whole_pool``) is that token. Pieces of up to ``LONG_WORD``
-  symbols are merged once per call (a bounded cache keyed by their code points) and their ids
-  copied at later occurrences; longer ones are merged by ``bpe_merge.merge_long_pieces``.
+  symbols are merged once and their ids kept in a bounded cache keyed by their code points that
+  outlives the call (``new_char_cache``); longer ones are merged by ``bpe_merge.merge_long_pieces``.
 
-Both return ``(ids written, long pieces, count)``; the caller finishes long pieces with
+``cut_pieces`` cuts a piece between two characters that both have a token when no token of the
+vocabulary holds them side by side (``build_pair_set``): a symbol that covered both would be a token
+holding them side by side, so no merge crosses the cut, and both sides merge as they would in the
+whole piece (pairs of the two sides never meet). Long pieces (a whole text, as Llama 2's files
+give them) become word-sized ones that the cache serves. Not used under ``ignore_merges``, whose
+whole-piece lookup needs the piece whole.
+
+Both encoders return ``(ids written, long pieces, count)``; the caller finishes long pieces with
 ``merge_long_pieces``. ``out`` needs ``4 * symbols + 1`` entries (byte fallback writes up to four
 ids per character).
 """
@@ -32,7 +39,8 @@ from engine.kernels.bpe_encode import (LONG_WORD, MAX_CACHED_PIECE, _encode_miss
                                        record_long)
 from engine.kernels.bpe_merge import hash_span, merge_short_first, same_span
 
-__all__ = ["encode_byte_pieces", "encode_char_pieces", "build_span_table", "utf8_of"]
+__all__ = ["encode_byte_pieces", "encode_char_pieces", "new_char_cache", "build_span_table", "utf8_of", "build_pair_set",
+           "cut_pieces"]
 
 
 @kernel
@@ -104,17 +112,23 @@ def utf8_of(c, into):
     return 4
 
 
+def new_char_cache(slots: int = 1 << 17, symbol_capacity: int = 1 << 20, id_capacity: int = 1 << 18) -> tuple:
+    """An empty cache of merged pieces for ``encode_char_pieces``: ``(table, code point pool, id pool,
+    state)``; rows ``(key, start of its code points, start of its ids, number of ids)``, key 0 free;
+    ``state``: rows, code points and ids in use. It outlives calls (one per thread, as the byte-level
+    cache) and empties itself when three quarters full or a pool has no room: bounded, and linear."""
+    return (np.zeros((slots, 4), dtype=np.uint64), np.empty(symbol_capacity, dtype=np.uint32),
+            np.empty(id_capacity, dtype=np.uint32), np.zeros(3, dtype=np.int64))
+
+
 @kernel
 def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id, fuse_unk, whole, whole_pool,
-                       whole_offsets, whole_slots, whole_ids, first, cache_limit, out):
-    """Character-level BPE of the pieces of ``cps`` ending at ``ends`` (see the module docstring)."""
+                       whole_offsets, whole_slots, whole_ids, first, cache, cache_cps, cache_ids, cache_state, out):
+    """Character-level BPE of the pieces of ``cps`` ending at ``ends`` (see the module docstring);
+    ``cache...``: a ``new_char_cache``."""
     count = ends.shape[0]
-    cache_size = 64
-    while cache_size < cache_limit and cache_size < 2 * count:
-        cache_size <<= 1
-    cache = np.zeros((cache_size, 4), dtype=np.uint64)  # (key, piece start, start of its ids in out, ids)
+    cache_size = cache.shape[0]
     cache_mask = cache_size - 1
-    cache_used = np.int64(0)
     parts = np.empty(4 * LONG_WORD, np.int64)
     part_priority = np.empty(4 * LONG_WORD, np.int64)
     utf8 = np.empty(4, np.int64)
@@ -126,6 +140,14 @@ def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id,
     for k in range(count):
         end = ends[k]
         length = end - pos
+        if length == 1:  # one character with a token: that token, no lookup
+            c = np.int64(cps[pos])
+            t = char_ids[c] if c < limit else -1
+            if t >= 0:
+                out[out_pos] = t
+                out_pos += 1
+                pos = end
+                continue
         if whole:
             found, _ = find_span(cps, pos, end, hash_span(cps, pos, end), whole_pool, whole_offsets, whole_slots)
             if found >= 0:
@@ -140,14 +162,14 @@ def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id,
             key = (hash_span(cps, pos, end) >> np.uint64(8)) | (np.uint64(length) << np.uint64(56))  # never 0
             slot = key_home(key, cache_mask)
             while cache[slot, 0] != 0:
-                if cache[slot, 0] == key and same_span(cps, np.int64(cache[slot, 1]), cps, pos, length):
+                if cache[slot, 0] == key and same_span(cache_cps, np.int64(cache[slot, 1]), cps, pos, length):
                     break
                 slot = (slot + 1) & cache_mask
             if cache[slot, 0] != 0:
                 at = np.int64(cache[slot, 2])
                 n_ids = np.int64(cache[slot, 3])
                 for j in range(n_ids):
-                    out[out_pos + j] = out[at + j]
+                    out[out_pos + j] = cache_ids[at + j]
                 out_pos += n_ids
                 pos = end
                 continue
@@ -197,15 +219,80 @@ def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id,
                     out[start + i] = parts[i]
                 out_pos = start + m
         if cacheable:
-            if cache_used >= (cache_size * 3) // 4:  # evict everything: bounded and linear
+            n_ids = out_pos - start
+            if (cache_state[0] >= (cache_size * 3) // 4 or cache_state[1] + length > cache_cps.shape[0]
+                    or cache_state[2] + n_ids > cache_ids.shape[0]):  # evict everything: bounded and linear
                 for j in range(cache_size):
                     cache[j, 0] = 0
-                cache_used = 0
+                cache_state[0] = 0
+                cache_state[1] = 0
+                cache_state[2] = 0
                 slot = key_home(key, cache_mask)
+            at_cps, at_ids = cache_state[1], cache_state[2]
             cache[slot, 0] = key
-            cache[slot, 1] = pos
-            cache[slot, 2] = start
-            cache[slot, 3] = out_pos - start
-            cache_used += 1
+            cache[slot, 1] = at_cps
+            cache[slot, 2] = at_ids
+            cache[slot, 3] = n_ids
+            for j in range(length):
+                cache_cps[at_cps + j] = cps[pos + j]
+            for j in range(n_ids):
+                cache_ids[at_ids + j] = out[start + j]
+            cache_state[0] += 1
+            cache_state[1] = at_cps + length
+            cache_state[2] = at_ids + n_ids
         pos = end
     return out_pos, long_pieces, long_count
+
+
+@kernel(inline="always")
+def _pair_key(a, b):
+    return (np.uint64(a) << np.uint64(21)) | np.uint64(b) | (np.uint64(1) << np.uint64(63))  # never 0
+
+
+@kernel
+def build_pair_set(pool, offsets):
+    """Open-addressing set (uint64, 0 free, at most half full) of every pair of adjacent code points
+    inside the tokens ``pool[offsets[t]:offsets[t+1]]``."""
+    pairs = 0
+    for t in range(offsets.shape[0] - 1):
+        pairs += max(offsets[t + 1] - offsets[t] - 1, 0)
+    size = 16
+    while size < 2 * pairs + 2:
+        size <<= 1
+    slots = np.zeros(size, dtype=np.uint64)
+    mask = size - 1
+    for t in range(offsets.shape[0] - 1):
+        for i in range(offsets[t], offsets[t + 1] - 1):
+            key = _pair_key(pool[i], pool[i + 1])
+            slot = key_home(key, mask)
+            while slots[slot] != 0 and slots[slot] != key:
+                slot = (slot + 1) & mask
+            slots[slot] = key
+    return slots
+
+
+@kernel
+def cut_pieces(cps, ends, char_ids, pair_set):
+    """The ends of the pieces ``ends`` cut wherever no merge can cross (see the module docstring)."""
+    out = np.empty(cps.shape[0], dtype=np.int64)
+    count = 0
+    limit = char_ids.shape[0]
+    mask = pair_set.shape[0] - 1
+    start = np.int64(0)
+    for p in range(ends.shape[0]):
+        end = ends[p]
+        for i in range(start + 1, end):
+            a, b = np.int64(cps[i - 1]), np.int64(cps[i])
+            if a >= limit or b >= limit or char_ids[a] < 0 or char_ids[b] < 0:
+                continue
+            key = _pair_key(a, b)
+            slot = key_home(key, mask)
+            while pair_set[slot] != 0 and pair_set[slot] != key:
+                slot = (slot + 1) & mask
+            if pair_set[slot] == 0:
+                out[count] = i
+                count += 1
+        out[count] = end
+        count += 1
+        start = end
+    return out[:count]

@@ -27,10 +27,11 @@ from __future__ import annotations
 import numpy as np
 
 from engine.kernels import kernel
+from engine.kernels.regex_vm import find_matches
 
 __all__ = [
     "ISOLATED", "REMOVED", "MERGED_PREVIOUS", "MERGED_NEXT", "CONTIGUOUS", "fold_spans", "split_classes",
-    "split_words", "split_matches", "find_literal", "edit_pieces", "compact",
+    "split_words", "split_matches", "find_literal", "regex_matches", "edit_pieces", "compact",
 ]
 
 ISOLATED, REMOVED, MERGED_PREVIOUS, MERGED_NEXT, CONTIGUOUS = 0, 1, 2, 3, 4
@@ -243,6 +244,26 @@ def find_literal(buf, ends, pattern):
                 i += 1
         start = end
     return out_s, out_e, out_p, count
+
+
+@kernel
+def regex_matches(buf, ends, program):
+    """The matches of a compiled regex (``engine.kernels.regex_vm.find_matches``) in every piece, each
+    piece its own text (anchors and lookahead stop at its ends): ``(starts, ends, pieces, count)``."""
+    n = ends.shape[0]
+    rows = 2 * buf.shape[0] + 2 * n + 2
+    out = np.empty((rows, 2), dtype=np.int64)
+    pieces = np.empty(rows, dtype=np.int64)
+    count = 0
+    start = np.int64(0)
+    for p in range(n):
+        stop = ends[p]
+        k = find_matches(buf, start, stop, program, out[count:])
+        for j in range(count, count + k):
+            pieces[j] = p
+        count += k
+        start = stop
+    return out[:count, 0].copy(), out[:count, 1].copy(), pieces[:count], count
 
 
 @kernel

@@ -14,12 +14,16 @@ What every tokenizer honours (each kind's module states its own rule: ``char``, 
   offset, never a silent reuse of another id; a word tokenizer may instead be built with an explicit
   ``<unk>`` token, and then counts what it maps there. Byte level has no unknown input.
 - The text of a special token inside a document is ordinary text: encoding never produces a
-  special id, so a corpus cannot inject control tokens.
+  special id, so a corpus cannot inject control tokens. Text that means its special tokens (a
+  rendered chat template) goes through ``hf_pipeline.encode_with_specials(tokenizer, text)``.
+
+``hf_pipeline`` reads Hugging Face ``tokenizer.json`` BPE pipelines and model folders (kind ``hf-bpe``).
 """
 
 from engine.tokenizers.base import Tokenizer
 from engine.tokenizers.bpe import BpeTokenizer, BpeTrainer, fit_tokenizer
 from engine.tokenizers.byte_bpe import ByteBpeTokenizer, ByteBpeTrainer
+from engine.tokenizers.hf_pipeline import HfBpeTokenizer, encode_with_specials
 from engine.tokenizers.interop import load_hf_tokenizer_json, load_tiktoken, save_hf_tokenizer_json, save_tiktoken
 from engine.tokenizers.loading import load_tokenizer
 from engine.tokenizers.pretokenize import pretokenize, pretokenize_bytes
@@ -32,8 +36,10 @@ __all__ = [
     "ByteBpeTokenizer",
     "ByteBpeTrainer",
     "CharTokenizer",
+    "HfBpeTokenizer",
     "Tokenizer",
     "WordTokenizer",
+    "encode_with_specials",
     "fit_tokenizer",
     "load_tokenizer",
     "load_hf_tokenizer_json",

@@ -45,11 +45,11 @@ from engine.tokenizers.pretokenize import PATTERNS
 from engine.tokenizers.unicode_tables import WHITE_SPACE, code_point_classes
 
 __all__ = [
-    "NUMERIC", "WHITE", "PUNCT", "WORD", "char_flags", "byte_flags", "compile_pattern", "build_normalizer",
+    "NUMERIC", "WHITE", "PUNCT", "WORD", "WORD_RS", "char_flags", "byte_flags", "compile_pattern", "build_normalizer",
     "parse_pre_tokenizer", "build_decoder", "AddedToken", "AddedVocabulary", "post_processor_wrappers",
 ]
 
-NUMERIC, WHITE, PUNCT, WORD = 1, 2, 4, 8
+NUMERIC, WHITE, PUNCT, WORD, WORD_RS = 1, 2, 4, 8, 16
 BEHAVIORS = {"Isolated": ISOLATED, "Removed": REMOVED, "MergedWithPrevious": MERGED_PREVIOUS,
              "MergedWithNext": MERGED_NEXT, "Contiguous": CONTIGUOUS}
 # Split regexes the pre-tokenizer scanners cut exactly (``Isolated``, not inverted, before any
@@ -67,30 +67,33 @@ KNOWN_PATTERNS = {
     _LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}"): [("scan", "cl100k"), ("classes", 1, -1, 0)],
 }
 _WHITESPACE = "".join(map(chr, WHITE_SPACE))
-_OTHER_ALPHABETIC_SYMBOLS = ((0x24B6, 0x24E9), (0x1F130, 0x1F149), (0x1F150, 0x1F169), (0x1F170, 0x1F189))
 
 
 @functools.lru_cache(maxsize=1)
 def char_flags() -> np.ndarray:
-    """uint8 flags per code point: ``NUMERIC`` (``\\p{N}``), ``WHITE`` (White_Space), ``PUNCT``
-    (ASCII punctuation or ``\\p{P}``), ``WORD`` (``\\w``: letters, marks, ``\\p{Nd}``, ``\\p{Pc}``,
-    ``\\p{Nl}``, the other alphabetic symbols, ZWNJ and ZWJ)."""
+    """uint8 flags per code point, from the ``regex`` module's Unicode data (``unicode_tables``,
+    ``unicode_properties``): ``NUMERIC`` (``\\p{N}``: Rust's ``is_numeric``), ``WHITE``
+    (White_Space: Rust's ``is_whitespace``), ``PUNCT`` (ASCII punctuation or ``\\p{P}``: the
+    ``Punctuation`` pre-tokenizer's test), ``WORD`` (Oniguruma's ``\\w``, the ``Whitespace``
+    pre-tokenizer's: the ``regex`` module's ``\\w`` without ZWNJ/ZWJ, with ``\\p{No}``) and
+    ``WORD_RS`` (the Rust ``regex`` crate's ``\\w``, which ``single_word`` tests: the ``regex``
+    module's)."""
+    from engine.tokenizers.unicode_properties import CATEGORIES, CATEGORY_RUNS, WORD_RANGES
+
     classes = code_point_classes()
-    flags = np.zeros(classes.shape[0], dtype=np.uint8)
+    size = classes.shape[0]
+    firsts = np.array([first for first, _ in CATEGORY_RUNS] + [size], dtype=np.int64)
+    category = np.repeat(np.array([k for _, k in CATEGORY_RUNS], dtype=np.uint8), np.diff(firsts))
+    punctuation = np.array([name.startswith("P") for name in CATEGORIES], dtype=np.bool_)
+    flags = np.zeros(size, dtype=np.uint8)
     flags[(classes & 2) != 0] |= NUMERIC
     flags[(classes & 4) != 0] |= WHITE
-    flags[(classes & 1) != 0] |= WORD
-    for cp in range(classes.shape[0]):
-        category = unicodedata.category(chr(cp))
-        if category[0] == "P":
-            flags[cp] |= PUNCT
-        if category[0] == "M" or category in ("Nd", "Nl", "Pc"):
-            flags[cp] |= WORD
-    for cp in b"!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~":
-        flags[cp] |= PUNCT
-    for first, last in _OTHER_ALPHABETIC_SYMBOLS:
-        flags[first:last + 1] |= WORD
-    flags[[0x200C, 0x200D]] |= WORD
+    flags[punctuation[category]] |= PUNCT
+    flags[np.frombuffer(b"!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", dtype=np.uint8)] |= PUNCT
+    for first, last in WORD_RANGES:
+        flags[first:last + 1] |= WORD | WORD_RS
+    flags[[0x200C, 0x200D]] &= ~np.uint8(WORD)
+    flags[category == CATEGORIES.index("No")] |= WORD
     flags.flags.writeable = False
     return flags
 
@@ -160,6 +163,10 @@ def _lowercase(text: str) -> str:
 
 
 def _replace(pattern, content: str) -> Callable[[str], str]:
+    if pattern[0] == "string":  # str.replace: every non-overlapping occurrence, leftmost first
+        literal = pattern[1].decode("utf-8")
+        return lambda text: text.replace(literal, content)
+
     def run(text: str) -> str:
         spans = find_all(pattern, text)
         if not spans:
@@ -428,7 +435,7 @@ class AddedToken:
 
 
 def _is_word(c: str) -> bool:
-    return bool(char_flags()[ord(c)] & WORD)
+    return bool(char_flags()[ord(c)] & WORD_RS)
 
 
 class AddedVocabulary:

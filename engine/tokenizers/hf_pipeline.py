@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Sequence
 
@@ -47,18 +48,17 @@ import numpy as np
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache, self_merging_tokens
 from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces
-from engine.kernels.hf_bpe import build_span_table, encode_byte_pieces, encode_char_pieces
-from engine.kernels.hf_split import MERGED_NEXT, compact, edit_pieces, find_literal, split_classes, split_matches, split_words
-from engine.kernels.pretokenize import pretokenize_ends
+from engine.kernels.hf_bpe import (build_pair_set, build_span_table, cut_pieces, encode_byte_pieces, encode_char_pieces,
+                                   new_char_cache)
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_file_id, check_ids, register_tokenizer
 from engine.tokenizers.byte_bpe import bytes_to_unicode
 from engine.tokenizers.interop import _added_tokens, load_hf_tokenizer_json
-from engine.tokenizers.hf_components import (WHITE, WORD, AddedToken, AddedVocabulary, build_decoder, build_normalizer,
-                                             byte_flags, char_flags, parse_pre_tokenizer, post_processor_wrappers)
-from engine.tokenizers.pretokenize import pattern_code, utf8_bytes
-from engine.tokenizers.unicode_tables import code_point_classes
+from engine.tokenizers.hf_components import (AddedToken, AddedVocabulary, build_decoder, build_normalizer,
+                                             parse_pre_tokenizer, post_processor_wrappers)
+from engine.tokenizers.hf_steps import run_steps, whole_text
+from engine.tokenizers.pretokenize import utf8_bytes
 
-__all__ = ["HfBpeTokenizer", "load_hf_pipeline", "load_hf_file", "read_model_folder"]
+__all__ = ["HfBpeTokenizer", "load_hf_pipeline", "load_hf_file", "read_model_folder", "encode_with_specials"]
 
 ENDOFTEXT = "<|endoftext|>"
 _END_TOKENS = (ENDOFTEXT, "</s>", "<eos>", "<|end_of_text|>")
@@ -70,17 +70,6 @@ def _power_of_two_at_least(n: int) -> int:
     while size < n:
         size <<= 1
     return size
-
-
-def _starts_with(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, prefix: np.ndarray) -> np.ndarray:
-    """bool per piece ``[starts[i], ends[i])``: it begins with the bytes ``prefix``."""
-    ok = np.ones(starts.shape[0], dtype=np.bool_)
-    for j, b in enumerate(prefix.tolist()):
-        pos = starts + j
-        inside = pos < ends
-        ok &= inside
-        ok[inside] &= buf[pos[inside]] == b
-    return ok
 
 
 def _token_name(value) -> str | None:
@@ -287,8 +276,22 @@ class HfBpeTokenizer(Tokenizer):
         np.cumsum(np.array([len(t) for t, _ in whole], dtype=np.int64), out=self._whole_offsets[1:])
         self._whole_ids = np.array([i for _, i in whole], dtype=np.int64)
         self._whole_slots = build_span_table(self._whole_pool, self._whole_offsets)
+        longer = [t for t in self.vocab if len(t) >= 2]
+        pool = "".join(longer).encode("utf-32-le")
+        offsets = np.zeros(len(longer) + 1, dtype=np.int64)
+        np.cumsum(np.array([len(t) for t in longer], dtype=np.int64), out=offsets[1:])
+        self._pair_set = build_pair_set(np.frombuffer(pool, dtype=np.uint32) if pool else np.zeros(0, np.uint32),
+                                        offsets)
         table = bytes_to_unicode()
         self._mapped_cps = np.array([ord(table[b]) for b in range(256)], dtype=np.uint32)
+        self._char_caches: list = []  # idle caches of merged pieces (a call takes one: threads never share one)
+
+    def clear_piece_caches(self) -> None:
+        """Empty the caches of merged pieces (as ``ByteBpeTokenizer.clear_piece_caches``: ids never
+        depend on them; the benchmarks time text the encoder has not met)."""
+        for table, _, _, state in [*getattr(self, "_piece_caches", []), *getattr(self, "_char_caches", [])]:
+            table.fill(0)
+            state.fill(0)
 
     # -- encoding -----------------------------------------------------------------------------
     def _encode(self, text: str, document_id: str | None) -> np.ndarray:
@@ -322,108 +325,15 @@ class HfBpeTokenizer(Tokenizer):
             return np.empty(0, dtype=np.uint32)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
-    def _pieces(self, text: str, first: bool) -> tuple[np.ndarray, np.ndarray, bool]:
-        """``(buffer, piece ends, mapped)`` of one normalized part after the pre-tokenizer steps."""
-        buf = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-        ends = np.array([buf.shape[0]], dtype=np.int64)
-        mapped, at_zero = False, first
-        for step in self.steps:
-            if not ends.shape[0]:
-                break
-            kind = step[0]
-            if kind == "scan":
-                bounds = np.zeros(ends.shape[0] + 1, dtype=np.int64)
-                bounds[1:] = ends
-                out = np.empty(buf.shape[0], dtype=np.int64)
-                ends = out[:pretokenize_ends(buf, bounds, code_point_classes(), pattern_code(step[1]), out)]
-                continue
-            if kind == "bytelevel":
-                if step[1]:
-                    starts = np.concatenate([[0], ends[:-1]])
-                    flags = buf[starts] != 0x20
-                    if flags.any():
-                        buf, ends = edit_pieces(buf, ends, np.frombuffer(b" ", np.uint8), flags, False,
-                                                np.zeros(0, np.uint8))
-                mapped = True
-                continue
-            if kind == "metaspace":
-                _, replacement, scheme, split = step
-                rep = np.frombuffer(replacement.encode("utf-8"), dtype=np.uint8)
-                starts = np.concatenate([[0], ends[:-1]])
-                flags = (buf[starts] != 0x20) & ~_starts_with(buf, starts, ends, rep)
-                if scheme == "never":
-                    flags[:] = False
-                elif scheme == "first":
-                    flags[1:] = False
-                    flags[0] &= at_zero
-                buf, ends = edit_pieces(buf, ends, rep, flags, True, rep)
-                if split:
-                    starts, ends, n = split_classes(buf, ends, char_flags(), byte_flags(), False, 0, ord(replacement),
-                                                    MERGED_NEXT, False)
-                    ends = ends[:n]
-                continue
-            if kind == "split":
-                _, pattern, behavior, invert = step
-                ms, me, mp = self._matches(pattern, buf, ends, mapped)
-                starts, new_ends, n = split_matches(ends, ms, me, mp, ms.shape[0], behavior, invert)
-            elif kind == "classes":
-                _, mask, target, behavior = step
-                starts, new_ends, n = split_classes(buf, ends, char_flags(), byte_flags(), mapped, mask, target,
-                                                    behavior, False)
-            else:  # words
-                starts, new_ends, n = split_words(buf, ends, char_flags(), byte_flags(), mapped, WORD, WHITE)
-            starts, new_ends = starts[:n], new_ends[:n]
-            at_zero = at_zero and n > 0 and starts[0] == 0
-            if n and (starts[0] != 0 or new_ends[-1] != buf.shape[0] or (starts[1:] != new_ends[:-1]).any()):
-                buf, new_ends = compact(buf, starts, new_ends, n)
-            elif not n:
-                buf = buf[:0]
-            ends = new_ends
-        return buf, ends, mapped
-
-    def _matches(self, pattern, buf: np.ndarray, ends: np.ndarray, mapped: bool):
-        """``(starts, ends, piece)`` of the pattern's matches in every piece (absolute byte offsets)."""
-        kind, value = pattern
-        if kind == "string" and not mapped:
-            s, e, p, n = find_literal(buf, ends, np.frombuffer(value, dtype=np.uint8))
-            return s[:n], e[:n], p[:n]
-        found_s, found_e, found_p = [], [], []
-        start = 0
-        for p, end in enumerate(ends.tolist()):
-            piece = buf[start:end]
-            if mapped:  # the piece as GPT-2 byte characters
-                chars = self._mapped_cps[piece]
-                text = "".join(map(chr, chars.tolist())).encode("utf-8")
-                widths = np.where(chars < 0x80, 1, 2)
-                offsets = np.zeros(piece.shape[0] + 1, dtype=np.int64)
-                np.cumsum(widths, out=offsets[1:])
-            else:
-                text = piece.tobytes()
-            if kind == "string":
-                literal, spans, at = value.decode("utf-8").encode("utf-8"), [], text.find(value)
-                while at >= 0:
-                    spans.append((at, at + len(literal)))
-                    at = text.find(value, at + len(literal))
-                spans = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
-            else:
-                spans = np.asarray(value.find_spans(text), dtype=np.int64).reshape(-1, 2)
-            if spans.shape[0]:
-                if mapped:
-                    spans = np.searchsorted(offsets, spans)
-                found_s.append(spans[:, 0] + start)
-                found_e.append(spans[:, 1] + start)
-                found_p.append(np.full(spans.shape[0], p, dtype=np.int64))
-            start = end
-        if not found_s:
-            empty = np.empty(0, dtype=np.int64)
-            return empty, empty, empty
-        return np.concatenate(found_s), np.concatenate(found_e), np.concatenate(found_p)
-
     def _encode_segment(self, text: str, first: bool) -> np.ndarray:
-        buf, ends, mapped = self._pieces(text, first)
+        pairs, nexts, made, priorities = self._merge_table
+        whole = None if self._byte_level else whole_text(self.steps, text, first)
+        if whole is not None:
+            cps = np.frombuffer(whole.encode("utf-32-le"), dtype=np.uint32)
+            return self._encode_chars(cps, np.array([cps.shape[0]], dtype=np.int64))
+        buf, ends, mapped = run_steps(self.steps, text, first, self._mapped_cps)
         if not ends.shape[0]:
             return np.empty(0, dtype=np.uint32)
-        pairs, nexts, made, priorities = self._merge_table
         if self._byte_level:
             out = np.empty(buf.shape[0] + 1, dtype=np.uint32)
             try:
@@ -443,11 +353,29 @@ class HfBpeTokenizer(Tokenizer):
                 cps = np.frombuffer(buf.tobytes().decode("utf-8").encode("utf-32-le"), dtype=np.uint32)
                 lead = np.cumsum((buf & 0xC0) != 0x80)
                 cp_ends = lead[ends - 1].astype(np.int64)
-            out = np.empty(4 * cps.shape[0] + 1, dtype=np.uint32)
+            return self._encode_chars(cps, cp_ends)
+        if long_count:
+            count = merge_long_pieces(out, np.array([0, count], dtype=np.int64), long_pieces, long_count, 0, False,
+                                      pairs, nexts, made, priorities)
+        return out[:count].copy()
+
+    def _encode_chars(self, cps: np.ndarray, cp_ends: np.ndarray) -> np.ndarray:
+        """Character-level BPE of the pieces of ``cps`` (code points) ending at ``cp_ends``."""
+        pairs, nexts, made, priorities = self._merge_table
+        if not self.ignore_merges:
+            cp_ends = cut_pieces(cps, cp_ends, self._char_ids, self._pair_set)
+        out = np.empty(4 * cps.shape[0] + 1, dtype=np.uint32)
+        try:
+            cache = self._char_caches.pop()  # atomic: a cache is in one call at a time
+        except IndexError:
+            cache = new_char_cache()
+        try:
             count, long_pieces, long_count = encode_char_pieces(
                 cps, cp_ends, self._char_ids, self._fallback_ids, self.byte_fallback, self.unk_id, self.fuse_unk,
                 self.ignore_merges, self._whole_pool, self._whole_offsets, self._whole_slots, self._whole_ids,
-                self._first, 1 << 16, out)
+                self._first, *cache, out)
+        finally:
+            self._char_caches.append(cache)
         if long_count:
             count = merge_long_pieces(out, np.array([0, count], dtype=np.int64), long_pieces, long_count, 0, False,
                                       pairs, nexts, made, priorities)
@@ -547,3 +475,28 @@ def load_hf_file(path: str | os.PathLike, *, bos: str | None = None, eos: str | 
             except TokenizerError:
                 pass
     return load_hf_pipeline(path, bos=bos, eos=eos)
+
+
+def encode_with_specials(tokenizer: Tokenizer, text: str) -> np.ndarray:
+    """Content ids of ``text`` with the tokenizer's special tokens matched as special, for any kind:
+    ``HfBpeTokenizer.encode_with_specials``; else the text is cut at each special token's text
+    (leftmost, the longest at one place) and the parts between are encoded as usual."""
+    own = getattr(tokenizer, "encode_with_specials", None)
+    if own is not None:
+        return own(text)
+    if not isinstance(text, str):
+        raise TokenizerError(f"{tokenizer.kind} encode_with_specials: text is {type(text).__name__}, expected str")
+    specials = getattr(tokenizer, "specials", None) or {}
+    names = sorted((name for name in specials if name), key=len, reverse=True)
+    if not names:
+        return tokenizer.encode(text)
+    pattern = re.compile("|".join(map(re.escape, names)))
+    parts, at = [], 0
+    for match in pattern.finditer(text):
+        if match.start() > at:
+            parts.append(tokenizer.encode(text[at:match.start()]))
+        parts.append(np.array([specials[match.group()]], dtype=np.uint32))
+        at = match.end()
+    if at < len(text) or not parts:
+        parts.append(tokenizer.encode(text[at:]))
+    return np.concatenate(parts).astype(np.uint32, copy=False)

@@ -282,7 +282,8 @@ def save_hf_tokenizer_json(tokenizer: ByteBpeTokenizer, path: str | os.PathLike)
         pre = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     else:
         pre = {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": PATTERNS.get(tokenizer.pattern, tokenizer.pattern)}, "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"Regex": PATTERNS.get(tokenizer.pattern, tokenizer.pattern)},
+             "behavior": "Isolated", "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
     data = {
         "version": "1.0",

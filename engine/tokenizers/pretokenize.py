@@ -34,8 +34,8 @@ from engine.kernels.pretokenize import CL100K, GPT2, O200K, pretokenize_ends
 from engine.tokenizers.regex import compile_regex
 from engine.tokenizers.unicode_tables import code_point_classes
 
-__all__ = ["PATTERNS", "TIKTOKEN_GPT2", "TIKTOKEN_SPELLINGS", "canonical_pattern", "pattern_code", "pretokenize", "pretokenize_bytes",
-           "utf8_bytes"]
+__all__ = ["PATTERNS", "TIKTOKEN_GPT2", "TIKTOKEN_SPELLINGS", "canonical_pattern", "pattern_code", "pretokenize",
+           "pretokenize_bytes", "utf8_bytes"]
 
 PATTERNS = {
     "gpt2": r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
