@@ -15,7 +15,7 @@ from engine.errors import TokenizerError
 from engine.kernels.regex_vm import regex_pretokenize_ends
 from engine.tokenizers.pretokenize import PATTERNS, TIKTOKEN_SPELLINGS, canonical_pattern, pretokenize_bytes
 from engine.tokenizers.regex import compile_regex
-from tests.naive_regex import naive_find_spans, naive_piece_ends
+from tests.naive_regex import naive_find_spans, naive_onig_spans, naive_piece_ends
 
 hf_tokenizers = pytest.importorskip("tokenizers", reason="needs the test extra (pip install -e '.[test]')")
 
@@ -106,6 +106,10 @@ def test_construct_equals_regex_module_and_twin(construct, text):
     assert [tuple(s) for s in rx.find_spans(data).tolist()] == want
     assert naive_find_spans(rx.program, data) == want
     assert kernel_ends(rx, data) == naive_piece_ends(rx.program, data)
+    onig = [tuple(s) for s in rx.find_spans(data, iteration="oniguruma").tolist()]
+    assert onig == naive_onig_spans(rx.program, data)
+    if not any(s == e for s, e in want):  # without empty matches both iterations agree
+        assert onig == want
 
 
 # Oniguruma takes these as the regex module does; \w and \b are left out (they differ, see the module).
@@ -125,6 +129,9 @@ def test_empty_matches_finditer_and_oniguruma_differ_as_documented():
     assert rx.find_spans(b"ab").tolist() == [[0, 0], [0, 2], [2, 2]]  # regex: then a non-empty match at 0
     assert kernel_ends(rx, b"ab") == [1, 2] == onig_ends("x*|ab", "ab")  # Oniguruma: skips one character
     assert compile_regex("(?:)|x").find_spans(b"xx").tolist() == [[0, 0], [0, 1], [1, 1], [1, 2], [2, 2]]
+    assert rx.find_spans(b"ab", iteration="oniguruma").tolist() == [[0, 0], [1, 1], [2, 2]]
+    with pytest.raises(TokenizerError, match="iteration='pcre'"):
+        rx.find_spans(b"ab", iteration="pcre")
 
 
 @pytest.mark.parametrize("name", list(REAL))

@@ -15,8 +15,8 @@ instruction reads one. Instructions:
 - ``LOOK negative, after`` ... ``LOOK_END``: lookahead; the body runs from the position, then the
   entries made inside are dropped and the match goes on at ``after`` from the saved position (or,
   for a negative one, fails; a failed body makes it go on);
-- ``ASSERT kind``: ``^`` (start or after ``\\n``), ``$`` (end or before ``\\n``), ``\\A``, ``\\z``,
-  ``\\b``, ``\\B`` (word characters: class bit ``e`` of the instruction... see ``WORD_BIT``);
+- ``ASSERT kind, bit``: ``^`` (start or after ``\\n``), ``$`` (end or before ``\\n``), ``\\A``,
+  ``\\z``, ``\\b``, ``\\B`` (``bit``: the class of word characters);
 - ``MATCH``.
 
 Semantics are leftmost-first: at each start position the alternatives and repetitions are tried in
@@ -25,6 +25,10 @@ priority order and the first path that reaches ``MATCH`` wins. Two iterations ov
 - ``find_matches`` (``Regex.find_spans``) is the ``regex`` module's ``finditer``: after an empty
   match at p the next search starts at p but may not end there empty; after a non-empty match
   ending at p an empty match at p is allowed.
+- ``find_matches(..., oniguruma=True)`` is Oniguruma's iterator (the ``onig`` crate's
+  ``find_iter``, which Hugging Face's ``Split`` uses): an empty match right where the previous match
+  ended is skipped and the search goes on one character further; after an empty match at p nothing
+  non-empty is looked for at p.
 - ``regex_piece_ends`` (the pre-tokenizer: Hugging Face's ``Split`` with the ``Isolated``
   behaviour, over Oniguruma's iterator) cuts the text at every match start and end, so the pieces
   are the matches and the text between them; an empty match right where the previous match ended
@@ -57,13 +61,11 @@ __all__ = [
 
 # code: int32 (n, 6); stage1 int32; stage2 uint64; first: class bit of the first characters of a
 # match (-1: any, or the pattern can match empty); memo_slots: entries of the failure memo.
-# ``word`` is not stored: \b and \B carry their class bit in the instruction.
 RegexProgram = namedtuple("RegexProgram", ("code", "stage1", "stage2", "first", "memo_slots"))
 
 MATCH, CHAR, CLASS, RUN, SPLIT, SPLIT_GUARD, JMP, ATOMIC, ATOMIC_END, LOOK, LOOK_END, ASSERT = range(12)
 RUN_GREEDY, RUN_LAZY, RUN_POSSESSIVE = 0, 1, 2
 A_BOL, A_EOL, A_BOS, A_EOS, A_WORDB, A_NWORDB = range(6)
-WORD_BIT = -1  # placeholder name for the docs: \b's class bit is in column b of its ASSERT row
 
 # Backtrack entries: (type, pc, a, b, c, d)
 BT_PC, BT_GREEDY, BT_LAZY, BT_POSSESSIVE, BT_ATOMIC, BT_LOOK = range(6)
@@ -142,7 +144,8 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
 
     Searches ``buf[start:stop]`` from ``pos``; ``mode`` 0 writes the matches ``[s, e)`` into
     ``out_spans[at:]`` as ``finditer`` iterates (``forbid``: the position where the next match may not
-    be empty, or -1); mode 1 writes piece ends into ``out_ends[at:]`` as Oniguruma's iterator cuts.
+    be empty, or -1); mode 1 writes piece ends into ``out_ends[at:]`` as Oniguruma's iterator cuts;
+    mode 2 writes the matches Oniguruma's iterator yields into ``out_spans[at:]``.
     Stops after ``limit`` entries; returns (new at, True if ``stack`` overflowed: nothing was written
     for the search that overflowed)."""
     prev = pos
@@ -419,6 +422,13 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
             while search_from < stop and (buf[search_from] & 0xC0) == 0x80:
                 search_from += 1
             continue
+        if mode == 2:
+            out_spans[at, 0] = found
+            out_spans[at, 1] = end
+            at += 1
+            last_match_end = end
+            search_from = end
+            continue
         if found > prev:
             out_ends[at] = found
             at += 1
@@ -445,21 +455,24 @@ def new_scratch(program):
 
 
 @kernel
-def find_matches(buf, start, stop, program, out):
+def find_matches(buf, start, stop, program, out, oniguruma):
     """Write the ``[start, end)`` of every match in ``buf[start:stop]`` into ``out`` (int64 (k, 2), at least
-    ``2 * (stop - start) + 2`` rows), as the ``regex`` module's ``finditer`` iterates; returns k."""
+    ``2 * (stop - start) + 2`` rows), as the ``regex`` module's ``finditer`` iterates (``oniguruma``:
+    as Oniguruma's iterator does, empty matches included); returns k."""
     stack, memo = new_scratch(program)
     dummy = np.empty(0, dtype=np.int64)
+    mode = 2 if oniguruma else 0
     count, overflow = _scan(buf, start, stop, start, np.int64(-1), program.code, program.stage1, program.stage2,
-                            program.first, stack, memo, 0, out, dummy, np.int64(0), np.int64(out.shape[0]))
+                            program.first, stack, memo, mode, out, dummy, np.int64(0), np.int64(out.shape[0]))
     while overflow:  # go on after the last match with a bigger stack
         stack = np.empty((4 * stack.shape[0], 6), dtype=np.int64)
         pos, forbid = start, np.int64(-1)
         if count > 0:
             pos = out[count - 1, 1]
-            forbid = pos if out[count - 1, 0] == pos else np.int64(-1)
+            if out[count - 1, 0] == pos and not oniguruma:
+                forbid = pos
         count, overflow = _scan(buf, start, stop, pos, forbid, program.code, program.stage1, program.stage2,
-                                program.first, stack, memo, 0, out, dummy, count, np.int64(out.shape[0]))
+                                program.first, stack, memo, mode, out, dummy, count, np.int64(out.shape[0]))
     return count
 
 

@@ -264,12 +264,16 @@ class Regex:
     def __hash__(self) -> int:
         return hash(self.pattern)
 
-    def find_spans(self, data) -> np.ndarray:
+    def find_spans(self, data, *, iteration: str = "regex") -> np.ndarray:
         """Byte ``[start, end)`` (int64, shape (k, 2)) of the matches of valid UTF-8 ``data`` (bytes or a
-        1-d uint8 array), as ``regex.finditer(pattern, text)`` gives them, empty matches included."""
+        1-d uint8 array), as ``regex.finditer(pattern, text)`` gives them, empty matches included.
+        ``iteration="oniguruma"``: as Oniguruma's iterator (Hugging Face's ``Split``) gives them; the
+        two differ only around empty matches (``engine.kernels.regex_vm``)."""
+        if iteration not in ("regex", "oniguruma"):
+            raise TokenizerError(f"find_spans: iteration={iteration!r} (expected 'regex' or 'oniguruma')")
         buf = _as_buffer(data)
         out = np.empty((2 * buf.shape[0] + 2, 2), dtype=np.int64)
-        count = find_matches(buf, 0, buf.shape[0], self.program, out)
+        count = find_matches(buf, 0, buf.shape[0], self.program, out, iteration == "oniguruma")
         return out[:count].copy()
 
 
