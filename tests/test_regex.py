@@ -58,12 +58,17 @@ CONSTRUCTS = [
 ]
 
 
+def byte_offsets(text: str) -> np.ndarray:
+    """UTF-8 byte offset of each character offset of ``text`` (len(text) + 1 entries)."""
+    cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    widths = 1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000)
+    return np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+
+
 def byte_spans(pattern: str, text: str) -> list[tuple[int, int]]:
     """``regex.finditer`` spans in UTF-8 bytes (``^``/``$`` as Oniguruma means them: MULTILINE)."""
-    out = []
-    for m in regex.finditer(pattern, text, flags=regex.MULTILINE):
-        out.append((len(text[:m.start()].encode()), len(text[:m.end()].encode())))
-    return out
+    at = byte_offsets(text).tolist()
+    return [(at[m.start()], at[m.end()]) for m in regex.finditer(pattern, text, flags=regex.MULTILINE)]
 
 
 def kernel_ends(rx, data: bytes) -> list[int]:
