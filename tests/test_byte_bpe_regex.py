@@ -164,6 +164,18 @@ def test_cli_train_import_and_prepare_take_a_regex(tmp_path, shakespeare_text):
                                        "--merges", "5", "--pattern", r"(?<=a)b", "--out", str(tmp_path / "x.json")])
     assert result.exit_code == 2
     assert "--pattern: lookbehind at offset 0 of the regex '(?<=a)b'" in result.output
+    from engine.pipeline import default_corpus_paths
+
+    bundled, splits = default_corpus_paths()
+    result = CliRunner().invoke(main, ["prepare", str(bundled), "--splits", str(splits), "--tokenizer", "byte-bpe",
+                                       "--vocab-size", "300", "--pattern", QWEN2, "--out", str(tmp_path / "o"),
+                                       "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert load_tokenizer(tmp_path / "o" / "tokenizer.json").pattern == QWEN2
+    result = CliRunner().invoke(main, ["prepare", str(bundled), "--splits", str(splits), "--tokenizer", "byte-bpe",
+                                       "--pattern", "[a", "--out", str(tmp_path / "p"), "--quiet"])
+    assert result.exit_code == 2
+    assert "--pattern: an unterminated class '[' at offset 0 of the regex '[a'" in result.output
 
 
 def test_prepare_with_a_regex_equals_the_trainer_by_hand(tmp_path):
