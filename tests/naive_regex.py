@@ -53,7 +53,7 @@ def _run(t: _Text, pc: int, pos: int, until: int | None, ok):
     """Run from (pc, pos) to the end instruction ``until`` (an ATOMIC_END / LOOK_END pc) or to MATCH;
     calls ``ok(pos, pc_after)`` there and returns its result (None = fail, back up)."""
     while True:
-        op, a, b, c, d, _ = t.code[pc]
+        op, a, b, c, d = t.code[pc][:5]
         if pc == until:
             return ok(pos, pc)
         if op == MATCH:

@@ -1,13 +1,14 @@
 """A backtracking matcher for compiled pre-tokenizer regexes (``engine.tokenizers.regex`` compiles them).
 
-A program (``RegexProgram``) is ``code``, int32 rows ``(op, a, b, c, d, e)``, and a two-level class
+A program (``RegexProgram``) is ``code``, int32 rows ``(op, a, b, c, d, e, f)``, and a two-level class
 table: the class bits of code point ``cp`` are ``stage2[stage1[cp >> 8] * 256 + (cp & 255)]``
 (``stage2[cp]`` below 256). The matcher runs on valid UTF-8 bytes, decoding a character where an
 instruction reads one. Instructions:
 
 - ``CHAR cp``, ``CLASS bit``: one character equal to ``cp`` / in the class;
-- ``RUN bit, min, max(-1: none), kind, memo``: a repetition of one class, greedy (takes the whole
-  run, then gives characters back one at a time), lazy (takes ``min``, then one more each time the
+- ``RUN bit, min, max(-1: none), kind, memo, follower``: a repetition of one class, greedy (takes
+  the whole run, then gives characters back one at a time; when what follows must start with a
+  character of class ``follower``, straight back to the last such character), lazy (takes ``min``, then one more each time the
   rest fails) or possessive (the whole run, never given back); one backtrack entry per run;
 - ``SPLIT x, y`` (try x, then y); ``SPLIT_GUARD x, y, bit``: the same when the character at the
   position is in the class (the first characters of branch x), else straight to y; ``JMP x``;
@@ -59,7 +60,7 @@ __all__ = [
     "SPLIT", "SPLIT_GUARD", "JMP", "ATOMIC", "ATOMIC_END", "LOOK", "LOOK_END", "ASSERT",
 ]
 
-# code: int32 (n, 6); stage1 int32; stage2 uint64; first: class bit of the first characters of a
+# code: int32 (n, 7); stage1 int32; stage2 uint64; first: class bit of the first characters of a
 # match (-1: any, or the pattern can match empty); memo_slots: entries of the failure memo.
 RegexProgram = namedtuple("RegexProgram", ("code", "stage1", "stage2", "first", "memo_slots"))
 
@@ -358,6 +359,16 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
                                 memo[slot, 1] = stack[sp, 5]
                             continue
                         p = _previous(buf, p)
+                        follower = code[stack[sp, 1], 6]
+                        if follower >= 0:  # what follows must start with a character of this class
+                            while p > stack[sp, 3] and _in_class(buf, p, stop, follower, stage1, stage2) == 0:
+                                p = _previous(buf, p)
+                            if _in_class(buf, p, stop, follower, stage1, stage2) == 0:  # nowhere: the run failed
+                                slot = code[stack[sp, 1], 5]
+                                if slot >= 0:
+                                    memo[slot, 0] = stack[sp, 4]
+                                    memo[slot, 1] = stack[sp, 5]
+                                continue
                         stack[sp, 2] = p
                         pc = stack[sp, 1] + 1
                         cur = p
