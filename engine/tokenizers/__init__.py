@@ -23,6 +23,7 @@ from engine.tokenizers.byte_bpe import ByteBpeTokenizer, ByteBpeTrainer
 from engine.tokenizers.interop import load_hf_tokenizer_json, load_tiktoken, save_hf_tokenizer_json, save_tiktoken
 from engine.tokenizers.loading import load_tokenizer
 from engine.tokenizers.pretokenize import pretokenize, pretokenize_bytes
+from engine.tokenizers.regex import Regex, compile_regex
 from engine.tokenizers.char import CharTokenizer
 from engine.tokenizers.word import WordTokenizer
 
@@ -32,8 +33,10 @@ __all__ = [
     "ByteBpeTokenizer",
     "ByteBpeTrainer",
     "CharTokenizer",
+    "Regex",
     "Tokenizer",
     "WordTokenizer",
+    "compile_regex",
     "fit_tokenizer",
     "load_tokenizer",
     "load_hf_tokenizer_json",
