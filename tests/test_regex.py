@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import TokenizerError
-from engine.kernels.regex_vm import regex_pretokenize_ends
+from engine.kernels.regex_vm import regex_final_piece_ends, regex_pretokenize_ends
 from engine.tokenizers.pretokenize import PATTERNS, TIKTOKEN_SPELLINGS, canonical_pattern, pretokenize_bytes
 from engine.tokenizers.regex import compile_regex
 from tests.naive_regex import naive_find_spans, naive_onig_spans, naive_piece_ends
@@ -166,6 +166,20 @@ def test_real_patterns_on_corpora(name, shakespeare_text):
     ends = kernel_ends(compile_regex(pattern), text.encode())
     assert ends == regex_ends(pattern, text)
     assert ends == onig_ends(pattern, text)
+
+
+@pytest.mark.parametrize("name", list(REAL))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.text(alphabet=TRICKY, max_size=40), more=st.text(alphabet=TRICKY, max_size=20))
+def test_final_piece_ends_hold_for_any_continuation(name, text, more):
+    rx = compile_regex(REAL[name])
+    data = text.encode()
+    out = np.empty(len(data), dtype=np.int64)
+    count, final = regex_final_piece_ends(np.frombuffer(data, dtype=np.uint8), len(data), rx.program, out)
+    assert out[:count].tolist() == kernel_ends(rx, data) and 0 <= final <= count
+    assert out[:final].tolist() == kernel_ends(rx, (text + more).encode())[:final]
+    if final:
+        assert out[final - 1] < len(data)
 
 
 @pytest.mark.parametrize("name", ["gpt2", "cl100k", "o200k"])

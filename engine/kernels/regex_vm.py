@@ -56,8 +56,8 @@ import numpy as np
 from engine.kernels import kernel
 
 __all__ = [
-    "RegexProgram", "find_matches", "regex_piece_ends", "regex_pretokenize_ends", "MATCH", "CHAR", "CLASS", "RUN",
-    "SPLIT", "SPLIT_GUARD", "JMP", "ATOMIC", "ATOMIC_END", "LOOK", "LOOK_END", "ASSERT",
+    "RegexProgram", "find_matches", "regex_piece_ends", "regex_pretokenize_ends", "regex_final_piece_ends",
+    "MATCH", "CHAR", "CLASS", "RUN", "SPLIT", "SPLIT_GUARD", "JMP", "ATOMIC", "ATOMIC_END", "LOOK", "LOOK_END", "ASSERT",
 ]
 
 # code: int32 (n, 7); stage1 int32; stage2 uint64; first: class bit of the first characters of a
@@ -148,8 +148,11 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
     be empty, or -1); mode 1 writes piece ends into ``out_ends[at:]`` as Oniguruma's iterator cuts;
     mode 2 writes the matches Oniguruma's iterator yields into ``out_spans[at:]``.
     Stops after ``limit`` entries; returns (new at, True if ``stack`` overflowed: nothing was written
-    for the search that overflowed)."""
+    for the search that overflowed, final): ``final`` is the ``at`` before the first search that
+    looked at the end of the text (reached ``stop``), or -1 if none did: the entries before it are
+    those of any longer text that starts the same way (see ``regex_final_piece_ends``)."""
     prev = pos
+    final = np.int64(-1)
     last_match_end = np.int64(-1)
     search_from = pos
     overflow = False
@@ -157,6 +160,7 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
         found = np.int64(-1)
         end = np.int64(-1)
         s = search_from
+        touched = False
         while s <= stop:  # the leftmost start with a match
             if first >= 0:  # a match needs a first character in class ``first``
                 while s < stop and _in_class(buf, s, stop, first, stage1, stage2) == 0:
@@ -164,6 +168,7 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
                     while s < stop and (buf[s] & 0xC0) == 0x80:
                         s += 1
                 if s >= stop:
+                    touched = True
                     break
             # -- run the program at s: end = the match end, or -1
             end = np.int64(-1)
@@ -173,6 +178,8 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
             dead = False
             while True:
                 op = code[pc, 0]
+                if cur >= stop:
+                    touched = True
                 ok = True
                 if op == CHAR:
                     ok = False
@@ -202,6 +209,8 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
                                 break
                             p += width
                             count += 1
+                        if p >= stop:
+                            touched = True
                         if count < low:
                             ok = False
                             if slot >= 0:
@@ -232,6 +241,8 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
                             count += 1
                             if count == low:
                                 at_min = p
+                        if p >= stop:
+                            touched = True
                         if count < low:
                             ok = False
                             if slot >= 0:
@@ -382,6 +393,8 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
                         width = 0
                         if high < 0 or count < high:
                             width = _in_class(buf, p, stop, code[run_pc, 1], stage1, stage2)
+                            if p >= stop:
+                                touched = True
                         if width == 0:
                             slot = stack[sp, 5]
                             if slot >= 0 and high < 0:
@@ -408,7 +421,7 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
                 if dead:
                     break
             if overflow:
-                return at, True
+                return at, True, final
             if end >= 0:
                 found = s
                 break
@@ -417,6 +430,8 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
             s += 1
             while s < stop and (buf[s] & 0xC0) == 0x80:
                 s += 1
+        if touched and final < 0:
+            final = at
         if found < 0:
             break
         if mode == 0:
@@ -445,7 +460,7 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
             at += 1
             prev = found
             if at >= limit:
-                return at, False
+                return at, False, final
         if end > found:
             out_ends[at] = end
             at += 1
@@ -455,7 +470,7 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
     if mode == 1 and prev < stop and at < limit:
         out_ends[at] = stop
         at += 1
-    return at, False
+    return at, False, final
 
 
 @kernel
@@ -473,7 +488,7 @@ def find_matches(buf, start, stop, program, out, oniguruma):
     stack, memo = new_scratch(program)
     dummy = np.empty(0, dtype=np.int64)
     mode = 2 if oniguruma else 0
-    count, overflow = _scan(buf, start, stop, start, np.int64(-1), program.code, program.stage1, program.stage2,
+    count, overflow, _ = _scan(buf, start, stop, start, np.int64(-1), program.code, program.stage1, program.stage2,
                             program.first, stack, memo, mode, out, dummy, np.int64(0), np.int64(out.shape[0]))
     while overflow:  # go on after the last match with a bigger stack
         stack = np.empty((4 * stack.shape[0], 6), dtype=np.int64)
@@ -482,7 +497,7 @@ def find_matches(buf, start, stop, program, out, oniguruma):
             pos = out[count - 1, 1]
             if out[count - 1, 0] == pos and not oniguruma:
                 forbid = pos
-        count, overflow = _scan(buf, start, stop, pos, forbid, program.code, program.stage1, program.stage2,
+        count, overflow, _ = _scan(buf, start, stop, pos, forbid, program.code, program.stage1, program.stage2,
                                 program.first, stack, memo, mode, out, dummy, count, np.int64(out.shape[0]))
     return count
 
@@ -503,12 +518,33 @@ def regex_piece_ends(buf, start, stop, pos, program, out_ends, at, limit):
     stack, memo = new_scratch(program)
     dummy = np.empty((0, 2), dtype=np.int64)
     first_at = at
-    at, overflow = _scan(buf, start, stop, pos, np.int64(-1), program.code, program.stage1, program.stage2,
-                         program.first, stack, memo, 1, dummy, out_ends, at, limit)
+    at, overflow, _ = _scan(buf, start, stop, pos, np.int64(-1), program.code, program.stage1, program.stage2,
+                            program.first, stack, memo, 1, dummy, out_ends, at, limit)
     while overflow:  # go on from the last end written with a bigger stack
         stack = np.empty((4 * stack.shape[0], 6), dtype=np.int64)
         if at > first_at:
             pos = out_ends[at - 1]
-        at, overflow = _scan(buf, start, stop, pos, np.int64(-1), program.code, program.stage1, program.stage2,
-                             program.first, stack, memo, 1, dummy, out_ends, at, limit)
+        at, overflow, _ = _scan(buf, start, stop, pos, np.int64(-1), program.code, program.stage1, program.stage2,
+                                program.first, stack, memo, 1, dummy, out_ends, at, limit)
     return at
+
+
+@kernel
+def regex_final_piece_ends(buf, stop, program, out_ends):
+    """``(count, final)``: the piece ends of ``buf[:stop]`` into ``out_ends`` (``stop`` entries), and how many
+    of them are final: every search that gave them read only characters before ``stop``, so a
+    longer text that starts with ``buf[:stop]`` has the same first ``final`` piece ends (where a
+    long document may be cut, for a program without the anchors that look behind a position)."""
+    stack, memo = new_scratch(program)
+    dummy = np.empty((0, 2), dtype=np.int64)
+    limit = np.int64(out_ends.shape[0])
+    at, overflow, final = _scan(buf, 0, stop, 0, np.int64(-1), program.code, program.stage1, program.stage2,
+                                program.first, stack, memo, 1, dummy, out_ends, np.int64(0), limit)
+    while overflow:
+        stack = np.empty((4 * stack.shape[0], 6), dtype=np.int64)
+        pos = out_ends[at - 1] if at > 0 else np.int64(0)
+        at, overflow, more = _scan(buf, 0, stop, pos, np.int64(-1), program.code, program.stage1, program.stage2,
+                                   program.first, stack, memo, 1, dummy, out_ends, at, limit)
+        if final < 0:
+            final = more
+    return at, (at if final < 0 else final)
