@@ -16,9 +16,10 @@ then encodes the corpus once; the row shows the fastest of those runs (``*_media
 median). tiktoken keeps no cache across calls; its runs get the same warm-up. Engine and the peer
 are timed in turns.
 
-The "own regex" row is a tiktoken rank file (the same vocabulary) with a pre-tokenizer regex that
-has no hand-written scanner, Llama 3's (``LLAMA3``): engine runs its compiled regex
-(``engine.tokenizers.regex``), tiktoken the same ``pat_str``.
+The "own regex" row is a tiktoken rank file with a pre-tokenizer regex that has no hand-written
+scanner, Llama 3's (``LLAMA3``), its ranks trained with that regex on the same corpus and size (as
+a model's file is): engine runs its compiled regex (``engine.tokenizers.regex``), tiktoken the
+same ``pat_str``.
 
 Rows report seconds for engine and the peer and ``ratio = peer_s / engine_s`` (above 1: engine
 is faster), except the long-piece row, whose ratio is time("a" * 1e6) / time("a" * 1e5), and the
@@ -73,21 +74,22 @@ def unseen(tokenizer, warmup: list[str], threads: int = 1):
     return setup
 
 
-def trained_tokenizer(texts, vocab_size: int, tag: str):
-    """The engine tokenizer for this corpus and size: from bench/.cache, else trained now."""
+def trained_tokenizer(texts, vocab_size: int, tag: str, pattern: str = "gpt2"):
+    """The engine tokenizer for this corpus, size and pre-tokenizer: from bench/.cache, else trained now."""
     from engine.tokenizers.loading import load_tokenizer
     from engine.tokenizers.byte_bpe import ByteBpeTrainer
 
-    path = CACHE / f"stdlib-{tag}-{vocab_size}.json"
+    path = CACHE / (f"stdlib-{tag}-{vocab_size}.json" if pattern == "gpt2" else f"stdlib-{tag}-{vocab_size}-llama3.json")
     if path.exists():
         return load_tokenizer(path)
-    tokenizer = ByteBpeTrainer(vocab_size=vocab_size, tie_break="hf").train(texts)
+    tokenizer = ByteBpeTrainer(vocab_size=vocab_size, tie_break="hf", pattern=pattern).train(texts)
     tokenizer.save(path)
     return tokenizer
 
 
 def own_regex_row(tokenizer, texts, megabytes, warmup, repeat, timed_row) -> None:
-    """The tiktoken file of ``tokenizer`` with Llama 3's regex, engine against tiktoken (one thread, unseen text)."""
+    """A tiktoken file with its own regex: ranks trained with Llama 3's regex (``tokenizer``), encoded
+    with it by engine and by tiktoken (one thread, unseen text)."""
     import tiktoken
 
     from engine.tokenizers.interop import load_tiktoken, save_tiktoken
@@ -156,7 +158,8 @@ def _rows(quick: bool) -> list[dict]:
             if corpus is texts:
                 engine_one = min(ours)
             timed_row(f"encode {name} once, 1 thread", ours, "tiktoken encode_ordinary", theirs, at_least=5)
-        own_regex_row(tokenizer, texts, megabytes, shakespeare, repeat, timed_row)
+        own_regex_row(trained_tokenizer(texts, vocab_size, "quick" if quick else "full", LLAMA3), texts, megabytes,
+                      shakespeare, repeat, timed_row)
         if enc.encode_ordinary_batch(texts, num_threads=threads) != ids:
             raise RuntimeError("tiktoken batch ids differ from engine ids")
         ours, theirs = runs_interleaved(

@@ -53,7 +53,7 @@ def _run(t: _Text, pc: int, pos: int, until: int | None, ok):
     """Run from (pc, pos) to the end instruction ``until`` (an ATOMIC_END / LOOK_END pc) or to MATCH;
     calls ``ok(pos, pc_after)`` there and returns its result (None = fail, back up)."""
     while True:
-        op, a, b, c, d, _ = t.code[pc]
+        op, a, b, c, d = t.code[pc][:5]
         if pc == until:
             return ok(pos, pc)
         if op == MATCH:
@@ -179,8 +179,8 @@ def naive_find_spans(program, data: bytes) -> list[tuple[int, int]]:
     return out
 
 
-def naive_piece_ends(program, data: bytes) -> list[int]:
-    """Oniguruma's iterator (the ``onig`` crate's ``find_iter``) as Hugging Face's ``Split`` cuts with it."""
+def naive_onig_spans(program, data: bytes) -> list[tuple[int, int]]:
+    """The matches of Oniguruma's iterator (the ``onig`` crate's ``find_iter``, which Hugging Face's ``Split`` uses)."""
     matches, last_end, last_match_end = [], 0, None
     while last_end <= len(data):
         s, e = _search(program, data, 0, len(data), last_end, -1)
@@ -193,6 +193,12 @@ def naive_piece_ends(program, data: bytes) -> list[int]:
             continue
         last_end = last_match_end = e
         matches.append((s, e))
+    return matches
+
+
+def naive_piece_ends(program, data: bytes) -> list[int]:
+    """Piece ends of Hugging Face's ``Split`` (Isolated): every match start and end."""
+    matches = naive_onig_spans(program, data)
     ends, prev = [], 0
     for s, e in matches:
         if s > prev:

@@ -124,16 +124,29 @@ def test_load_tokenizer_takes_a_regex_for_a_tiktoken_file(trained, tmp_path):
                           ).pattern == "gpt2"  # tiktoken's spelling of GPT-2's pattern: the fast path
 
 
-def test_long_documents_are_encoded_whole(trained, monkeypatch):
-    """A regex has no known safe cut, so a long document is one span: ids as if encoded at once."""
+@pytest.mark.parametrize("looks_back", [False, True])
+def test_long_documents_are_cut_where_pieces_are_final(trained, monkeypatch, looks_back, shakespeare_text):
+    """Spans end at final piece ends (a regex with \\b is never cut): ids as if encoded at once."""
     import engine.tokenizers.streaming as streaming
 
-    _, tok = trained
-    text = "".join(ADVERSARIAL) * 3
+    pattern, tok = trained
+    if looks_back:
+        tok = ByteBpeTokenizer(tok.tokens, merges=tok.merges, specials=tok.specials, pattern=r"\b\w+\b|\W+")
+    text = shakespeare_text[:30_000] + "".join(ADVERSARIAL)
     whole = tok.encode(text)
+    calls = []
+    real = tok._encode_span
     monkeypatch.setattr(streaming, "STREAM_CHARS", 1000)
+    monkeypatch.setattr(tok, "_encode_span", lambda *args: calls.append(1) or real(*args))
     values, offsets = tok.encode_documents([text, "short"], ["long", "s"])
     assert values[offsets[0] + 1:offsets[1] - 1].tolist() == whole.tolist()
+    assert (len(calls) == 1) if looks_back else (len(calls) > 20)
+    trainer = ByteBpeTrainer(merges=5, pattern=tok.pattern)
+    spans = [span for batch in streaming.training_batches(trainer, [[text]]) for span in batch]
+    assert "".join(spans) == text and (len(spans) == 1) == looks_back
+    words, counts = trainer.count_types(spans)
+    whole_words, whole_counts = trainer.count_types([text])
+    assert words == whole_words and counts.tolist() == whole_counts.tolist()
 
 
 def test_regex_equal_to_a_named_pattern_is_that_name():
@@ -164,6 +177,18 @@ def test_cli_train_import_and_prepare_take_a_regex(tmp_path, shakespeare_text):
                                        "--merges", "5", "--pattern", r"(?<=a)b", "--out", str(tmp_path / "x.json")])
     assert result.exit_code == 2
     assert "--pattern: lookbehind at offset 0 of the regex '(?<=a)b'" in result.output
+    from engine.pipeline import default_corpus_paths
+
+    bundled, splits = default_corpus_paths()
+    result = CliRunner().invoke(main, ["prepare", str(bundled), "--splits", str(splits), "--tokenizer", "byte-bpe",
+                                       "--vocab-size", "300", "--pattern", QWEN2, "--out", str(tmp_path / "o"),
+                                       "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert load_tokenizer(tmp_path / "o" / "tokenizer.json").pattern == QWEN2
+    result = CliRunner().invoke(main, ["prepare", str(bundled), "--splits", str(splits), "--tokenizer", "byte-bpe",
+                                       "--pattern", "[a", "--out", str(tmp_path / "p"), "--quiet"])
+    assert result.exit_code == 2
+    assert "--pattern: an unterminated class '[' at offset 0 of the regex '[a'" in result.output
 
 
 def test_prepare_with_a_regex_equals_the_trainer_by_hand(tmp_path):

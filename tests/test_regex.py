@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import TokenizerError
-from engine.kernels.regex_vm import regex_pretokenize_ends
+from engine.kernels.regex_vm import regex_final_piece_ends, regex_pretokenize_ends
 from engine.tokenizers.pretokenize import PATTERNS, TIKTOKEN_SPELLINGS, canonical_pattern, pretokenize_bytes
 from engine.tokenizers.regex import compile_regex
-from tests.naive_regex import naive_find_spans, naive_piece_ends
+from tests.naive_regex import naive_find_spans, naive_onig_spans, naive_piece_ends
 
 hf_tokenizers = pytest.importorskip("tokenizers", reason="needs the test extra (pip install -e '.[test]')")
 
@@ -50,7 +50,8 @@ CONSTRUCTS = [
     "\\u00e9|\\x41", "\\p{Lu}+", "\\p{Ll}+", "\\p{Lt}", "\\p{Lm}", "\\p{Lo}+", "\\p{M}+", "\\p{N}+", "\\p{Nd}+",
     "\\p{P}+", "\\p{S}+", "\\p{Z}+", "\\P{L}+", "\\p{^L}+", "[^\\P{L}a]+", "\\p{Han}+", "\\p{Hiragana}+",
     "\\p{Katakana}+", "\\p{Hangul}+", "\\p{Latin}+", "\\p{Greek}|\\p{Cyrillic}", "a*", "a+?", "a??b", "a{2}",
-    "a{2,}", "a{1,3}", "a{,2}b", "(?:ab){1,2}?", "(?:ab){2,}", "a*?b", "a?+a", "a++", "a*+b", "(?>a|ab)c",
+    "a{2,}", "(?i)ab|c", "x|(?i)ab|c",
+    "a{1,3}", "a{,2}b", "(?:ab){1,2}?", "(?:ab){2,}", "a*?b", "a?+a", "a++", "a*+b", "(?>a|ab)c",
     "(?>ab|a)c", "a(?=b)", "a(?!b)", "\\w+(?=\\s)", "(?=a)\\w+", "^a", "a$", "^\\s+|\\s+$", "\\Aa", "\\b\\w+\\b",
     "\\B\\w", ".+", ".", "x*|ab", "(?:a|b)*c", "(a)|b", "(?<name>a+)b", "(?P<x>a)", "[\\]a-]+", "\\.\\+\\*",
     "{", "a{x}",
@@ -58,12 +59,17 @@ CONSTRUCTS = [
 ]
 
 
+def byte_offsets(text: str) -> np.ndarray:
+    """UTF-8 byte offset of each character offset of ``text`` (len(text) + 1 entries)."""
+    cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    widths = 1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000)
+    return np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+
+
 def byte_spans(pattern: str, text: str) -> list[tuple[int, int]]:
     """``regex.finditer`` spans in UTF-8 bytes (``^``/``$`` as Oniguruma means them: MULTILINE)."""
-    out = []
-    for m in regex.finditer(pattern, text, flags=regex.MULTILINE):
-        out.append((len(text[:m.start()].encode()), len(text[:m.end()].encode())))
-    return out
+    at = byte_offsets(text).tolist()
+    return [(at[m.start()], at[m.end()]) for m in regex.finditer(pattern, text, flags=regex.MULTILINE)]
 
 
 def kernel_ends(rx, data: bytes) -> list[int]:
@@ -106,6 +112,10 @@ def test_construct_equals_regex_module_and_twin(construct, text):
     assert [tuple(s) for s in rx.find_spans(data).tolist()] == want
     assert naive_find_spans(rx.program, data) == want
     assert kernel_ends(rx, data) == naive_piece_ends(rx.program, data)
+    onig = [tuple(s) for s in rx.find_spans(data, iteration="oniguruma").tolist()]
+    assert onig == naive_onig_spans(rx.program, data)
+    if not any(s == e for s, e in want):  # without empty matches both iterations agree
+        assert onig == want
 
 
 # Oniguruma takes these as the regex module does; \w and \b are left out (they differ, see the module).
@@ -125,6 +135,9 @@ def test_empty_matches_finditer_and_oniguruma_differ_as_documented():
     assert rx.find_spans(b"ab").tolist() == [[0, 0], [0, 2], [2, 2]]  # regex: then a non-empty match at 0
     assert kernel_ends(rx, b"ab") == [1, 2] == onig_ends("x*|ab", "ab")  # Oniguruma: skips one character
     assert compile_regex("(?:)|x").find_spans(b"xx").tolist() == [[0, 0], [0, 1], [1, 1], [1, 2], [2, 2]]
+    assert rx.find_spans(b"ab", iteration="oniguruma").tolist() == [[0, 0], [1, 1], [2, 2]]
+    with pytest.raises(TokenizerError, match="iteration='pcre'"):
+        rx.find_spans(b"ab", iteration="pcre")
 
 
 @pytest.mark.parametrize("name", list(REAL))
@@ -153,6 +166,20 @@ def test_real_patterns_on_corpora(name, shakespeare_text):
     ends = kernel_ends(compile_regex(pattern), text.encode())
     assert ends == regex_ends(pattern, text)
     assert ends == onig_ends(pattern, text)
+
+
+@pytest.mark.parametrize("name", list(REAL))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.text(alphabet=TRICKY, max_size=40), more=st.text(alphabet=TRICKY, max_size=20))
+def test_final_piece_ends_hold_for_any_continuation(name, text, more):
+    rx = compile_regex(REAL[name])
+    data = text.encode()
+    out = np.empty(len(data), dtype=np.int64)
+    count, final = regex_final_piece_ends(np.frombuffer(data, dtype=np.uint8), len(data), rx.program, out)
+    assert out[:count].tolist() == kernel_ends(rx, data) and 0 <= final <= count
+    assert out[:final].tolist() == kernel_ends(rx, (text + more).encode())[:final]
+    if final:
+        assert out[final - 1] < len(data)
 
 
 @pytest.mark.parametrize("name", ["gpt2", "cl100k", "o200k"])
@@ -184,6 +211,7 @@ def test_spellings_of_named_patterns_take_the_fast_path():
     ("(a)\\1", "a backreference at offset 3"),
     ("\\k<x>", "named backreference"),
     ("(?m)a", "inline flags (?m) at offset 0"),
+    ("ab(?i)c|d", "an inline flag group (?i) after the start of a branch (use (?i:...)) at offset 2"),
     ("(?s:a)", "the inline flags (?s: at offset 0"),
     ("a\\Z", "\\Z (end or before a final newline) at offset 1"),
     ("\\Ga", "\\G at offset 0"),

@@ -16,6 +16,10 @@ and backtracking behaviour by hand:
   ``cased_word``). ``\\s*[\\r\\n]+`` ends where ``\\s*[\\r\\n]`` does, after the last
   ``\\r``/``\\n`` of the run.
 
+``scan_document`` is the entry the encoder and trainer call for any pattern: the scanners above for
+the named patterns, or the compiled-regex matcher (``engine.kernels.regex_vm``) for a
+``RegexProgram`` (each is its own Numba type, so the named patterns' kernels stay as they were).
+
 Input is valid UTF-8 (from ``str.encode``); classes come from ``unicode_tables`` (uint8 flags per
 code point). Cost: one pass over the bytes, O(1) per byte plus one lookahead per whitespace run.
 """

@@ -1,13 +1,14 @@
 """A backtracking matcher for compiled pre-tokenizer regexes (``engine.tokenizers.regex`` compiles them).
 
-A program (``RegexProgram``) is ``code``, int32 rows ``(op, a, b, c, d, e)``, and a two-level class
+A program (``RegexProgram``) is ``code``, int32 rows ``(op, a, b, c, d, e, f)``, and a two-level class
 table: the class bits of code point ``cp`` are ``stage2[stage1[cp >> 8] * 256 + (cp & 255)]``
 (``stage2[cp]`` below 256). The matcher runs on valid UTF-8 bytes, decoding a character where an
 instruction reads one. Instructions:
 
 - ``CHAR cp``, ``CLASS bit``: one character equal to ``cp`` / in the class;
-- ``RUN bit, min, max(-1: none), kind, memo``: a repetition of one class, greedy (takes the whole
-  run, then gives characters back one at a time), lazy (takes ``min``, then one more each time the
+- ``RUN bit, min, max(-1: none), kind, memo, follower``: a repetition of one class, greedy (takes
+  the whole run, then gives characters back one at a time; when what follows must start with a
+  character of class ``follower``, straight back to the last such character), lazy (takes ``min``, then one more each time the
   rest fails) or possessive (the whole run, never given back); one backtrack entry per run;
 - ``SPLIT x, y`` (try x, then y); ``SPLIT_GUARD x, y, bit``: the same when the character at the
   position is in the class (the first characters of branch x), else straight to y; ``JMP x``;
@@ -15,8 +16,8 @@ instruction reads one. Instructions:
 - ``LOOK negative, after`` ... ``LOOK_END``: lookahead; the body runs from the position, then the
   entries made inside are dropped and the match goes on at ``after`` from the saved position (or,
   for a negative one, fails; a failed body makes it go on);
-- ``ASSERT kind``: ``^`` (start or after ``\\n``), ``$`` (end or before ``\\n``), ``\\A``, ``\\z``,
-  ``\\b``, ``\\B`` (word characters: class bit ``e`` of the instruction... see ``WORD_BIT``);
+- ``ASSERT kind, bit``: ``^`` (start or after ``\\n``), ``$`` (end or before ``\\n``), ``\\A``,
+  ``\\z``, ``\\b``, ``\\B`` (``bit``: the class of word characters);
 - ``MATCH``.
 
 Semantics are leftmost-first: at each start position the alternatives and repetitions are tried in
@@ -25,6 +26,10 @@ priority order and the first path that reaches ``MATCH`` wins. Two iterations ov
 - ``find_matches`` (``Regex.find_spans``) is the ``regex`` module's ``finditer``: after an empty
   match at p the next search starts at p but may not end there empty; after a non-empty match
   ending at p an empty match at p is allowed.
+- ``find_matches(..., oniguruma=True)`` is Oniguruma's iterator (the ``onig`` crate's
+  ``find_iter``, which Hugging Face's ``Split`` uses): an empty match right where the previous match
+  ended is skipped and the search goes on one character further; after an empty match at p nothing
+  non-empty is looked for at p.
 - ``regex_piece_ends`` (the pre-tokenizer: Hugging Face's ``Split`` with the ``Isolated``
   behaviour, over Oniguruma's iterator) cuts the text at every match start and end, so the pieces
   are the matches and the text between them; an empty match right where the previous match ended
@@ -51,19 +56,17 @@ import numpy as np
 from engine.kernels import kernel
 
 __all__ = [
-    "RegexProgram", "find_matches", "regex_piece_ends", "regex_pretokenize_ends", "MATCH", "CHAR", "CLASS", "RUN",
-    "SPLIT", "SPLIT_GUARD", "JMP", "ATOMIC", "ATOMIC_END", "LOOK", "LOOK_END", "ASSERT",
+    "RegexProgram", "find_matches", "regex_piece_ends", "regex_pretokenize_ends", "regex_final_piece_ends",
+    "MATCH", "CHAR", "CLASS", "RUN", "SPLIT", "SPLIT_GUARD", "JMP", "ATOMIC", "ATOMIC_END", "LOOK", "LOOK_END", "ASSERT",
 ]
 
-# code: int32 (n, 6); stage1 int32; stage2 uint64; first: class bit of the first characters of a
+# code: int32 (n, 7); stage1 int32; stage2 uint64; first: class bit of the first characters of a
 # match (-1: any, or the pattern can match empty); memo_slots: entries of the failure memo.
-# ``word`` is not stored: \b and \B carry their class bit in the instruction.
 RegexProgram = namedtuple("RegexProgram", ("code", "stage1", "stage2", "first", "memo_slots"))
 
 MATCH, CHAR, CLASS, RUN, SPLIT, SPLIT_GUARD, JMP, ATOMIC, ATOMIC_END, LOOK, LOOK_END, ASSERT = range(12)
 RUN_GREEDY, RUN_LAZY, RUN_POSSESSIVE = 0, 1, 2
 A_BOL, A_EOL, A_BOS, A_EOS, A_WORDB, A_NWORDB = range(6)
-WORD_BIT = -1  # placeholder name for the docs: \b's class bit is in column b of its ASSERT row
 
 # Backtrack entries: (type, pc, a, b, c, d)
 BT_PC, BT_GREEDY, BT_LAZY, BT_POSSESSIVE, BT_ATOMIC, BT_LOOK = range(6)
@@ -142,10 +145,14 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
 
     Searches ``buf[start:stop]`` from ``pos``; ``mode`` 0 writes the matches ``[s, e)`` into
     ``out_spans[at:]`` as ``finditer`` iterates (``forbid``: the position where the next match may not
-    be empty, or -1); mode 1 writes piece ends into ``out_ends[at:]`` as Oniguruma's iterator cuts.
+    be empty, or -1); mode 1 writes piece ends into ``out_ends[at:]`` as Oniguruma's iterator cuts;
+    mode 2 writes the matches Oniguruma's iterator yields into ``out_spans[at:]``.
     Stops after ``limit`` entries; returns (new at, True if ``stack`` overflowed: nothing was written
-    for the search that overflowed)."""
+    for the search that overflowed, final): ``final`` is the ``at`` before the first search that
+    looked at the end of the text (reached ``stop``), or -1 if none did: the entries before it are
+    those of any longer text that starts the same way (see ``regex_final_piece_ends``)."""
     prev = pos
+    final = np.int64(-1)
     last_match_end = np.int64(-1)
     search_from = pos
     overflow = False
@@ -153,6 +160,7 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
         found = np.int64(-1)
         end = np.int64(-1)
         s = search_from
+        touched = False
         while s <= stop:  # the leftmost start with a match
             if first >= 0:  # a match needs a first character in class ``first``
                 while s < stop and _in_class(buf, s, stop, first, stage1, stage2) == 0:
@@ -160,6 +168,7 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
                     while s < stop and (buf[s] & 0xC0) == 0x80:
                         s += 1
                 if s >= stop:
+                    touched = True
                     break
             # -- run the program at s: end = the match end, or -1
             end = np.int64(-1)
@@ -169,6 +178,8 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
             dead = False
             while True:
                 op = code[pc, 0]
+                if cur >= stop:
+                    touched = True
                 ok = True
                 if op == CHAR:
                     ok = False
@@ -198,6 +209,8 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
                                 break
                             p += width
                             count += 1
+                        if p >= stop:
+                            touched = True
                         if count < low:
                             ok = False
                             if slot >= 0:
@@ -228,6 +241,8 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
                             count += 1
                             if count == low:
                                 at_min = p
+                        if p >= stop:
+                            touched = True
                         if count < low:
                             ok = False
                             if slot >= 0:
@@ -355,6 +370,16 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
                                 memo[slot, 1] = stack[sp, 5]
                             continue
                         p = _previous(buf, p)
+                        follower = code[stack[sp, 1], 6]
+                        if follower >= 0:  # what follows must start with a character of this class
+                            while p > stack[sp, 3] and _in_class(buf, p, stop, follower, stage1, stage2) == 0:
+                                p = _previous(buf, p)
+                            if _in_class(buf, p, stop, follower, stage1, stage2) == 0:  # nowhere: the run failed
+                                slot = code[stack[sp, 1], 5]
+                                if slot >= 0:
+                                    memo[slot, 0] = stack[sp, 4]
+                                    memo[slot, 1] = stack[sp, 5]
+                                continue
                         stack[sp, 2] = p
                         pc = stack[sp, 1] + 1
                         cur = p
@@ -368,6 +393,8 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
                         width = 0
                         if high < 0 or count < high:
                             width = _in_class(buf, p, stop, code[run_pc, 1], stage1, stage2)
+                            if p >= stop:
+                                touched = True
                         if width == 0:
                             slot = stack[sp, 5]
                             if slot >= 0 and high < 0:
@@ -394,7 +421,7 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
                 if dead:
                     break
             if overflow:
-                return at, True
+                return at, True, final
             if end >= 0:
                 found = s
                 break
@@ -403,6 +430,8 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
             s += 1
             while s < stop and (buf[s] & 0xC0) == 0x80:
                 s += 1
+        if touched and final < 0:
+            final = at
         if found < 0:
             break
         if mode == 0:
@@ -419,12 +448,19 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
             while search_from < stop and (buf[search_from] & 0xC0) == 0x80:
                 search_from += 1
             continue
+        if mode == 2:
+            out_spans[at, 0] = found
+            out_spans[at, 1] = end
+            at += 1
+            last_match_end = end
+            search_from = end
+            continue
         if found > prev:
             out_ends[at] = found
             at += 1
             prev = found
             if at >= limit:
-                return at, False
+                return at, False, final
         if end > found:
             out_ends[at] = end
             at += 1
@@ -434,7 +470,7 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
     if mode == 1 and prev < stop and at < limit:
         out_ends[at] = stop
         at += 1
-    return at, False
+    return at, False, final
 
 
 @kernel
@@ -445,21 +481,24 @@ def new_scratch(program):
 
 
 @kernel
-def find_matches(buf, start, stop, program, out):
+def find_matches(buf, start, stop, program, out, oniguruma):
     """Write the ``[start, end)`` of every match in ``buf[start:stop]`` into ``out`` (int64 (k, 2), at least
-    ``2 * (stop - start) + 2`` rows), as the ``regex`` module's ``finditer`` iterates; returns k."""
+    ``2 * (stop - start) + 2`` rows), as the ``regex`` module's ``finditer`` iterates (``oniguruma``:
+    as Oniguruma's iterator does, empty matches included); returns k."""
     stack, memo = new_scratch(program)
     dummy = np.empty(0, dtype=np.int64)
-    count, overflow = _scan(buf, start, stop, start, np.int64(-1), program.code, program.stage1, program.stage2,
-                            program.first, stack, memo, 0, out, dummy, np.int64(0), np.int64(out.shape[0]))
+    mode = 2 if oniguruma else 0
+    count, overflow, _ = _scan(buf, start, stop, start, np.int64(-1), program.code, program.stage1, program.stage2,
+                            program.first, stack, memo, mode, out, dummy, np.int64(0), np.int64(out.shape[0]))
     while overflow:  # go on after the last match with a bigger stack
         stack = np.empty((4 * stack.shape[0], 6), dtype=np.int64)
         pos, forbid = start, np.int64(-1)
         if count > 0:
             pos = out[count - 1, 1]
-            forbid = pos if out[count - 1, 0] == pos else np.int64(-1)
-        count, overflow = _scan(buf, start, stop, pos, forbid, program.code, program.stage1, program.stage2,
-                                program.first, stack, memo, 0, out, dummy, count, np.int64(out.shape[0]))
+            if out[count - 1, 0] == pos and not oniguruma:
+                forbid = pos
+        count, overflow, _ = _scan(buf, start, stop, pos, forbid, program.code, program.stage1, program.stage2,
+                                program.first, stack, memo, mode, out, dummy, count, np.int64(out.shape[0]))
     return count
 
 
@@ -479,12 +518,33 @@ def regex_piece_ends(buf, start, stop, pos, program, out_ends, at, limit):
     stack, memo = new_scratch(program)
     dummy = np.empty((0, 2), dtype=np.int64)
     first_at = at
-    at, overflow = _scan(buf, start, stop, pos, np.int64(-1), program.code, program.stage1, program.stage2,
-                         program.first, stack, memo, 1, dummy, out_ends, at, limit)
+    at, overflow, _ = _scan(buf, start, stop, pos, np.int64(-1), program.code, program.stage1, program.stage2,
+                            program.first, stack, memo, 1, dummy, out_ends, at, limit)
     while overflow:  # go on from the last end written with a bigger stack
         stack = np.empty((4 * stack.shape[0], 6), dtype=np.int64)
         if at > first_at:
             pos = out_ends[at - 1]
-        at, overflow = _scan(buf, start, stop, pos, np.int64(-1), program.code, program.stage1, program.stage2,
-                             program.first, stack, memo, 1, dummy, out_ends, at, limit)
+        at, overflow, _ = _scan(buf, start, stop, pos, np.int64(-1), program.code, program.stage1, program.stage2,
+                                program.first, stack, memo, 1, dummy, out_ends, at, limit)
     return at
+
+
+@kernel
+def regex_final_piece_ends(buf, stop, program, out_ends):
+    """``(count, final)``: the piece ends of ``buf[:stop]`` into ``out_ends`` (``stop`` entries), and how many
+    of them are final: every search that gave them read only characters before ``stop``, so a
+    longer text that starts with ``buf[:stop]`` has the same first ``final`` piece ends (where a
+    long document may be cut, for a program without the anchors that look behind a position)."""
+    stack, memo = new_scratch(program)
+    dummy = np.empty((0, 2), dtype=np.int64)
+    limit = np.int64(out_ends.shape[0])
+    at, overflow, final = _scan(buf, 0, stop, 0, np.int64(-1), program.code, program.stage1, program.stage2,
+                                program.first, stack, memo, 1, dummy, out_ends, np.int64(0), limit)
+    while overflow:
+        stack = np.empty((4 * stack.shape[0], 6), dtype=np.int64)
+        pos = out_ends[at - 1] if at > 0 else np.int64(0)
+        at, overflow, more = _scan(buf, 0, stop, pos, np.int64(-1), program.code, program.stage1, program.stage2,
+                                   program.first, stack, memo, 1, dummy, out_ends, at, limit)
+        if final < 0:
+            final = more
+    return at, (at if final < 0 else final)

@@ -27,6 +27,7 @@ from engine.tokenizers.hf_pipeline import HfBpeTokenizer, encode_with_specials
 from engine.tokenizers.interop import load_hf_tokenizer_json, load_tiktoken, save_hf_tokenizer_json, save_tiktoken
 from engine.tokenizers.loading import load_tokenizer
 from engine.tokenizers.pretokenize import pretokenize, pretokenize_bytes
+from engine.tokenizers.regex import Regex, compile_regex
 from engine.tokenizers.char import CharTokenizer
 from engine.tokenizers.word import WordTokenizer
 
@@ -37,8 +38,10 @@ __all__ = [
     "ByteBpeTrainer",
     "CharTokenizer",
     "HfBpeTokenizer",
+    "Regex",
     "Tokenizer",
     "WordTokenizer",
+    "compile_regex",
     "encode_with_specials",
     "fit_tokenizer",
     "load_tokenizer",

@@ -82,7 +82,7 @@ class _Compiler:
         if len(self.code) >= MAX_PROGRAM:
             raise self.parser.error(f"a program of more than {MAX_PROGRAM} instructions (large bounded repetitions "
                                     "of groups)", 0)
-        self.code.append([op, a, b, c, d, e])
+        self.code.append([op, a, b, c, d, e, -1])
         return len(self.code) - 1
 
     def compile(self, node, top: bool) -> None:
@@ -168,12 +168,14 @@ class _Compiler:
         self.code[at][1], self.code[at][2] = (out, body) if lazy else (body, out)
 
 
-def _possessify(code: list[list[int]], masks: list[np.ndarray]) -> None:
+def _possessify(code: list[list[int]], masks: list[np.ndarray], class_bit) -> None:
     """Make greedy ``RUN`` s possessive where giving characters back can never help (fewer backtrack
     entries; the same matches): when what follows always succeeds (``JMP`` s, then runs that may be
     empty, then ``MATCH``; a match then ends at the run's end, and had it been empty there was
     nothing to give back), or when what follows must first consume a character the run's class
-    cannot hold (the position after a given-back character holds one of the run's own)."""
+    cannot hold (the position after a given-back character holds one of the run's own). Other
+    greedy runs get their follower (column 6): the class bit (``class_bit(mask)``) of the character
+    what follows must start with, when it must consume one, else -1 (see ``regex_vm``)."""
     def follow(pc):
         while code[pc][0] == JMP:
             pc = code[pc][1]
@@ -190,22 +192,31 @@ def _possessify(code: list[list[int]], masks: list[np.ndarray]) -> None:
             return False
         return False
 
-    def must_consume_outside(pc, mask):
+    def first_consumed(pc):
+        """Mask of the character the instruction at ``pc`` must consume first, or None."""
         pc = follow(pc)
         op = code[pc][0]
         if op == CHAR:
-            return not mask[code[pc][1]]
+            mask = np.zeros(MAX_CP, dtype=bool)
+            mask[code[pc][1]] = True
+            return mask
         if op == CLASS or (op == RUN and code[pc][2] >= 1):
-            return not (masks[code[pc][1]] & mask).any()
-        return False
+            return masks[code[pc][1]]
+        return None
 
     for pc, row in enumerate(code):
         if row[0] != RUN or row[4] != RUN_GREEDY:
             continue
         if always_succeeds(pc + 1):
             row[4], row[5] = RUN_POSSESSIVE, -1  # never fails after it: nothing to remember either
-        elif must_consume_outside(pc + 1, masks[row[1]]):
+            continue
+        follower = first_consumed(pc + 1)
+        if follower is None:
+            continue
+        if not (follower & masks[row[1]]).any():
             row[4] = RUN_POSSESSIVE
+        else:
+            row[6] = class_bit(follower, optional=True)
 
 
 def _class_tables(masks: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -246,9 +257,9 @@ class Regex:
         compiler.emit(MATCH)
         first = None if nullable(tree) else first_set(tree)
         first_bit = -1 if first is None else compiler.class_bit(first, optional=True)
-        _possessify(compiler.code, compiler.masks)
+        _possessify(compiler.code, compiler.masks, compiler.class_bit)
         stage1, stage2 = _class_tables(compiler.masks)
-        code = np.array(compiler.code, dtype=np.int32).reshape(-1, 6)
+        code = np.array(compiler.code, dtype=np.int32).reshape(-1, 7)
         self.program = RegexProgram(code, stage1, stage2, np.int64(first_bit), np.int64(max(compiler.memo, 1)))
 
     def __reduce__(self):
@@ -264,12 +275,16 @@ class Regex:
     def __hash__(self) -> int:
         return hash(self.pattern)
 
-    def find_spans(self, data) -> np.ndarray:
+    def find_spans(self, data, *, iteration: str = "regex") -> np.ndarray:
         """Byte ``[start, end)`` (int64, shape (k, 2)) of the matches of valid UTF-8 ``data`` (bytes or a
-        1-d uint8 array), as ``regex.finditer(pattern, text)`` gives them, empty matches included."""
+        1-d uint8 array), as ``regex.finditer(pattern, text)`` gives them, empty matches included.
+        ``iteration="oniguruma"``: as Oniguruma's iterator (Hugging Face's ``Split``) gives them; the
+        two differ only around empty matches (``engine.kernels.regex_vm``)."""
+        if iteration not in ("regex", "oniguruma"):
+            raise TokenizerError(f"find_spans: iteration={iteration!r} (expected 'regex' or 'oniguruma')")
         buf = _as_buffer(data)
         out = np.empty((2 * buf.shape[0] + 2, 2), dtype=np.int64)
-        count = find_matches(buf, 0, buf.shape[0], self.program, out)
+        count = find_matches(buf, 0, buf.shape[0], self.program, out, iteration == "oniguruma")
         return out[:count].copy()
 
 

@@ -170,6 +170,9 @@ class Parser:
             if c == "(" and self.p.startswith("(?", self.i):
                 flags = self.inline_flags()
                 if flags is not None:
+                    if items:  # Oniguruma: /ab(?i)c|d/ is /ab(?i:c|d)/; the regex module reads it otherwise
+                        raise self.error("an inline flag group (?i) after the start of a branch (use (?i:...))",
+                                         start)
                     icase = flags
                     continue
             atom, literal = self.atom(icase)

@@ -14,8 +14,10 @@ Safe places:
 - character tokenizer: anywhere;
 - word split (word tokenizer, classic BPE): after any character that is not a word character (it is
   a piece of its own);
-- byte-level pre-tokenizer given as a regex (none of the named ones): nowhere, the document is
-  encoded whole (a cut is safe only where no match can run across it, which depends on the regex);
+- byte-level pre-tokenizer given as a regex (none of the named ones): the last piece end before
+  which no search of the matcher looked at the end of the window (``regex_final_piece_ends``): the
+  pieces before it are those of the whole text; nowhere for a regex with ``^``, ``\\A``, ``\\b`` or
+  ``\\B`` (a span would start a new text there), whose documents are encoded whole;
 - byte-level pre-tokenizers (gpt2, cl100k, o200k): a piece end ``c`` with at least
   ``SPAN_MARGIN_BYTES`` bytes of the window after it, where the characters on both sides of ``c``
   belong to no common run of any pattern (``safe_piece_end``): a letter, number or other character
@@ -39,7 +41,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from engine.kernels.pretokenize import pretokenize_ends
-from engine.kernels.regex_vm import RegexProgram
+from engine.kernels.regex_vm import (ASSERT, A_BOL, A_BOS, A_NWORDB, A_WORDB, RegexProgram,
+                                     regex_final_piece_ends)
 from engine.tokenizers.pretokenize import utf8_bytes
 from engine.tokenizers.unicode_tables import CR_LF, LETTER, LOWER, NUMBER, SPACE, UPPER, code_point_classes
 
@@ -192,17 +195,31 @@ def fit_texts(trainer, texts: Iterable[str]) -> Iterator[str]:
 def byte_level_span(window: str, pos: int, document_id: str | None, final: bool, pattern: int
                     ) -> tuple[int, np.ndarray | None]:
     """(characters of ``window`` to encode on their own, their UTF-8 bytes) under a byte-level pattern."""
-    if isinstance(pattern, RegexProgram) and not final:
-        return 0, None  # no safe cut: the window grows to the whole document
     data = np.frombuffer(utf8_bytes(window, document_id, shift=pos), dtype=np.uint8)
     if final:
         return len(window), data
+    if isinstance(pattern, RegexProgram):
+        return _regex_span(data, pattern)
     limit = data.shape[0] - SPAN_MARGIN_BYTES
     if limit <= 0:
         return 0, None
     ends = np.empty(data.shape[0], dtype=np.int64)
     count = pretokenize_ends(data, np.array([0, data.shape[0]], dtype=np.int64), code_point_classes(), pattern, ends)
     cut = safe_piece_end(data, ends[:count], limit)
+    return int(np.count_nonzero((data[:cut] & 0xC0) != 0x80)), data[:cut]
+
+
+def _regex_span(data: np.ndarray, program) -> tuple[int, np.ndarray | None]:
+    """A compiled regex: cut at the last final piece end (``regex_vm.regex_final_piece_ends``); none
+    (0) for a program with an anchor that looks behind a position (``^``, ``\\A``, ``\\b``, ``\\B``)."""
+    looks_back = (program.code[:, 0] == ASSERT) & np.isin(program.code[:, 1], [A_BOL, A_BOS, A_WORDB, A_NWORDB])
+    if looks_back.any():
+        return 0, None
+    ends = np.empty(data.shape[0], dtype=np.int64)
+    count, final = regex_final_piece_ends(data, data.shape[0], program, ends)
+    if final == 0:
+        return 0, None
+    cut = int(ends[final - 1])
     return int(np.count_nonzero((data[:cut] & 0xC0) != 0x80)), data[:cut]
 
 
