@@ -14,7 +14,9 @@ import sys
 from engine.kernels.regex_vm import (ASSERT, ATOMIC, ATOMIC_END, A_BOL, A_BOS, A_EOL, A_EOS, A_WORDB, CHAR, CLASS, JMP,
                                      LOOK, MATCH, RUN, RUN_GREEDY, RUN_LAZY, SPLIT, SPLIT_GUARD)
 
-sys.setrecursionlimit(100000)
+# The twin recurses once per choice; the deeper limit is raised only while it runs (raised for the whole
+# session, it let json's C decoder recurse into a segmentation fault on deeply nested test input).
+_DEPTH = 100000
 
 
 class _Text:
@@ -146,7 +148,12 @@ def naive_match(program, data: bytes, start: int, stop: int, pos: int, forbid_em
 
     def ok(q, pc):
         return None if forbid_empty and q == pos else q
-    r = _run(t, 0, pos, None, ok)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, _DEPTH))
+    try:
+        r = _run(t, 0, pos, None, ok)
+    finally:
+        sys.setrecursionlimit(limit)
     return -1 if r is None else r
 
 
