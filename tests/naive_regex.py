@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from engine.kernels.regex_vm import (ASSERT, ATOMIC, ATOMIC_END, A_BOL, A_BOS, A_EOL, A_EOS, A_WORDB, CHAR, CLASS, JMP,
-                                     LOOK, MATCH, RUN, RUN_GREEDY, RUN_LAZY, SPLIT, SPLIT_GUARD)
+                                     LOOK, MATCH, RUN, RUN_GREEDY, RUN_LAZY, SPLIT, SPLIT_GUARD, SPLIT_GUARD2)
 
 # The twin recurses once per choice; the deeper limit is raised only while it runs (raised for the whole
 # session, it let json's C decoder recurse into a segmentation fault on deeply nested test input).
@@ -74,10 +74,15 @@ def _run(t: _Text, pc: int, pos: int, until: int | None, ok):
             pc += 1
         elif op == JMP:
             pc = a
-        elif op in (SPLIT, SPLIT_GUARD):
+        elif op in (SPLIT, SPLIT_GUARD, SPLIT_GUARD2):
             if op == SPLIT_GUARD and not t.in_class(pos, c):
                 pc = b
                 continue
+            if op == SPLIT_GUARD2 and not t.in_class(pos, c):
+                w = t.in_class(pos, d)
+                if not w or not t.in_class(pos + w, c):
+                    pc = b
+                    continue
             r = _run(t, a, pos, until, ok)
             if r is not None:
                 return r

@@ -11,7 +11,9 @@ instruction reads one. Instructions:
   character of class ``follower``, straight back to the last such character), lazy (takes ``min``, then one more each time the
   rest fails) or possessive (the whole run, never given back); one backtrack entry per run;
 - ``SPLIT x, y`` (try x, then y); ``SPLIT_GUARD x, y, bit``: the same when the character at the
-  position is in the class (the first characters of branch x), else straight to y; ``JMP x``;
+  position is in the class (the first characters of branch x), else straight to y; ``SPLIT_GUARD2
+  x, y, bit, optional``: for a branch ``[optional]?[bit]...``, the same when the character is in
+  ``bit``, or in ``optional`` with the next one in ``bit``; ``JMP x``;
 - ``ATOMIC`` ... ``ATOMIC_END``: on reaching the end, the backtrack entries made inside are dropped;
 - ``LOOK negative, after`` ... ``LOOK_END``: lookahead; the body runs from the position, then the
   entries made inside are dropped and the match goes on at ``after`` from the saved position (or,
@@ -57,14 +59,14 @@ from engine.kernels import kernel
 
 __all__ = [
     "RegexProgram", "find_matches", "regex_piece_ends", "regex_pretokenize_ends", "regex_final_piece_ends",
-    "MATCH", "CHAR", "CLASS", "RUN", "SPLIT", "SPLIT_GUARD", "JMP", "ATOMIC", "ATOMIC_END", "LOOK", "LOOK_END", "ASSERT",
+    "MATCH", "CHAR", "CLASS", "RUN", "SPLIT_GUARD2", "SPLIT_GUARD", "JMP", "ATOMIC", "ATOMIC_END", "LOOK", "LOOK_END", "ASSERT",
 ]
 
 # code: int32 (n, 7); stage1 int32; stage2 uint64; first: class bit of the first characters of a
 # match (-1: any, or the pattern can match empty); memo_slots: entries of the failure memo.
 RegexProgram = namedtuple("RegexProgram", ("code", "stage1", "stage2", "first", "memo_slots"))
 
-MATCH, CHAR, CLASS, RUN, SPLIT, SPLIT_GUARD, JMP, ATOMIC, ATOMIC_END, LOOK, LOOK_END, ASSERT = range(12)
+MATCH, CHAR, CLASS, RUN, SPLIT, SPLIT_GUARD, JMP, ATOMIC, ATOMIC_END, LOOK, LOOK_END, ASSERT, SPLIT_GUARD2 = range(13)
 RUN_GREEDY, RUN_LAZY, RUN_POSSESSIVE = 0, 1, 2
 A_BOL, A_EOL, A_BOS, A_EOS, A_WORDB, A_NWORDB = range(6)
 
@@ -286,6 +288,29 @@ def _scan(buf, start, stop, pos, forbid, code, stage1, stage2, first, stack, mem
                     pc = code[pc, 1]
                 elif op == SPLIT_GUARD:
                     if _in_class(buf, cur, stop, code[pc, 3], stage1, stage2) > 0:
+                        if sp >= stack.shape[0]:
+                            overflow = True
+                            break
+                        stack[sp, 0] = BT_PC
+                        stack[sp, 1] = code[pc, 2]
+                        stack[sp, 2] = cur
+                        sp += 1
+                        pc = code[pc, 1]
+                    else:
+                        pc = code[pc, 2]
+                elif op == SPLIT_GUARD2:
+                    take = False
+                    if cur < stop:
+                        cp, width = _decode(buf, cur)
+                        bits = _bits(cp, stage1, stage2)
+                        if (bits >> np.uint64(code[pc, 3])) & np.uint64(1):
+                            take = True
+                        elif (bits >> np.uint64(code[pc, 4])) & np.uint64(1):
+                            if cur + width >= stop:
+                                touched = True
+                            elif _in_class(buf, cur + width, stop, code[pc, 3], stage1, stage2) > 0:
+                                take = True
+                    if take:
                         if sp >= stack.shape[0]:
                             overflow = True
                             break

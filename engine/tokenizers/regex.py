@@ -44,7 +44,8 @@ import numpy as np
 
 from engine.errors import TokenizerError
 from engine.kernels.regex_vm import (ASSERT, ATOMIC, ATOMIC_END, A_NWORDB, A_WORDB, CHAR, CLASS, JMP, LOOK, LOOK_END,
-                                     MATCH, RUN, RUN_GREEDY, RUN_LAZY, RUN_POSSESSIVE, SPLIT, SPLIT_GUARD, RegexProgram,
+                                     MATCH, RUN, RUN_GREEDY, RUN_LAZY, RUN_POSSESSIVE, SPLIT, SPLIT_GUARD, SPLIT_GUARD2,
+                                     RegexProgram,
                                      find_matches)
 from engine.tokenizers.regex_syntax import MAX_CP, Parser, class_sets, escape_class, first_set, nullable
 
@@ -55,6 +56,21 @@ MAX_PROGRAM = 20000  # instructions (bounded repetitions of groups are copied)
 
 
 # -- compiler -------------------------------------------------------------------------------------
+
+
+def _optional_then(node):
+    """``(X, Y)`` masks when ``node`` starts with an optional character of class X then a mandatory one
+    of class Y (``X?Y...``, ``X?Y+...``), else ``(None, None)``: a two-character branch guard."""
+    if node[0] != "cat" or len(node[1]) < 2:
+        return None, None
+    head, second = node[1][0], node[1][1]
+    if not (head[0] == "rep" and head[1][0] == "set" and head[2] == 0 and head[3] == 1):
+        return None, None
+    if second[0] == "set":
+        return head[1][1], second[1]
+    if second[0] == "rep" and second[1][0] == "set" and second[2] >= 1:
+        return head[1][1], second[1][1]
+    return None, None
 
 
 class _Compiler:
@@ -108,7 +124,13 @@ class _Compiler:
                 if k < len(branches) - 1:
                     first = None if nullable(n) else first_set(n)
                     guard = -1 if first is None else self.class_bit(first, optional=True)
-                    split = self.emit(SPLIT_GUARD if guard >= 0 else SPLIT, 0, 0, guard)
+                    optional, then = _optional_then(n)
+                    if guard >= 0 and optional is not None:
+                        bits = (self.class_bit(then, optional=True), self.class_bit(optional, optional=True))
+                        split = self.emit(SPLIT_GUARD2, 0, 0, *bits) if min(bits) >= 0 else \
+                            self.emit(SPLIT_GUARD, 0, 0, guard)
+                    else:
+                        split = self.emit(SPLIT_GUARD if guard >= 0 else SPLIT, 0, 0, guard)
                     self.code[split][1] = len(self.code)
                     self.compile(n, top)
                     jumps.append(self.emit(JMP))
@@ -256,6 +278,8 @@ class Regex:
         compiler.compile(tree, True)
         compiler.emit(MATCH)
         first = None if nullable(tree) else first_set(tree)
+        if first is not None and first.all():
+            first = None  # any character may start a match: no first-character test
         first_bit = -1 if first is None else compiler.class_bit(first, optional=True)
         _possessify(compiler.code, compiler.masks, compiler.class_bit)
         stage1, stage2 = _class_tables(compiler.masks)
