@@ -35,10 +35,9 @@ def _rows(quick: bool) -> list[dict]:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from engine.tokenizers.hf_pipeline import HfBpeTokenizer
-    from tests.naive_byte_bpe import stdlib_texts
-    from tests.naive_hf import build_family, install_regex_double
+    from hf_families import build_family
+    from peers_byte_bpe import stdlib_texts
 
-    install_regex_double()  # a no-op where engine.tokenizers.regex exists
     texts, train, size = [], [], 0
     for text in stdlib_texts():
         size += len(text.encode())

@@ -49,6 +49,7 @@ from typing import Iterator
 
 import numpy as np
 
+from engine.checks import parse_json
 from engine.errors import ConfigurationError, StoreError
 from engine.kernels.export import gather_documents
 from engine.megatron import dtype_for_vocabulary, index_bytes, megatron_paths
@@ -130,7 +131,7 @@ def _marker_problem(marker: Path, kind: str, names: list[str]) -> str | None:
     if not marker.exists():
         return f"no {marker.name} beside it"
     try:
-        data = json.loads(marker.read_text(encoding="utf-8"))
+        data = parse_json(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         return f"{marker.name} is not readable JSON ({type(exc).__name__})"
     if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:

@@ -384,9 +384,10 @@ class PrepareOptions:
         """The tokenizer file's tokenizer (only when ``fit`` is None), wrapping documents with the
         tokens ``wrapper_names`` names (a Hugging Face tokenizer.json takes any of its special tokens;
         other files keep their own)."""
-        from engine.tokenizers.interop import load_hf_tokenizer_json
+        from engine.tokenizers.hf_pipeline import load_hf_file
 
-        tok = load_tokenizer(self.tokenizer_file, pattern=self.pattern)
+        source = Path(self.tokenizer) if Path(self.tokenizer).is_dir() else self.tokenizer_file  # a folder: its config too
+        tok = load_tokenizer(source, pattern=self.pattern)
         bos, eos = self.wrapper_names()
         bos = bos or ""
         if not bos and not eos:
@@ -399,6 +400,6 @@ class PrepareOptions:
                                      f"wrappers ({tok.bos!r}/{tok.eos!r}); only a Hugging Face tokenizer.json takes "
                                      "others (--bos none works with any file)")
         notes = tok.notes
-        tok = load_hf_tokenizer_json(self.tokenizer_file, bos=wanted_bos, eos=wanted_eos)
+        tok = load_hf_file(source, bos=wanted_bos, eos=wanted_eos)
         tok.notes = notes
         return tok

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from engine.checks import parse_json
 from engine.errors import ConfigurationError, CorpusError
 
 __all__ = ["ChatTemplate", "ChatTemplateError", "load_chat_template", "read_tokenizer_config", "SENTINEL"]
@@ -223,7 +224,7 @@ def _plain(messages: list[dict]) -> list[dict]:
 
 def read_tokenizer_config(path: Path) -> dict:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = parse_json(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigurationError(f"{path}: cannot read ({exc.strerror})") from None
     except (ValueError, UnicodeDecodeError) as exc:

@@ -32,12 +32,12 @@ Each shard has a *name*: a file's own name for a single file, its POSIX path rel
 from __future__ import annotations
 
 import glob
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from engine.checks import parse_json
 from engine.corpus.compressed import COMPRESSIONS, without_compression
 from engine.errors import ConfigurationError, CorpusError
 from engine.store_files import LOCK_SUFFIX, MANIFEST_NAME, STORE_NAME
@@ -187,7 +187,7 @@ def _dataset_shards(root: Path) -> CorpusShards | None:
     if not state_path.is_file():
         return None
     try:
-        state = json.loads(state_path.read_text(encoding="utf-8"))
+        state = parse_json(state_path.read_text(encoding="utf-8"))
         names = [entry["filename"] for entry in state["_data_files"]]
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
         return None  # a state.json of something else: the folder is read by its files

@@ -258,7 +258,7 @@ def regex_matches(buf, ends, program):
     start = np.int64(0)
     for p in range(n):
         stop = ends[p]
-        k = find_matches(buf, start, stop, program, out[count:])
+        k = find_matches(buf, start, stop, program, out[count:], True)  # Oniguruma's iteration, as Split
         for j in range(count, count + k):
             pieces[j] = p
         count += k

@@ -45,6 +45,7 @@ from typing import Sequence
 
 import numpy as np
 
+from engine.checks import JSONLimitError, parse_json
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache, self_merging_tokens
 from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces
@@ -426,9 +427,9 @@ def read_model_folder(path: Path) -> tuple[Path, dict]:
         if not file.is_file():
             continue
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise TokenizerError(f"{file}: not valid JSON ({exc})") from None
+            data = parse_json(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError and JSONLimitError
+            raise TokenizerError(f"{file}: not valid JSON or past engine's limits ({exc})") from None
         if not isinstance(data, dict):
             raise TokenizerError(f"{file}: expected a JSON object")
         for key in _CONFIG_KEYS:
@@ -446,9 +447,11 @@ def load_hf_pipeline(path: str | os.PathLike, *, bos: str | None = None, eos: st
     if path.is_dir():
         path, config = read_model_folder(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise TokenizerError(f"{path}: cannot read tokenizer.json: {exc.strerror}") from None
+    except JSONLimitError as exc:
+        raise TokenizerError(f"{path}: tokenizer file is JSON past engine's limits: {exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TokenizerError(f"{path}: not valid JSON ({exc})") from None
     if isinstance(data, dict) and isinstance(data.get("model"), dict):
@@ -465,8 +468,8 @@ def load_hf_file(path: str | os.PathLike, *, bos: str | None = None, eos: str | 
     path = Path(path)
     if not path.is_dir():
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            data = parse_json(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):  # named by load_hf_pipeline below
             data = None
         added = data.get("added_tokens") if isinstance(data, dict) else None
         if isinstance(added, list) and all(isinstance(t, dict) and t.get("special") for t in added):
