@@ -194,5 +194,9 @@ with torch.no_grad():
         if token == end:
             break
         ids = torch.cat([ids, torch.tensor([[token]])], dim=1)
-answer = tokenizer.decode_bytes(ids[0, prompt_length:].numpy())
-print(f"user: {question[0]['content']}\nassistant: {answer.decode('utf-8', 'replace')}")
+generated = ids[0, prompt_length:].numpy()
+if hasattr(tokenizer, "decode_bytes"):  # byte-level: a character the model cut short is replaced
+    answer = tokenizer.decode_bytes(generated).decode("utf-8", "replace")
+else:
+    answer = tokenizer.decode(generated)
+print(f"user: {question[0]['content']}\nassistant: {answer}")

@@ -102,6 +102,10 @@ class Tokenizer(ABC):
         """Content ids of ``text`` as a uint32 array, without BOS/EOS."""
         return self._encode(check_text(text, self.kind), None)
 
+    def encode_batch(self, texts: Sequence[str], *, threads: int = 1) -> list[np.ndarray]:
+        """``[encode(t) for t in texts]`` (kinds with a batched kernel override it; ``threads`` is theirs)."""
+        return [self.encode(text) for text in texts]
+
     def encode_document(self, text: str, document_id: str | None = None) -> np.ndarray:
         """``[BOS, content..., EOS]`` as uint32; an empty text gives ``[BOS, EOS]``."""
         content = self._encode(check_text(text, self.kind, document_id), document_id)
