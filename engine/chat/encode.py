@@ -268,6 +268,7 @@ def resolve_wrappers(tokenizer, config: dict | None, bos: str | None, eos: str |
     specials = dict(getattr(tokenizer, "specials", {}) or {})
     out: list = []
     for name, given, own in (("bos", bos, getattr(tokenizer, "bos", None)), ("eos", eos, getattr(tokenizer, "eos", None))):
+        own = own if own in specials else None  # a kind without special-token strings wraps with none
         if given is None:
             key = f"{name}_token"
             given = _token_string(config.get(key)) if config is not None and key in config else own

@@ -62,6 +62,10 @@ class Tokenizer(ABC):
 
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
+    #: The names of the wrapping tokens (the kinds engine fits: ``<bos>`` = 0, ``<eos>`` = 1; imported
+    #: kinds set their file's).
+    bos: str | None = BOS_TOKEN
+    eos: str | None = EOS_TOKEN
     #: What loading decided on the user's behalf (e.g. an added ``<|endoftext|>``); reports print it.
     notes: tuple[str, ...] = ()
 
