@@ -216,15 +216,15 @@ def _batched(documents: Iterable[Document], size: int, chars: int | None) -> Ite
 
 
 def check_columns_apply(path: str | os.PathLike, text_column: str = TEXT_COLUMN, id_column: str | None = None,
-                        corpus_format: str | None = None) -> None:
+                        corpus_format: str | None = None, *, shards: CorpusShards | None = None) -> None:
     """ConfigurationError when columns other than the defaults are named for a corpus that has none
-    (a folder of text files, one continuous text)."""
+    (a folder of text files, one continuous text). ``shards``: the corpus's, when already listed."""
     _check_columns(text_column, id_column)
     if text_column == TEXT_COLUMN and id_column is None:
         return
     path = Path(path)
     continuous = corpus_format is None and is_continuous_text(path)
-    if continuous or corpus_shards(path, corpus_format).kind == "folder":
+    if continuous or (shards or corpus_shards(path, corpus_format)).kind == "folder":
         kind = "a continuous .txt text" if continuous else "a folder of text files"
         raise ConfigurationError(
             f"{path}: text_column/id_column apply to JSONL, Parquet and Arrow corpora, not {kind} "
@@ -261,7 +261,7 @@ def open_corpus(
     ``exclude``: paths a folder corpus (or a folder of shards) leaves out.
     """
     shards = corpus_shards(path, corpus_format, exclude=exclude)
-    check_columns_apply(path, text_column, id_column, corpus_format)
+    check_columns_apply(path, text_column, id_column, corpus_format, shards=shards)  # the folder walked once
     return read_shards(shards, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
                        text_column=text_column, id_column=id_column, batch_documents=batch_documents,
                        batch_chars=batch_chars, report=report, long_lines=long_lines, exclude=exclude)

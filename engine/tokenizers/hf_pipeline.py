@@ -440,14 +440,16 @@ def read_model_folder(path: Path) -> tuple[Path, dict]:
 
 
 def load_hf_pipeline(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None,
-                     match_special: bool = False) -> HfBpeTokenizer:
-    """Read a ``tokenizer.json`` with a BPE model, or a model folder holding one."""
+                     match_special: bool = False, data: object = None) -> HfBpeTokenizer:
+    """Read a ``tokenizer.json`` with a BPE model, or a model folder holding one (``data``: the file's
+    parsed JSON, when the caller has it already)."""
     path = Path(path)
     config: dict = {}
     if path.is_dir():
         path, config = read_model_folder(path)
     try:
-        data = parse_json(path.read_text(encoding="utf-8"))
+        if data is None:
+            data = parse_json(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise TokenizerError(f"{path}: cannot read tokenizer.json: {exc.strerror}") from None
     except JSONLimitError as exc:
@@ -461,23 +463,25 @@ def load_hf_pipeline(path: str | os.PathLike, *, bos: str | None = None, eos: st
     return HfBpeTokenizer(data, config=config, bos=bos, eos=eos, match_special=match_special, source=str(path))
 
 
-def load_hf_file(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None) -> Tokenizer:
+def load_hf_file(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None,
+                 data: object = None) -> Tokenizer:
     """A ``tokenizer.json`` (or model folder) as an engine tokenizer: a byte-level BPE file that
     ``interop.load_hf_tokenizer_json`` reads (GPT-2's shape, every added token special) stays a
     ``ByteBpeTokenizer``; every other file, and every model folder, is an ``HfBpeTokenizer``."""
     path = Path(path)
     if not path.is_dir():
-        try:
-            data = parse_json(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):  # named by load_hf_pipeline below
-            data = None
+        if data is None:  # parsed once here (a caller that parsed it passes data), not again below
+            try:
+                data = parse_json(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, ValueError):  # named by load_hf_pipeline below
+                data = None
         added = data.get("added_tokens") if isinstance(data, dict) else None
         if isinstance(added, list) and all(isinstance(t, dict) and t.get("special") for t in added):
             try:
                 return load_hf_tokenizer_json(path, bos=bos, eos=eos)
             except TokenizerError:
                 pass
-    return load_hf_pipeline(path, bos=bos, eos=eos)
+    return load_hf_pipeline(path, bos=bos, eos=eos, data=None if path.is_dir() else data)
 
 
 def encode_with_specials(tokenizer: Tokenizer, text: str) -> np.ndarray:

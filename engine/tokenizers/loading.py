@@ -69,7 +69,7 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
                              "tokenizer.json), a SentencePiece .model file or a tiktoken rank file "
                              "('<base64 token> <rank>' lines)") from None
     if isinstance(obj, dict) and "model" in obj and "format" not in obj:
-        tok = load_hf_file(path)
+        tok = load_hf_file(path, data=obj)
     else:
         tok = tokenizer_from_json(obj, str(path))
     return _check_pattern(tok, pattern, path)
