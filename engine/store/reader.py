@@ -572,7 +572,9 @@ def check_output_set(out_dir: Path, manifest: dict) -> None:
     """StoreError unless the ``prepare`` output folder ``out_dir`` is one run's: its ``report.json``
     and ``tokenizer.json`` (when present) name the tokenizer hash of ``store/``'s manifest, and the
     report its document counts. ``prepare`` renames the store, then ``tokenizer.json``, then
-    ``report.json``: a run killed between those renames is told apart from a complete one here."""
+    ``report.json``: a run killed between those renames is told apart from a complete one here, by the
+    report alone when there is one (renamed last, it vouches for the tokenizer file, which would be
+    costly to parse on every open when it is large)."""
     expected = manifest["tokenizer"]["hash"]
     report_file, tokenizer_file = out_dir / "report.json", out_dir / "tokenizer.json"
     interrupted = ("a run of `engine prepare` that replaced this output was interrupted between its renames; "
@@ -588,7 +590,7 @@ def check_output_set(out_dir: Path, manifest: dict) -> None:
                                        for name, split in manifest["splits"].items()):
             raise StoreError(f"{report_file}: describes another run than {out_dir / STORE_NAME} (tokenizer "
                              f"{str(recorded)[:12]}, the store's {expected[:12]}): {interrupted}")
-    if tokenizer_file.is_file():
+    elif tokenizer_file.is_file():  # renamed before the report: a report that agrees vouches for it (no parse)
         saved = read_json(tokenizer_file, StoreError, missing="missing", what="tokenizer file")
         if isinstance(saved, dict) and saved.get("format") == "engine.tokenizer" and saved.get("hash") != expected:
             raise StoreError(f"{tokenizer_file}: is not the tokenizer of {out_dir / STORE_NAME} (hash "
