@@ -6,11 +6,14 @@ documents, reports and stores equal those of reading every line whole."""
 import io
 import json
 import random
+import tracemalloc
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import engine.corpus.long_lines as long_lines
 import engine.tokenizers.streaming as streaming
@@ -297,3 +300,51 @@ def test_a_text_of_escaped_backslashes_is_cut_in_parts(tmp_path, monkeypatch, ru
     assert all(text is not None for _, text in parts)
     assert "".join(text for _, text in parts) == run
     assert len(parts) > len(body) // 128 and max(len(text) for _, text in parts) <= 64
+
+
+def naive_body_end(data: bytes, i: int) -> int:
+    """Where a JSON string body starting at ``data[i]`` stops, byte by byte: an escape takes two bytes."""
+    while i < len(data):
+        c = data[i]
+        if c in b'"\n':
+            return i
+        if c == 0x5C:
+            if i + 1 == len(data):
+                return i  # the escape's second byte is in the next block
+            if data[i + 1] == 0x0A:
+                return i + 1  # a backslash before a newline: the line is malformed at the newline
+            i += 2
+            continue
+        i += 1
+    return i
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([b"a", b"\\", b'"', b"\n", b"u", b"\xc3\xa9"]), max_size=40),
+       st.integers(min_value=0, max_value=3))
+def test_the_end_of_a_string_body_is_that_of_a_byte_walk(atoms, start):
+    data = b"".join(atoms)
+    start = min(start, len(data))
+    while start and data[start - 1] == 0x5C:  # a body never starts inside an escape
+        start -= 1
+    assert long_lines._body_end(data, start) == naive_body_end(data, start)
+
+
+def test_a_line_of_dense_escapes_is_scanned_in_memory_that_does_not_grow_with_them(tmp_path):
+    """A long text with an escape every few bytes: the scan finds the string's end with ``bytes.find``
+    (a regex with a repeated group held a backtracking entry per escape: ~110 MB per 8 MB block)."""
+    body = ('ab\\n' * 3_000_000).encode()  # 12 MB, an escape every 4 bytes
+    line = b'{"id": "d", "text": "' + body + b'", "n": 1}\n'
+    fh = io.BytesIO(line)
+    fh.read(8)
+    tracemalloc.start()
+    try:
+        skeleton, longs, end = long_lines._scan(fh, 0, line[:8])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert end == len(line) and len(longs) == 1
+    (start, stop), = longs.values()
+    assert line[start:stop] == body
+    assert json.loads(skeleton, strict=False)["n"] == 1
+    assert peak < 4 * long_lines._BLOCK_BYTES  # the blocks, never a structure per escape

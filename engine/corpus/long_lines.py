@@ -46,7 +46,6 @@ PART_BYTES = 1 << 22
 _BLOCK_BYTES = 1 << 23
 
 _OUTSIDE = re.compile(rb'[^"\n]*')  # outside strings: up to a quote or the line's end
-_BODY = re.compile(rb'[^"\\\n]*(?:\\[^\n][^"\\\n]*)*')  # a string's body: up to its closing quote
 
 
 class LongText:
@@ -203,6 +202,38 @@ def _measured(path: Path, start: int, end: int, where: str, *, escaped: bool) ->
     return LongText(path, start, end, chars, utf8_bytes, where, escaped=escaped)
 
 
+def _body_end(data: bytes, i: int) -> int:
+    """Where the string body starting at ``data[i]`` (``i``: not inside an escape) stops in ``data``:
+    its closing quote, a newline (the line is malformed), or where ``data`` ends: its end, or the
+    last byte when that is a backslash that starts an escape (the next block holds the rest). A
+    quote closes the string when an even run of backslashes stands before it (a character an escape
+    takes is a backslash, a letter or a hex digit, never a quote). Searches with ``bytes.find``:
+    time and memory do not grow with the number of escapes."""
+    n = len(data)
+    while True:
+        quote = data.find(b'"', i)
+        newline = data.find(b"\n", i, n if quote < 0 else quote)
+        if newline >= 0:
+            return newline  # a newline before the closing quote
+        if quote < 0:
+            return n - (n - _run_start(data, i, n)) % 2
+        if (quote - _run_start(data, i, quote)) % 2 == 0:
+            return quote
+        i = quote + 1
+
+
+def _run_start(data: bytes, low: int, end: int) -> int:
+    """The first of the backslashes that end ``data[low:end]`` (one C scan per window doubling)."""
+    width = 64
+    while True:
+        start = max(low, end - width)
+        window = data[start:end]
+        kept = len(window.rstrip(b"\\"))
+        if kept > 0 or start == low:
+            return start + kept
+        width *= 4
+
+
 def _scan(fh, line_start: int, head: bytes) -> tuple[bytes, dict[str, tuple[int, int]], int] | None:
     """The skeleton of the line (long string bodies replaced by markers), each marker's body
     ``[start, end)`` in the file, and the offset after the line; None where the line is malformed
@@ -232,13 +263,13 @@ def _scan(fh, line_start: int, head: bytes) -> tuple[bytes, dict[str, tuple[int,
         i += 1
         body_start, body = base + i, bytearray()
         while True:
-            e = _BODY.match(data, i).end()
+            e = _body_end(data, i)
             if body is not None:
                 body += data[i:e]
                 if len(body) > LONG_STRING_BYTES:
                     body = None
             i = e
-            if i == len(data) or (i == len(data) - 1 and data[i] == 0x5C):
+            if i == len(data) or data[i] == 0x5C:  # an escape cut by the block's end: read on
                 if not more():
                     return None  # the file ends inside a string
                 continue
