@@ -17,11 +17,14 @@ from hypothesis import strategies as st
 
 import engine.corpus.long_lines as long_lines
 import engine.tokenizers.streaming as streaming
+from engine.chat.records import detect_format
 from engine.corpus.readers import iter_jsonl
 from engine.errors import CorpusError
+from engine.kernels.json_numbers import INVALID, number_array
 from engine.store import TokenStore, TokenStoreWriter
 from engine.store.layout import TOKENS_TYPE
 from engine.store.long_rows import write_long_row
+from tests.naive import naive_number_array
 
 # JSON's escapes (quote, backslash, control characters, \u2028), characters of 2-4 UTF-8 bytes
 # (a surrogate pair when escaped), NUL and plain words.
@@ -339,7 +342,7 @@ def test_a_line_of_dense_escapes_is_scanned_in_memory_that_does_not_grow_with_th
     fh.read(8)
     tracemalloc.start()
     try:
-        skeleton, longs, end = long_lines._scan(fh, 0, line[:8])
+        skeleton, longs, end = long_lines.scan_line(fh, 0, line[:8])
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -348,3 +351,84 @@ def test_a_line_of_dense_escapes_is_scanned_in_memory_that_does_not_grow_with_th
     assert line[start:stop] == body
     assert json.loads(skeleton, strict=False)["n"] == 1
     assert peak < 4 * long_lines._BLOCK_BYTES  # the blocks, never a structure per escape
+
+
+NUMBER_ATOMS = [b"1", b"0", b"7", b"-", b".", b"e", b"E", b"+", b",", b" ", b"\t", b"]", b"a", b'"', b"[", b"9" * 39]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(NUMBER_ATOMS), max_size=30))
+def test_number_arrays_are_read_as_the_plain_twin_reads_them(atoms):
+    data = b"".join(atoms)
+    got = number_array(np.frombuffer(data, dtype=np.uint8), 0, len(data))
+    want = naive_number_array(data, 0, len(data))
+    assert got[0] == want[0] and (want[0] == INVALID or got[1] == want[1])
+
+
+def numbers(rng: random.Random, n: int) -> str:
+    forms = [lambda: str(rng.randint(0, 65535)), lambda: f"{rng.uniform(-1, 1):.6f}", lambda: f"{rng.random():.3e}",
+             lambda: "-0", lambda: f"{rng.randint(-9, 9)}E+{rng.randint(0, 9)}"]
+    return ",".join(rng.choice(forms)() for _ in range(n))
+
+
+def test_a_line_whose_bulk_is_a_number_array_keeps_a_small_skeleton(monkeypatch):
+    """Token ids or embeddings beside a text: each flat array of numbers stands as [0] in the skeleton
+    (a 150 MB line of them was read whole: 1.34 GB), nested ones too, and the line's fields are the same."""
+    rng = random.Random(5)
+    rows = ", ".join(f"[{numbers(rng, 50)}]" for _ in range(300))
+    line = (f'{{"id": "d", "ids": [{numbers(rng, 200_000)}], "text": "hello", "emb": [{rows}], '
+            f'"tags": ["a", 1, 2], "n": [1, 2]}}\n').encode()
+    monkeypatch.setattr(long_lines, "_BLOCK_BYTES", 1 << 16)  # the arrays straddle many blocks
+    fh = io.BytesIO(line)
+    fh.read(8)
+    skeleton, longs, end = long_lines.scan_line(fh, 0, line[:8])
+    assert end == len(line) and not longs and len(skeleton) < 4096
+    assert json.loads(skeleton) == {"id": "d", "ids": [0], "text": "hello", "emb": [[0]] * 300,
+                                    "tags": ["a", 1, 2], "n": [1, 2]}
+
+
+@pytest.mark.parametrize("array", [
+    "1,2,,3", "1,2,3,", "01,2", "1.e5", "--1", "1 2", "1e", "." , "1,2" + ",3" * 10 + ",1" + "0" * 41, "NaN", "Infinity",
+    '1,"a"', "1,[2,3],4", "1,true", "1,2]", "1,2", "1.5,-0.25e-3, 7 ,\t8\r",
+])
+@pytest.mark.parametrize("skip_bad_lines", [False, True])
+def test_lines_with_number_arrays_read_as_whole_lines_do(tmp_path, monkeypatch, array, skip_bad_lines):
+    """Valid and broken arrays of every kind, long enough to be taken: the documents, the error or the
+    skipped line are those of reading every line whole."""
+    thresholds(monkeypatch, 300, 60, 23, 50)
+    body = (array + ",") * (2 * long_lines._NUMBERS_BYTES // len(array) + 1) + array
+    data = (b'{"id": "a", "text": "x"}\n{"id": "b", "text": "long ' + b"y" * 400 + b'", "ids": [' + body.encode()
+            + b'], "z": 1}\n{"id": "c", "text": "after"}\n')
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(data)
+    results = []
+    for long in (False, True):
+        try:
+            results.append([(d.id, str(d.text)) for d in iter_jsonl(path, skip_bad_lines=skip_bad_lines,
+                                                                      long_lines=long)])
+        except CorpusError as exc:
+            results.append(str(exc))
+    assert results[0] == results[1]
+
+
+def test_format_detection_reads_a_long_first_line_by_its_skeleton(tmp_path, monkeypatch):
+    """``prepare`` picks text / messages / prompt-completion from the first record's keys: a long first
+    line is scanned (it was read whole and parsed: a 145 MB line of ids peaked at 1.4 GB), and a raw
+    tab in a text is text, as the reader takes it (it was "not valid JSON")."""
+    thresholds(monkeypatch, 300, 60, 23, 1 << 16)
+    path = tmp_path / "c.jsonl"
+    ids = numbers(random.Random(2), 400_000)
+    path.write_text(f'\n{{"prompt": "{"p" * 5000}", "ids": [{ids}], "completion": "c"}}\n', "utf-8")
+    tracemalloc.start()
+    try:
+        assert detect_format(path) == "prompt-completion"
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < path.stat().st_size // 4
+    path.write_text('{"id": "a", "text": "' + "t" * 500 + '", "messages": [{"role": "user", "content": "x"}]}\n')
+    assert detect_format(path) == "messages"
+    path.write_text('{"id": "a", "text": "tab\there", "messages_": 1}\n')
+    assert detect_format(path) == "text"
+    path.write_text('{"id": "a", "text": "' + "t" * 500 + '\n')  # malformed: the text reader says why
+    assert detect_format(path) == "text"

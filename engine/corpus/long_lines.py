@@ -5,8 +5,11 @@ part by part when used.
 ``LONG_LINE_BYTES`` to ``read_long_line``, which scans it in blocks without holding it:
 
 1. the line's structure: every JSON string longer than ``LONG_STRING_BYTES`` is left out of a
-   *skeleton* of the line (its body replaced by a marker), and the skeleton, which is small, is
-   parsed like any line, so every rule of the reader (keys, types, made ids, repeated keys) holds;
+   *skeleton* of the line (its body replaced by a marker), every flat array of numbers of 64 bytes
+   or more stands as ``[0]`` (``_collapse_numbers``: token ids, embeddings), and the skeleton, which
+   is small, is parsed like any line, so every rule of the reader (keys, types, made ids, repeated
+   keys) holds; a string's end is found by the parity of the backslashes before a quote, so neither
+   time nor memory grows with the number of escapes;
 2. the text field's string, if it is such a long string, is then read once more in parts of about
    ``PART_BYTES``, cut where no escape, UTF-8 sequence or surrogate pair is split, each part
    decoded (UTF-8, then the JSON escapes) and checked (no lone surrogate); this counts its
@@ -31,11 +34,14 @@ import secrets
 from pathlib import Path
 from typing import Callable, Iterator
 
+import numpy as np
+
 from engine.corpus.compressed import open_binary
 from engine.corpus.documents import _SURROGATE
 from engine.errors import CorpusError
+from engine.kernels.json_numbers import CLOSED, OPEN, number_array
 
-__all__ = ["LongText", "read_long_line", "read_long_file", "LONG_LINE_BYTES", "LONG_STRING_BYTES", "PART_BYTES"]
+__all__ = ["LongText", "read_long_line", "read_long_file", "scan_line", "LONG_LINE_BYTES", "LONG_STRING_BYTES", "PART_BYTES"]
 
 # Lines (and files of a folder) longer than this are scanned instead of read whole.
 LONG_LINE_BYTES = 1 << 25
@@ -46,6 +52,9 @@ PART_BYTES = 1 << 22
 _BLOCK_BYTES = 1 << 23
 
 _OUTSIDE = re.compile(rb'[^"\n]*')  # outside strings: up to a quote or the line's end
+# Outside strings, a flat array of numbers of at least _NUMBERS_BYTES stands as [0] in a skeleton
+# (see _collapse_numbers).
+_NUMBERS_BYTES = 64
 
 
 class LongText:
@@ -160,7 +169,7 @@ def read_long_line(path: Path, fh, line_start: int, head: bytes, parse, where: s
     ``LongText`` if the text field is a long string, else a str; ``fh`` then stands at the line's end.
     ``parse(skeleton)`` parses the skeleton line and returns ``(id, text)`` as the reader would.
     None when the line must be read whole (see the module docstring); ``fh`` then stands anywhere."""
-    scanned = _scan(fh, line_start, head)
+    scanned = scan_line(fh, line_start, head)
     if scanned is None:
         return None
     skeleton, longs, line_end = scanned
@@ -234,12 +243,13 @@ def _run_start(data: bytes, low: int, end: int) -> int:
         width *= 4
 
 
-def _scan(fh, line_start: int, head: bytes) -> tuple[bytes, dict[str, tuple[int, int]], int] | None:
+def scan_line(fh, line_start: int, head: bytes) -> tuple[bytes, dict[str, tuple[int, int]], int] | None:
     """The skeleton of the line (long string bodies replaced by markers), each marker's body
     ``[start, end)`` in the file, and the offset after the line; None where the line is malformed
     or its skeleton too long."""
     data, base, i = head, line_start, 0
     skeleton = bytearray()
+    outside, settled = bytearray(), 0  # the skeleton's tail since the last string; its part checked for numbers
     longs: dict[str, tuple[int, int]] = {}
     limit = LONG_STRING_BYTES * 64
 
@@ -251,14 +261,22 @@ def _scan(fh, line_start: int, head: bytes) -> tuple[bytes, dict[str, tuple[int,
 
     while True:
         m = _OUTSIDE.match(data, i)
-        skeleton += data[i:m.end()]
+        outside += data[i:m.end()]
         i = m.end()
+        if len(outside) - settled > LONG_STRING_BYTES:
+            settled = _collapse_numbers(outside, settled)
+            if len(skeleton) + len(outside) > limit:
+                return None
         if i == len(data):
-            if not more():
-                return bytes(skeleton), longs, base + i  # the last line, without a newline
-            continue
+            if more():
+                continue
+            _collapse_numbers(outside, settled)
+            return bytes(skeleton + outside), longs, base + i  # the last line, without a newline
+        _collapse_numbers(outside, settled)
         if data[i] == 0x0A:
-            return bytes(skeleton), longs, base + i + 1
+            return bytes(skeleton + outside), longs, base + i + 1
+        skeleton += outside
+        outside, settled = bytearray(), 0
         skeleton += b'"'
         i += 1
         body_start, body = base + i, bytearray()
@@ -286,3 +304,32 @@ def _scan(fh, line_start: int, head: bytes) -> tuple[bytes, dict[str, tuple[int,
             break
         if len(skeleton) > limit:
             return None
+
+
+def _collapse_numbers(outside: bytearray, settled: int) -> int:
+    """Write each flat array of numbers in ``outside`` (skeleton bytes outside strings) from ``settled``
+    on as ``[0]``, and one still open at its end as ``[0,`` and what follows its last comma; returns
+    where the next call starts (the ``[`` of an array still open, else the end).
+
+    An array is taken when it is at least ``_NUMBERS_BYTES`` long and its elements are JSON numbers
+    of at most 40 characters (``engine.kernels.json_numbers``): such a line parses exactly when it
+    does with the array written ``[0]``, and the reader never uses the array's values (a text or an id
+    is a string, so an array there is an error either way, and the line is then read whole). A line
+    whose bulk is such an array (token ids, embeddings) keeps a small skeleton; any other content stays."""
+    pos = settled
+    while True:
+        start = outside.find(b"[", pos)
+        if start < 0:
+            return len(outside)
+        buf = np.frombuffer(outside, dtype=np.uint8)
+        status, at = number_array(buf, start + 1, len(outside))
+        del buf  # the bytearray is resized below
+        if status == OPEN:
+            if at - start >= _NUMBERS_BYTES:
+                outside[start:at] = b"[0,"
+            return start
+        if status == CLOSED and at - start >= _NUMBERS_BYTES:
+            outside[start:at + 1] = b"[0]"
+            pos = start + 3
+        else:
+            pos = max(at, start + 1)
