@@ -14,6 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from engine.corpus import ReadLimits
+from engine.corpus.unique import SeenIds
+from engine.errors import ConfigurationError
+from engine.pipeline import PrepareLimits
+from engine.tokenizers.limits import PieceCacheLimits, TrainLimits, WordCacheLimits
+
 ROOT = Path(__file__).resolve().parent.parent
 TUNING_NAMES = frozenset({
     "BUFFER_IDS", "LONG_LINE_BYTES", "LONG_STRING_BYTES", "PART_BYTES", "_BLOCK_BYTES", "SCAN_BLOCK_BYTES",
@@ -67,3 +73,31 @@ def test_no_test_or_script_patches_a_tuning_name():
 ])
 def test_the_check_finds_each_way_of_patching(source, expected):
     assert patched_tuning_names(source) == expected
+
+
+@pytest.mark.parametrize("make, arguments, message", [
+    (ReadLimits, dict(part_bytes=0), "limits.part_bytes must be positive (>= 1), got 0"),
+    (PrepareLimits, dict(stream_chars=-5), "limits.stream_chars must be positive (>= 1), got -5"),
+    (PrepareLimits, dict(long_line_bytes=1.5), "limits.long_line_bytes must be an integer, got float 1.5"),
+    (TrainLimits, dict(batch_bytes=0), "TrainLimits.batch_bytes must be positive (>= 1), got 0"),
+    (PieceCacheLimits, dict(slots=96), "PieceCacheLimits.slots must be a power of two >= 64, got 96"),
+    (WordCacheLimits, dict(slots=3), "WordCacheLimits.slots must be a power of two >= 1, got 3"),
+    (SeenIds, dict(buffer_ids=0), "buffer_ids must be positive (>= 1), got 0"),
+])
+def test_limits_are_checked_on_construction(make, arguments, message):
+    with pytest.raises(ConfigurationError) as info:
+        make(**arguments)
+    assert str(info.value) == message
+
+
+def test_defaults_are_todays_sizes_and_stream_chars_is_checked_per_call():
+    from engine.tokenizers.char import CharTokenizer
+
+    assert ReadLimits() == ReadLimits(1 << 25, 1 << 20, 1 << 22, 1 << 23, 1 << 16)
+    assert PrepareLimits().read_limits == ReadLimits()
+    assert PrepareLimits(long_part_bytes=7).read_limits.part_bytes == 7
+    assert (PrepareLimits().stream_chars, TrainLimits()) == (1 << 21, TrainLimits(1 << 21, 4 << 20))
+    assert PieceCacheLimits() == PieceCacheLimits(1 << 17, 1 << 20, 1 << 18)
+    assert WordCacheLimits() == WordCacheLimits(1 << 16)
+    with pytest.raises(ConfigurationError, match=r"stream_chars must be positive \(>= 1\), got 0"):
+        CharTokenizer("ab").encode_documents(["ab"], stream_chars=0)
