@@ -26,7 +26,8 @@ from typing import Any, Iterator
 from engine.corpus.documents import made_id
 from engine.corpus.arrow import table_file
 from engine.corpus.compressed import decompression_message, open_binary
-from engine.corpus import long_lines
+from engine.corpus.limits import DEFAULT_READ_LIMITS, ReadLimits
+from engine.corpus.long_lines import scan_line
 from engine.corpus.readers import corpus_format
 from engine.corpus.shards import corpus_shards
 from engine.errors import CorpusError
@@ -95,14 +96,15 @@ def _rows(path: Path, *, errors: str = "strict") -> Iterator[tuple[str, int, dic
 
 
 def detect_format(path: str | Path, *, messages_column: str = "messages", prompt_column: str = "prompt",
-                  completion_column: str = "completion") -> str:
+                  completion_column: str = "completion", limits: ReadLimits = DEFAULT_READ_LIMITS) -> str:
     """The format of a corpus from its first record's fields (``text`` for a folder or a .txt file, and
-    for a first record that does not parse: the reader of that format then says why)."""
+    for a first record that does not parse: the reader of that format then says why); ``limits``: the
+    sizes a long first line is scanned with."""
     path = Path(path)
     try:
         if corpus_format(path) == "folder":
             return "text"
-        keys = _first_keys(path)
+        keys = _first_keys(path, limits)
     except CorpusError:
         return "text"
     if keys is None:
@@ -114,10 +116,10 @@ def detect_format(path: str | Path, *, messages_column: str = "messages", prompt
     return "text"
 
 
-def _first_keys(path: Path) -> set | None:
+def _first_keys(path: Path, limits: ReadLimits) -> set | None:
     """The field names of the first record: a Parquet or Arrow shard's columns; the keys of the first
     non-blank JSONL line, parsed as the text reader parses it (raw control characters are text). A
-    line longer than ``LONG_LINE_BYTES`` is read as that reader reads it, by its skeleton
+    line longer than ``limits.long_line_bytes`` is read as that reader reads it, by its skeleton
     (``engine.corpus.long_lines``), never whole. None when it is no JSON object."""
     shards = corpus_shards(path)
     for file, _ in shards.pairs():
@@ -127,12 +129,12 @@ def _first_keys(path: Path) -> set | None:
             with open_binary(file) as fh:
                 start = 0
                 while True:
-                    head = fh.readline(long_lines.LONG_LINE_BYTES)
+                    head = fh.readline(limits.long_line_bytes)
                     if not head:
                         break
                     line = head
-                    if len(head) == long_lines.LONG_LINE_BYTES and not head.endswith(b"\n"):
-                        scanned = long_lines.scan_line(fh, start, head)
+                    if len(head) == limits.long_line_bytes and not head.endswith(b"\n"):
+                        scanned = scan_line(fh, start, head, limits)
                         if scanned is None:
                             return None
                         line = scanned[0]

@@ -49,7 +49,7 @@ class ResumableWriter:
                 (self.tmp / name).unlink()
             self._outputs[part] = type(out)(part)
             self.resumed[part] = 0
-        self._seen = SeenIds()
+        self._seen = SeenIds(self.id_buffer)
         self._save_resume_state()
 
     def _resumable(self, leftover: Path) -> bool:
