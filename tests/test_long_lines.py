@@ -7,6 +7,7 @@ import io
 import json
 import random
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -217,8 +218,16 @@ def test_resume_after_ctrl_c_keeps_files_before_a_long_text_and_equals_a_fresh_r
     with pytest.raises(KeyboardInterrupt):
         prepare(corpus, None, tmp_path / "out", **options)
     monkeypatch.setattr(TokenStoreWriter, "write_long_document", real_long)
+    import engine.store.resume as resume_module
+
+    real_read, decoded = resume_module.pq.read_table, []
+    monkeypatch.setattr(resume_module.pq, "read_table", lambda file, *a, **k: decoded.append(file) or real_read(file, *a, **k))
+    rows = {f: pq.read_metadata(f).num_rows for f in (tmp_path / "out").glob(".store.tmp-*/split=train/part-*.parquet")}
     resumed = prepare(corpus, None, tmp_path / "out", resume=True, **options)
     assert resumed.report["resume"]["kept"]["train"]["files"] >= 1
+    # Only full files are kept, and only they are decoded: a file of one long document is judged by its footer.
+    assert 1 in rows.values()
+    assert decoded and all(rows[Path(f)] == 2 for f in decoded)
     manifest = lambda r: json.loads((r.store_path / "_engine.json").read_text())  # noqa: E731
     assert manifest(resumed) == manifest(fresh)
     TokenStore.open(resumed.store_path).verify()
