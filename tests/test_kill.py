@@ -38,7 +38,8 @@ SMALL_RUN = ("import functools, sys; import engine.pipeline as p; "
              "from engine.__main__ import run; sys.argv[0] = 'engine'; run()")
 # The same with long documents (lines from 2,000 bytes, texts from 200), encoded in spans of 500 characters
 # into an ids file.
-LONG_RUN = SMALL_RUN.replace("read_batch_documents=32", "read_batch_documents=32, long_line_bytes=2000, long_string_bytes=200, stream_chars=500")
+LONG_RUN = SMALL_RUN.replace("read_batch_documents=32", "read_batch_documents=32, long_line_bytes=2000, "
+                                                        "long_string_bytes=200, stream_chars=500")
 # Stages of a run over a complete OUT, in the order a run reaches them.
 KILL_POINTS = ["read:1", "read:5", "fitted:1", "chunk:1", "chunk:20", "file:3", "manifest:1", "swap:1", "outputs:1",
                "outputs:2", "stored:1"]
