@@ -204,3 +204,26 @@ def test_cli_tiktoken_special_beyond_bound_exits_2(tmp_path):
     assert result.output.strip().splitlines() == [
         f"error: {path}: special token '<|endoftext|>': id 4294967296 is outside 0..16777215 "
         "(ids are uint32 and a vocabulary holds at most 16777216 ids)"]
+
+
+def test_a_tokenizer_json_is_parsed_once(tmp_path, monkeypatch):
+    """load_tokenizer parses a byte-level tokenizer.json once and hands the parsed data on (the
+    pipeline dispatch and the byte-level reader do not read the file again)."""
+    import engine.checks
+    import engine.tokenizers.hf_pipeline as hf_pipeline
+    import engine.tokenizers.interop as interop
+    import engine.tokenizers.loading as loading
+
+    calls = []
+
+    def counted(text, **options):
+        calls.append(len(text))
+        return engine.checks.parse_json(text, **options)
+
+    for module in (loading, hf_pipeline, interop):
+        monkeypatch.setattr(module, "parse_json", counted)
+    path = write_hf(tmp_path, hf_data())
+    tok = loading.load_tokenizer(path)
+    assert len(calls) == 1 and calls[0] == len(open(path, encoding="utf-8").read())
+    assert tok.kind == "bpe-byte" and tok.vocab_size == 258 and tok.encode("ab").tolist() == [256]
+    assert load_hf_tokenizer_json(path, data=json.loads(open(path).read())) == tok == load_hf_tokenizer_json(path)

@@ -177,12 +177,15 @@ def _pattern_of(pre_tokenizer, source: str) -> str:
         "or Sequence[Split(Regex, Isolated, invert=false), ByteLevel(use_regex=false)]")
 
 
-def load_hf_tokenizer_json(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None) -> ByteBpeTokenizer:
-    """Read a Hugging Face ``tokenizer.json`` with a byte-level BPE model."""
+def load_hf_tokenizer_json(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None,
+                           data: object = None) -> ByteBpeTokenizer:
+    """Read a Hugging Face ``tokenizer.json`` with a byte-level BPE model (``data``: the file already
+    parsed by the caller, which is then not read again; ``path`` names it in messages)."""
     path = Path(path)
     source = str(path)
     try:
-        data = parse_json(path.read_text(encoding="utf-8"))
+        if data is None:
+            data = parse_json(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise TokenizerError(f"{source}: cannot read tokenizer.json: {exc.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
