@@ -22,8 +22,8 @@ manifest without the entry means the tokenizer's). ``bos=False``
 EOS]``, so exactly one end-of-text token separates two documents, as Megatron's ``--append-eod``
 and nanoGPT's ``prepare.py`` write them. The copy is one pass of the ``gather_documents`` kernel
 (engine.kernels.export) per row group of the store, written as it is made while the next row
-groups decode on other threads (``DECODE_THREADS``, engine.store.stream): memory holds a few row
-groups and the sequence lengths (4 bytes per document), never the split. The tokenizer is not
+groups decode on two other threads (``DECODE_THREADS``, engine.store.stream): memory holds at most
+three row groups and the sequence lengths (4 bytes per document), never the split. The tokenizer is not
 loaded: the vocabulary size (which picks the dtype and bounds the ids) and the BOS/EOS ids come
 from the store's manifest; a store written before its manifest recorded ``vocab_size`` loads its
 tokenizer to learn it.
@@ -69,8 +69,9 @@ EXPORT_FORMAT = "engine.export"
 FORMATS = ("megatron", "nanogpt")
 DTYPES = {"megatron": ("uint16", "int32"), "nanogpt": ("uint16", "uint32")}
 _INT32_MAX = 2 ** 31 - 1
-# Row groups decoded at once (engine.store.stream): the next ones decode while one is written.
-DECODE_THREADS = max(2, min(4, os.cpu_count() or 1))
+# Row groups decoded at once (engine.store.stream): the next two decode while one is written, so
+# memory holds at most three row groups (a row group is 16,384 documents, which may be long).
+DECODE_THREADS = 2
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import warnings
 
 import numpy as np
@@ -492,3 +493,35 @@ def test_parallel_decoding_yields_the_row_groups_in_store_order(tmp_path, thread
     values, offsets = store.arrays("train")
     flat = np.concatenate([v[o[0]:o[-1]] for v, o in parallel])
     assert np.array_equal(flat, values)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_decoding_runs_at_most_threads_row_groups_ahead(tmp_path, monkeypatch, threads):
+    """Row groups are decoded at most ``threads`` ahead of the one the caller holds: memory holds
+    ``threads + 1`` row groups, never the split (30 documents, 9 row groups)."""
+    import threading
+
+    import engine.store.stream as stream
+
+    store = make_store(tmp_path / "store", char_tokenizer(), copies=5)
+    decoded, lock = [], threading.Lock()
+    original = stream._decode
+
+    def counted(*args):
+        out = original(*args)
+        with lock:
+            decoded.append(args[1])
+        return out
+
+    monkeypatch.setattr(stream, "_decode", counted)
+    ahead = []
+    for consumed, _ in enumerate(stream.token_batches(store, "train", threads=threads), start=1):
+        may = consumed + (threads if threads > 1 else 0)
+        deadline = time.monotonic() + 5
+        while len(decoded) < min(9, may) and time.monotonic() < deadline:
+            time.sleep(0.001)  # the decoding threads run as far ahead as they may
+        time.sleep(0.005)  # and no further, given the time
+        with lock:
+            ahead.append(len(decoded) - consumed)
+    assert len(decoded) == 9 and len(ahead) == 9
+    assert max(ahead) == (0 if threads == 1 else threads)
