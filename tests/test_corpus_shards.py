@@ -3,6 +3,7 @@ save_to_disk folders, nested fields, --corpus-format; every form gives the same 
 same store, byte for byte."""
 
 import bz2
+import dataclasses
 import gzip
 import json
 import lzma
@@ -16,8 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from engine.corpus import Corpus, ReadReport, corpus_format, iter_jsonl, open_corpus
-from engine.corpus import long_lines
+from engine.corpus import Corpus, ReadLimits, ReadReport, corpus_format, iter_jsonl, open_corpus
 from engine.corpus.compressed import open_binary
 from engine.corpus.long_lines import LongText
 from engine.errors import ConfigurationError, CorpusError
@@ -253,18 +253,19 @@ def test_a_file_that_is_not_what_its_suffix_says_exits_2(tmp_path):
 
 
 @pytest.mark.parametrize("suffix", sorted(COMPRESS))
-def test_long_lines_of_a_compressed_file_stay_in_it(tmp_path, monkeypatch, suffix):
-    for name, value in (("LONG_LINE_BYTES", 300), ("LONG_STRING_BYTES", 60), ("PART_BYTES", 23), ("_BLOCK_BYTES", 50)):
-        monkeypatch.setattr(long_lines, name, value)
+def test_long_lines_of_a_compressed_file_stay_in_it(tmp_path, suffix):
+    tiny = dict(long_line_bytes=300, long_string_bytes=60, part_bytes=23, scan_block_bytes=50)
     long_text = "λόγος \\ \"quoted\" " * 40
     rows = lines(3) + [json.dumps({"id": "long", "text": long_text}, ensure_ascii=False)] + lines(2, start=3)
     path = write(tmp_path / f"c.jsonl{suffix}", rows, suffix)
-    read = list(iter_jsonl(path, long_lines=True))
+    read = list(iter_jsonl(path, long_lines=True, limits=ReadLimits(**tiny)))
     assert [d.id for d in read] == ["d000", "d001", "d002", "long", "d003", "d004"]
     assert isinstance(read[3].text, LongText) and str(read[3].text) == long_text and len(read[3].text) == len(long_text)
     assert [d.text for d in read if d.id != "long"] == [t for i, t in docs(path)[0] if i != "long"]
     # prepare encodes the long text from the compressed file part by part: the store of the plain file.
-    options = dict(RUN, tokenizer="byte-bpe")
+    limits = dataclasses.replace(SMALL_FILES, long_line_bytes=300, long_string_bytes=60, long_part_bytes=23,
+                                 long_scan_block_bytes=50)
+    options = dict(RUN, tokenizer="byte-bpe", limits=limits)
     prepare(path, None, tmp_path / "packed", **options)
     prepare(write(tmp_path / "c.jsonl", rows), None, tmp_path / "plain", **options)
     assert store_bytes(tmp_path / "packed") == store_bytes(tmp_path / "plain")
