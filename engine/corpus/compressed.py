@@ -197,6 +197,8 @@ def _decompress(source, free: queue.SimpleQueue, ready: queue.SimpleQueue, stopp
                     return
     except BaseException as exc:  # handed to the reading thread, raised where it reads
         ready.put((None, exc))
+    finally:
+        source.close()  # closed by the stream reader, unless making it failed
 
 
 _ZSTD_MAGIC = 0xFD2FB528
