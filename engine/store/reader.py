@@ -177,6 +177,9 @@ class TokenStore:
             if not (isinstance(tok["hash"], str) and (tok["bos_id"] is None or isinstance(tok["bos_id"], int))
                     and isinstance(tok["eos_id"], int)):
                 raise TypeError("tokenizer hash/bos_id/eos_id")
+            size = tok.get("vocab_size")
+            if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+                raise TypeError(f"tokenizer vocab_size {size!r} (expected a count of tokens >= 1)")
             for name, split in m["splits"].items():
                 Partition(name)
                 if not (isinstance(split["documents"], int) and isinstance(split["tokens"], int)):
@@ -339,6 +342,12 @@ class TokenStore:
     @property
     def eos_id(self) -> int:
         return self._manifest["tokenizer"]["eos_id"]
+
+    @property
+    def vocab_size(self) -> int | None:
+        """The tokenizer's vocabulary size as the manifest records it, or None (a store written before
+        the manifest recorded it, or by a tokenizer that does not say): then ``tokenizer().vocab_size``."""
+        return self._manifest["tokenizer"].get("vocab_size")
 
     @property
     def partitions(self) -> tuple[Partition, ...]:

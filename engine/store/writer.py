@@ -490,7 +490,8 @@ class TokenStoreWriter(ResumableWriter):
             "format_version": self.format_version,
             **({"roles": True} if self.roles else {}),
             "tokenizer": {"kind": self.tokenizer.kind, "hash": self.tokenizer.hash,
-                          "bos_id": self.bos_id, "eos_id": self.eos_id, "file": TOKENIZER_NAME},
+                          "bos_id": self.bos_id, "eos_id": self.eos_id, "file": TOKENIZER_NAME,
+                          **self._vocabulary()},
             "splits": splits,
         }
         (self.tmp / RESUME_NAME).unlink(missing_ok=True)
@@ -500,6 +501,14 @@ class TokenStoreWriter(ResumableWriter):
             fsync(directory)
         stop_point("manifest")
         self._swap_in()
+
+    def _vocabulary(self) -> dict:
+        """``{"vocab_size": N}`` when the tokenizer says its size (a reader then need not load it to
+        learn it: export picks its dtype from it), else nothing."""
+        size = getattr(self.tokenizer, "vocab_size", None)
+        if isinstance(size, (int, np.integer)) and not isinstance(size, bool) and size > 0:
+            return {"vocab_size": int(size)}
+        return {}
 
     def _swap_in(self) -> None:
         if self.path.exists():

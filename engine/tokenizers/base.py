@@ -167,7 +167,10 @@ class Tokenizer(ABC):
         file gets (0o666 less the umask, as the store's files)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(self.to_json(), ensure_ascii=False, indent=None, separators=(",", ":"))
+        data = self.__dict__.get("_file_text_cache")  # frozen: the text is made once (prepare saves it twice)
+        if data is None:
+            data = json.dumps(self.to_json(), ensure_ascii=False, indent=None, separators=(",", ":"))
+            self.__dict__["_file_text_cache"] = data
         while True:
             tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
             try:

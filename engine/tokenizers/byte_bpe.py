@@ -25,6 +25,7 @@ over threads and gives the same ids for any thread count. Ids of a trained token
 from __future__ import annotations
 
 import base64
+from binascii import b2a_base64
 import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Sequence
@@ -322,7 +323,7 @@ class ByteBpeTokenizer(Tokenizer):
     def _payload(self) -> dict:
         return {
             "pattern": self.pattern,
-            "tokens": [None if t is None else base64.b64encode(t).decode("ascii") for t in self.tokens],
+            "tokens": [None if t is None else b2a_base64(t, newline=False).decode("ascii") for t in self.tokens],
             "merges": None if self.merges is None else [list(m) for m in self.merges],
             "specials": dict(sorted(self.specials.items(), key=lambda kv: kv[1])),
             "bos": self.bos,
