@@ -269,7 +269,7 @@ class _Encoder:
         """A document left in its file: its ids go to a file beside the store's, span by span."""
         path = self.tmp / f".long-{next(self.long_files)}.u32"
         count = 0
-        eos = np.array([self.tok.eos_id], dtype=np.uint32)
+        eos = np.array([] if self.tok.eos_id is None else [self.tok.eos_id], dtype=np.uint32)
         bos = [] if self.no_bos else [np.array([self.tok.bos_id], dtype=np.uint32)]
         with self._locked(), open(path, "wb") as fh:
             spans = encode_long(self.tok, doc.text, doc.id, lambda n: self.progress(0, n),

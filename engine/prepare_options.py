@@ -412,10 +412,10 @@ class PrepareOptions:
         bos, eos = self.wrapper_names()
         bos = bos or ""
         if not bos and not eos:
-            return tok
+            return self._with_eos(tok)
         wanted_bos, wanted_eos = bos or tok.bos, eos or tok.eos
         if (wanted_bos, wanted_eos) == (tok.bos, tok.eos):
-            return tok
+            return self._with_eos(tok)
         if not _is_hf_json(self.tokenizer_file):
             raise ConfigurationError(f"--bos/--eos {wanted_bos!r}/{wanted_eos!r}: {self.tokenizer_file} fixes its "
                                      f"wrappers ({tok.bos!r}/{tok.eos!r}); only a Hugging Face tokenizer.json takes "
@@ -423,4 +423,13 @@ class PrepareOptions:
         notes = tok.notes
         tok = load_hf_file(source, bos=wanted_bos, eos=wanted_eos)
         tok.notes = notes
+        return self._with_eos(tok)
+
+    def _with_eos(self, tok: Tokenizer) -> Tokenizer:
+        """``tok``, refused when it has no EOS: every stored document ends with one."""
+        if tok.eos_id is None:
+            hint = ("name one of its special tokens with --eos TOKEN" if _is_hf_json(self.tokenizer_file) else
+                    "a SentencePiece model names it as eos_piece / eos_id when it is trained")
+            raise ConfigurationError(f"--tokenizer {self.tokenizer}: the tokenizer has no EOS token, and every stored "
+                                     f"document ends with one ({hint})")
         return tok

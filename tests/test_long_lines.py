@@ -440,3 +440,58 @@ def test_format_detection_reads_a_long_first_line_by_its_skeleton(tmp_path):
     assert detect_format(path, limits=limits) == "text"
     path.write_text('{"id": "a", "text": "' + "t" * 500 + '\n')  # malformed: the text reader says why
     assert detect_format(path, limits=limits) == "text"
+
+
+def imported_tokenizer(kind: str, folder) -> str:
+    """A tokenizer file engine does not fit: a Llama-3- or Llama-2-style tokenizer.json, or a
+    SentencePiece .model (with or without BOS and EOS)."""
+    text = (Path(__file__).resolve().parents[1] / "data" / "tinyshakespeare.txt").read_text(encoding="utf-8")[:60_000]
+    if kind.startswith("hf-"):
+        pytest.importorskip("tokenizers")
+        from tests.naive_hf import build_family
+
+        path = folder / f"{kind}.json"
+        build_family(kind.removeprefix("hf-"), 400, [text]).save(str(path))
+        return str(path)
+    spm = pytest.importorskip("sentencepiece")
+    (folder / "t.txt").write_text(text, encoding="utf-8")
+    wrappers = {"bos_id": -1} if kind == "spm-nobos" else {"bos_id": -1, "eos_id": -1} if kind == "spm-bare" else {}
+    spm.SentencePieceTrainer.train(input=str(folder / "t.txt"), model_prefix=str(folder / kind), model_type="bpe",
+                                   vocab_size=600, byte_fallback=True, minloglevel=2, **wrappers)
+    return str(folder / f"{kind}.model")
+
+
+@pytest.mark.parametrize("kind", ["hf-llama3", "hf-llama2", "spm", "spm-nobos"])
+def test_imported_tokenizers_encode_a_long_text_whole_with_the_ids_of_a_short_one(kind, tmp_path):
+    """A tokenizer.json or .model has no rule for where a document may be cut, so a long text left in
+    its file is encoded as one span (it was an internal error: no ``_span``), with the ids it has when
+    read whole; a model without BOS stores the document without it."""
+    from engine.pipeline import prepare
+
+    corpus = long_corpus(tmp_path / "c.jsonl")
+    options = dict(tokenizer=imported_tokenizer(kind, tmp_path), context_length=8, threads=2, quiet=True,
+                   hash_split={"train": 0.8, "validation": 0.1, "test": 0.1})
+    whole = prepare(corpus, None, tmp_path / "whole", **options)
+    long = prepare(corpus, None, tmp_path / "long", **options, **prepare_thresholds(500, 100, 37))
+    assert long.report["partitions"] == whole.report["partitions"]
+    a, b = TokenStore.open(whole.store_path), TokenStore.open(long.store_path)
+    b.verify()
+    for part in ("train", "validation", "test"):
+        (va, oa), (vb, ob) = a.arrays(part), b.arrays(part)
+        assert np.array_equal(va, vb) and np.array_equal(oa, ob) and a.ids(part) == b.ids(part)
+    assert sum(1 for f in long.store_path.glob("split=*/*.parquet") if pq.ParquetFile(f).metadata.created_by == "engine") > 3
+
+
+def test_a_tokenizer_without_eos_is_refused_by_name(tmp_path):
+    """Every stored document ends with an EOS: a .model trained without one exits 2 before reading."""
+    from click.testing import CliRunner
+
+    from engine.cli import main
+
+    model = imported_tokenizer("spm-bare", tmp_path)
+    corpus = long_corpus(tmp_path / "c.jsonl")
+    result = CliRunner().invoke(main, ["prepare", str(corpus), "--hash-split", "1,0,0", "--tokenizer", model,
+                                       "--out", str(tmp_path / "out"), "--quiet"])
+    assert result.exit_code == 2, result.output
+    assert "the tokenizer has no EOS token, and every stored document ends with one" in result.output
+    assert not (tmp_path / "out").exists()

@@ -103,6 +103,19 @@ class Tokenizer(ABC):
         """The ``Trainer`` that fits this kind with ``options``; raises for a kind that is only loaded."""
         raise ConfigurationError(f"tokenizer kind {cls.kind!r} is loaded from files only; it cannot be fitted")
 
+    def _span(self, window: str, pos: int, document_id: str | None, final: bool) -> tuple[int, object]:
+        """Where a long document may be cut (``engine.tokenizers.streaming``): the kinds engine fits
+        say where a piece ends for certain; this default cuts nowhere, so a kind without that rule
+        (an imported ``tokenizer.json`` or SentencePiece model, whose normalizer and pre-tokenizer
+        see the whole text) encodes a long document as one span, whole, with the ids of a short one."""
+        return (len(window), window) if final else (0, None)
+
+    def _encode_span(self, span, document_id: str | None, pos: int) -> tuple[np.ndarray, int]:
+        """Content ids of one span from ``_span`` and its UTF-8 size (for progress)."""
+        size = len(span) if span.isascii() else sum(len(span[i:i + (1 << 20)].encode("utf-8", "surrogatepass"))
+                                                    for i in range(0, len(span), 1 << 20))
+        return self._encode(span, document_id), size
+
     # -- shared behaviour -------------------------------------------------------------------
     def encode(self, text: str) -> np.ndarray:
         """Content ids of ``text`` as a uint32 array, without BOS/EOS."""
