@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.kernels import kernel
-from engine.kernels.regex_vm import find_matches
+from engine.kernels.regex_vm import find_piece_matches
 
 __all__ = [
     "ISOLATED", "REMOVED", "MERGED_PREVIOUS", "MERGED_NEXT", "CONTIGUOUS", "fold_spans", "split_classes",
@@ -248,21 +248,13 @@ def find_literal(buf, ends, pattern):
 
 @kernel
 def regex_matches(buf, ends, program):
-    """The matches of a compiled regex (``engine.kernels.regex_vm.find_matches``) in every piece, each
-    piece its own text (anchors and lookahead stop at its ends): ``(starts, ends, pieces, count)``."""
-    n = ends.shape[0]
-    rows = 2 * buf.shape[0] + 2 * n + 2
+    """The matches of a compiled regex in every piece, each piece its own text (anchors and lookahead
+    stop at its ends), as Oniguruma's iterator gives them (``Split``), all pieces in one pass
+    (``engine.kernels.regex_vm.find_piece_matches``): ``(starts, ends, pieces, count)``."""
+    rows = 2 * buf.shape[0] + 2 * ends.shape[0] + 2
     out = np.empty((rows, 2), dtype=np.int64)
     pieces = np.empty(rows, dtype=np.int64)
-    count = 0
-    start = np.int64(0)
-    for p in range(n):
-        stop = ends[p]
-        k = find_matches(buf, start, stop, program, out[count:], True)  # Oniguruma's iteration, as Split
-        for j in range(count, count + k):
-            pieces[j] = p
-        count += k
-        start = stop
+    count = find_piece_matches(buf, 0, ends, program, out, pieces, True)
     return out[:count, 0].copy(), out[:count, 1].copy(), pieces[:count], count
 
 
