@@ -440,14 +440,13 @@ def test_byte_chars_utf8_kernel_matches_plain_twin(data, cuts):
     """After ByteLevel: the UTF-8 of each byte's character, the pieces' ends in it, and the way back."""
     from engine.kernels.hf_split import byte_chars_utf8
     from engine.tokenizers.byte_bpe import bytes_to_unicode
+    from tests.naive_hf import naive_byte_chars_utf8
     table = bytes_to_unicode()
     mapped = np.array([ord(table[b]) for b in range(256)], dtype=np.uint32)
     ends = sorted({c for c in cuts if 0 < c < len(data)} | ({len(data)} if data else set()))
     text, text_ends, back = byte_chars_utf8(np.frombuffer(data, dtype=np.uint8), np.array(ends, dtype=np.int64), mapped)
-    want = "".join(table[b] for b in data)
-    assert text.tobytes() == want.encode("utf-8")
-    assert text_ends.tolist() == [len("".join(table[b] for b in data[:e]).encode("utf-8")) for e in ends]
-    starts = [len(want[:i].encode("utf-8")) for i in range(len(data) + 1)]
+    want_text, want_ends, starts = naive_byte_chars_utf8(data, ends)
+    assert text.tobytes() == want_text and text_ends.tolist() == want_ends
     assert [int(back[at]) for at in starts] == list(range(len(data) + 1))
 
 
