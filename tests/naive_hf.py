@@ -119,3 +119,13 @@ def install_regex_double() -> bool:
         return True
 
 
+
+
+def naive_byte_chars_utf8(data: bytes, ends: list[int]) -> tuple[bytes, list[int], list[int]]:
+    """``hf_split.byte_chars_utf8``: the UTF-8 of each byte's GPT-2 character, the piece ends in it, and
+    the offset of each character's start (and the end) in that text."""
+    from engine.tokenizers.byte_bpe import bytes_to_unicode
+    table = bytes_to_unicode()
+    text = "".join(table[b] for b in data)
+    starts = [len(text[:i].encode("utf-8")) for i in range(len(data) + 1)]
+    return text.encode("utf-8"), [starts[e] for e in ends], starts

@@ -221,3 +221,9 @@ def naive_piece_ends(program, data: bytes) -> list[int]:
     if prev < len(data):
         ends.append(len(data))
     return ends
+
+
+def naive_piece_matches(program, pieces: list[bytes], oniguruma: bool) -> list[tuple[int, int, int]]:
+    """``find_piece_matches``: each piece searched as its own text, ``(start, end, piece)`` in piece offsets."""
+    spans = naive_onig_spans if oniguruma else naive_find_spans
+    return [(s, e, p) for p, piece in enumerate(pieces) for s, e in spans(program, piece)]

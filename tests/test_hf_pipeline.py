@@ -152,6 +152,8 @@ def pre_tokenizer_cases():
         "bytelevel-prefix": P.Sequence([P.Punctuation(), P.ByteLevel(add_prefix_space=True, use_regex=True)]),
         "bytelevel-then-split": P.Sequence([P.ByteLevel(add_prefix_space=False, use_regex=False),
                                             P.Split(Regex("Ġ|[²³]"), "merged_with_next"), P.Digits(False)]),
+        "bytelevel-then-split-string": P.Sequence([P.ByteLevel(add_prefix_space=False, use_regex=True),
+                                                   P.Split("Ġt", "merged_with_previous"), P.Split("e", "removed")]),
     })
     return cases
 
@@ -430,6 +432,22 @@ def test_split_classes_kernel_matches_naive_fold(text, behavior):
             matches.append((offsets[-2], offsets[-1]))
     want = [text[s:e] for s, e in naive_fold(hf_spans(len(text), matches), behavior, False)]
     assert got == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=40), cuts=st.lists(st.integers(0, 40), max_size=8))
+def test_byte_chars_utf8_kernel_matches_plain_twin(data, cuts):
+    """After ByteLevel: the UTF-8 of each byte's character, the pieces' ends in it, and the way back."""
+    from engine.kernels.hf_split import byte_chars_utf8
+    from engine.tokenizers.byte_bpe import bytes_to_unicode
+    from tests.naive_hf import naive_byte_chars_utf8
+    table = bytes_to_unicode()
+    mapped = np.array([ord(table[b]) for b in range(256)], dtype=np.uint32)
+    ends = sorted({c for c in cuts if 0 < c < len(data)} | ({len(data)} if data else set()))
+    text, text_ends, back = byte_chars_utf8(np.frombuffer(data, dtype=np.uint8), np.array(ends, dtype=np.int64), mapped)
+    want_text, want_ends, starts = naive_byte_chars_utf8(data, ends)
+    assert text.tobytes() == want_text and text_ends.tolist() == want_ends
+    assert [int(back[at]) for at in starts] == list(range(len(data) + 1))
 
 
 def unicodedata_category(c):

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import TokenizerError
-from engine.kernels.regex_vm import regex_final_piece_ends, regex_pretokenize_ends
+from engine.kernels.regex_vm import find_piece_matches, regex_final_piece_ends, regex_pretokenize_ends
 from engine.tokenizers.pretokenize import PATTERNS, TIKTOKEN_SPELLINGS, canonical_pattern, pretokenize_bytes
 from engine.tokenizers.regex import compile_regex
-from tests.naive_regex import naive_find_spans, naive_onig_spans, naive_piece_ends
+from tests.naive_regex import naive_find_spans, naive_onig_spans, naive_piece_ends, naive_piece_matches
 
 hf_tokenizers = pytest.importorskip("tokenizers", reason="needs the test extra (pip install -e '.[test]')")
 
@@ -301,6 +301,42 @@ def test_deep_backtracking_grows_the_stack():
     text = "ab" * 5000 + "c"
     assert rx.find_spans(text.encode()).tolist() == [[0, 10001]]
     assert kernel_ends(rx, ("ab" * 5000).encode()) == [10000]
+
+
+def piece_matches(rx, pieces: list[bytes], oniguruma: bool) -> list[tuple[int, int, int]]:
+    """``find_piece_matches`` over the pieces laid end to end: ``(start, end, piece)``, offsets in the piece."""
+    data = b"".join(pieces)
+    ends = np.cumsum([len(p) for p in pieces]).astype(np.int64)
+    out = np.empty((2 * len(data) + 2 * len(pieces) + 2, 2), dtype=np.int64)
+    where = np.empty(out.shape[0], dtype=np.int64)
+    n = find_piece_matches(np.frombuffer(data, dtype=np.uint8), 0, ends, rx.program, out, where, oniguruma)
+    starts = [0, *ends.tolist()]
+    return [(s - starts[p], e - starts[p], p) for (s, e), p in zip(out[:n].tolist(), where[:n].tolist())]
+
+
+@pytest.mark.parametrize("pattern", [c if isinstance(c, str) else c[0] for c in CONSTRUCTS] + list(REAL.values()))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces=st.lists(st.text(alphabet=TRICKY, max_size=12), max_size=6))
+def test_piece_matches_in_one_pass_equal_each_piece_alone(pattern, pieces):
+    """One pass over many pieces (Split's kernel) gives each piece's matches as if it were the whole text:
+    anchors, lookahead and the failure memo stop at its ends."""
+    rx = compile_regex(pattern)
+    data = [p.encode() for p in pieces]
+    for oniguruma in (True, False):
+        assert piece_matches(rx, data, oniguruma) == naive_piece_matches(rx.program, data, oniguruma)
+
+
+def test_piece_matches_grow_the_stack_in_a_later_piece():
+    """The stack overflows in the third piece right after an empty match, and again in the fourth: the
+    search goes on in that piece, with Oniguruma's rule for an empty match where the last one ended."""
+    rx = compile_regex("(?:a|b)*c|d*")
+    pieces = [b"abc", b"xab", b"x" + b"ab" * 3000 + b"c", b"dd" + b"ab" * 12000 + b"c"]
+    short = naive_piece_matches(rx.program, pieces[:2], True)
+    assert piece_matches(rx, pieces, True) == short + [(0, 0, 2), (1, 6002, 2), (0, 2, 3), (2, 24003, 3)]
+    short = naive_piece_matches(rx.program, pieces[:2], False)
+    assert piece_matches(rx, pieces, False) == short + [(0, 0, 2), (1, 6002, 2), (6002, 6002, 2), (0, 2, 3),
+                                                       (2, 24003, 3), (24003, 24003, 3)]
+    assert rx.find_spans(pieces[2], iteration="oniguruma").tolist() == [[0, 0], [1, 6002]]
 
 
 def test_regex_objects_pickle():

@@ -27,11 +27,11 @@ from __future__ import annotations
 import numpy as np
 
 from engine.kernels import kernel
-from engine.kernels.regex_vm import find_matches
+from engine.kernels.regex_vm import find_piece_matches
 
 __all__ = [
     "ISOLATED", "REMOVED", "MERGED_PREVIOUS", "MERGED_NEXT", "CONTIGUOUS", "fold_spans", "split_classes",
-    "split_words", "split_matches", "find_literal", "regex_matches", "edit_pieces", "compact",
+    "split_words", "split_matches", "find_literal", "regex_matches", "byte_chars_utf8", "edit_pieces", "compact",
 ]
 
 ISOLATED, REMOVED, MERGED_PREVIOUS, MERGED_NEXT, CONTIGUOUS = 0, 1, 2, 3, 4
@@ -248,22 +248,48 @@ def find_literal(buf, ends, pattern):
 
 @kernel
 def regex_matches(buf, ends, program):
-    """The matches of a compiled regex (``engine.kernels.regex_vm.find_matches``) in every piece, each
-    piece its own text (anchors and lookahead stop at its ends): ``(starts, ends, pieces, count)``."""
-    n = ends.shape[0]
-    rows = 2 * buf.shape[0] + 2 * n + 2
+    """The matches of a compiled regex in every piece, each piece its own text (anchors and lookahead
+    stop at its ends), as Oniguruma's iterator gives them (``Split``), all pieces in one pass
+    (``engine.kernels.regex_vm.find_piece_matches``): ``(starts, ends, pieces, count)``."""
+    rows = 2 * buf.shape[0] + 2 * ends.shape[0] + 2
     out = np.empty((rows, 2), dtype=np.int64)
     pieces = np.empty(rows, dtype=np.int64)
-    count = 0
-    start = np.int64(0)
-    for p in range(n):
-        stop = ends[p]
-        k = find_matches(buf, start, stop, program, out[count:], True)  # Oniguruma's iteration, as Split
-        for j in range(count, count + k):
-            pieces[j] = p
-        count += k
-        start = stop
+    count = find_piece_matches(buf, 0, ends, program, out, pieces, True)
     return out[:count, 0].copy(), out[:count, 1].copy(), pieces[:count], count
+
+
+@kernel
+def byte_chars_utf8(buf, ends, mapped_cps):
+    """After a ``ByteLevel`` step each byte stands for the character ``mapped_cps[byte]`` of GPT-2's
+    byte alphabet: ``(text, text_ends, back)``, the UTF-8 of those characters (one or two bytes each),
+    the pieces' ends in it, and for each character start in ``text`` (and its end) the offset in
+    ``buf`` of its byte, so that a span found in ``text`` is ``back[start], back[end]`` in ``buf``."""
+    size = 0
+    for i in range(buf.shape[0]):
+        size += 1 if mapped_cps[buf[i]] < 0x80 else 2
+    text = np.empty(size, dtype=np.uint8)
+    back = np.zeros(size + 1, dtype=np.int64)
+    at = 0
+    for i in range(buf.shape[0]):
+        c = mapped_cps[buf[i]]
+        back[at] = i
+        if c < 0x80:
+            text[at] = c
+            at += 1
+        else:
+            text[at] = 0xC0 | (c >> 6)
+            text[at + 1] = 0x80 | (c & 0x3F)
+            at += 2
+    back[size] = buf.shape[0]
+    text_ends = np.empty(ends.shape[0], dtype=np.int64)
+    i = 0
+    at = 0
+    for p in range(ends.shape[0]):
+        while i < ends[p]:
+            at += 1 if mapped_cps[buf[i]] < 0x80 else 2
+            i += 1
+        text_ends[p] = at
+    return text, text_ends, back
 
 
 @kernel

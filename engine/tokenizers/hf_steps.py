@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.kernels.hf_split import (MERGED_NEXT, compact, edit_pieces, find_literal, regex_matches, split_classes,
-                                     split_matches, split_words)
+from engine.kernels.hf_split import (MERGED_NEXT, byte_chars_utf8, compact, edit_pieces, find_literal, regex_matches,
+                                     split_classes, split_matches, split_words)
 from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.hf_components import WHITE, WORD, byte_flags, char_flags
 from engine.tokenizers.pretokenize import pattern_code
@@ -111,54 +111,16 @@ def run_steps(steps: list[tuple], text: str, first: bool, mapped_cps: np.ndarray
         ends = new_ends
     return buf, ends, mapped
 
+
 def _matches(pattern, buf: np.ndarray, ends: np.ndarray, mapped: bool, mapped_cps: np.ndarray):
     """``(starts, ends, piece)`` of the pattern's matches in every piece (absolute byte offsets)."""
     kind, value = pattern
-    if kind == "string" and not mapped:
+    if mapped:  # the pieces as GPT-2 byte characters, in UTF-8; spans back to offsets in buf
+        text, text_ends, back = byte_chars_utf8(buf, ends, mapped_cps)
+        s, e, p = _matches(pattern, text, text_ends, False, mapped_cps)
+        return back[s], back[e], p
+    if kind == "string":
         s, e, p, n = find_literal(buf, ends, np.frombuffer(value, dtype=np.uint8))
         return s[:n], e[:n], p[:n]
-    if not mapped:
-        s, e, p, _ = regex_matches(buf, ends, value.program)
-        return s, e, p
-    if kind == "regex":  # the pieces as GPT-2 byte characters, in UTF-8 (one or two bytes each)
-        chars = mapped_cps[buf]
-        wide = chars >= 0x80
-        offsets = np.zeros(buf.shape[0] + 1, dtype=np.int64)
-        np.cumsum(np.where(wide, 2, 1), out=offsets[1:])
-        text = np.empty(int(offsets[-1]), dtype=np.uint8)
-        at = offsets[:-1]
-        text[at] = np.where(wide, 0xC0 | (chars >> 6), chars).astype(np.uint8)
-        text[at[wide] + 1] = (0x80 | (chars[wide] & 0x3F)).astype(np.uint8)
-        s, e, p, _ = regex_matches(text, offsets[ends], value.program)
-        return np.searchsorted(offsets, s), np.searchsorted(offsets, e), p
-    found_s, found_e, found_p = [], [], []
-    start = 0
-    for p, end in enumerate(ends.tolist()):
-        piece = buf[start:end]
-        if mapped:  # the piece as GPT-2 byte characters
-            chars = mapped_cps[piece]
-            text = "".join(map(chr, chars.tolist())).encode("utf-8")
-            widths = np.where(chars < 0x80, 1, 2)
-            offsets = np.zeros(piece.shape[0] + 1, dtype=np.int64)
-            np.cumsum(widths, out=offsets[1:])
-        else:
-            text = piece.tobytes()
-        if kind == "string":
-            literal, spans, at = value.decode("utf-8").encode("utf-8"), [], text.find(value)
-            while at >= 0:
-                spans.append((at, at + len(literal)))
-                at = text.find(value, at + len(literal))
-            spans = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
-        else:
-            spans = np.asarray(value.find_spans(text), dtype=np.int64).reshape(-1, 2)
-        if spans.shape[0]:
-            if mapped:
-                spans = np.searchsorted(offsets, spans)
-            found_s.append(spans[:, 0] + start)
-            found_e.append(spans[:, 1] + start)
-            found_p.append(np.full(spans.shape[0], p, dtype=np.int64))
-        start = end
-    if not found_s:
-        empty = np.empty(0, dtype=np.int64)
-        return empty, empty, empty
-    return np.concatenate(found_s), np.concatenate(found_e), np.concatenate(found_p)
+    s, e, p, _ = regex_matches(buf, ends, value.program)
+    return s, e, p
