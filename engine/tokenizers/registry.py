@@ -66,7 +66,7 @@ def _import_kinds() -> None:
 
 TIE_BREAKS = ("first", "hf")
 DEFAULT_MERGES = 200  # merges a BPE fit trains when given neither merges nor a vocabulary size
-_IGNORABLE = frozenset({"merges", "unknown"})
+_IGNORABLE = frozenset({"merges", "unknown", "fit_sample"})  # fit_sample: every kind (the pipeline reads it)
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,11 @@ class FitOptions:
 
     ``merges``: merges to train; ``vocab_size``: ids to stop at (specials included); ``pattern``:
     the byte-level pre-tokenizer (``gpt2``, ``cl100k``, ``o200k`` or a regex); ``tie_break``: ``first`` or ``hf``;
-    ``unknown``: the token unseen pieces map to, for kinds that have one. None: the kind's default.
+    ``unknown``: the token unseen pieces map to, for kinds that have one; ``fit_sample``: fit on at most
+    this many UTF-8 bytes of the train partition (the fit sample rule of ``engine.corpus.fit_sample``; an
+    int or a string such as ``"64MB"``, stored as the int; every kind; the callers that read the
+    training text, ``prepare`` and ``engine tokenizers train``, apply it). None: the kind's default
+    (``fit_sample`` None: the whole train partition).
     """
 
     merges: int | None = None
@@ -83,9 +87,10 @@ class FitOptions:
     pattern: str | None = None
     tie_break: str | None = None
     unknown: str | None = None
+    fit_sample: int | str | None = None
 
     def __post_init__(self) -> None:
-        from engine.checks import as_int
+        from engine.checks import MAX_FIT_SAMPLE_BYTES, as_int, byte_count
         from engine.tokenizers.pretokenize import canonical_pattern
 
         for name, flag in (("merges", "--merges"), ("vocab_size", "--vocab-size")):
@@ -96,6 +101,9 @@ class FitOptions:
                     raise ConfigurationError(f"{flag} must be 0..{MAX_VOCAB_SIZE} (a vocabulary holds at most "
                                              f"{MAX_VOCAB_SIZE} ids), got {value}")
                 object.__setattr__(self, name, value)
+        if self.fit_sample is not None:
+            object.__setattr__(self, "fit_sample", byte_count(self.fit_sample, "--fit-sample",
+                                                              limit=MAX_FIT_SAMPLE_BYTES))
         if self.pattern is not None:
             try:
                 object.__setattr__(self, "pattern", canonical_pattern(self.pattern, "--pattern"))
@@ -112,7 +120,7 @@ class FitOptions:
 
     def given(self) -> list[str]:
         """Names of the options that are set (not None)."""
-        return [name for name in ("merges", "vocab_size", "pattern", "tie_break", "unknown")
+        return [name for name in ("merges", "vocab_size", "pattern", "tie_break", "unknown", "fit_sample")
                 if getattr(self, name) is not None]
 
 
