@@ -19,7 +19,8 @@ The rule (cited as "the fit sample rule of engine.corpus.fit_sample"):
 
 ``FitSample(limit)`` applies the rule to documents given one at a time in partition order (``take``);
 ``summary()`` is what ``report.json`` records as ``fit_sample``. A text left in its file (a long JSONL
-line, ``engine.corpus.long_lines.LongText``) is cut as it is read (``CutText``), never read whole.
+line, ``engine.corpus.long_lines.LongText``) is cut as it is read (``CutText``), never read whole: the one
+that crosses ``BYTES`` is read once up to the cut to measure its prefix, then again by whoever counts it.
 """
 
 from __future__ import annotations
