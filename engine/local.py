@@ -38,7 +38,7 @@ from engine.parallel import OrderedPool, encode_lock, resolve_threads
 from engine.tokenizers.type_table import count_types
 from engine.prepare_options import PrepareLimits, PrepareOptions
 from engine.progress import Progress
-from engine.steps import Chunker, chunk_tally, fit_from_table, iter_corpus_batches, open_store_writer, window_counts
+from engine.steps import Chunker, capped_table, chunk_tally, fit_from_table, iter_corpus_batches, open_store_writer, window_counts
 from engine.store.layout import source_digest, utf8_length
 from engine.testhook import stop_point
 from engine.tokenizers.base import Tokenizer, UnknownInputError
@@ -90,7 +90,7 @@ def run_local(options: PrepareOptions) -> PrepareResult:
     threads = resolve_threads(options.threads)
     source = _Source(options)
     total_documents = None
-    sample = None
+    sample = capped = None
     if options.fit is not None:
         trainer = options.trainer()
         seen = 0
@@ -119,6 +119,7 @@ def run_local(options: PrepareOptions) -> PrepareResult:
 
         table = count_types(trainer, training_batches(trainer, train_texts()), threads)
         source.checked()  # the manifest first: a wrong manifest is named, not an empty training text
+        table, capped = capped_table(options, table)
         tok = fit_from_table(options, trainer, table)
         stop_point("fitted")
         total_documents = seen
@@ -131,8 +132,9 @@ def run_local(options: PrepareOptions) -> PrepareResult:
         # tokenizer.json and report.json are staged before the store is renamed into place, and
         # renamed after it: a failure on the way leaves --out as it was.
         seconds = {"fit": fitted - started, "encode": time.perf_counter() - fitted}
+        fitted_on = {"fit_sample": None if sample is None else sample.summary(), "max_types": capped}
         outputs.stage(tok, tallies, seconds=seconds, read=source.reads[-1], resume=resume,
-                      extra=None if sample is None else {"fit_sample": sample.summary()})
+                      extra={key: value for key, value in fitted_on.items() if value is not None})
 
     with StagedOutputs(options, threads=threads) as outputs:
         _encode_and_write(tok, source, tallies, options, threads, total_documents, before_commit)

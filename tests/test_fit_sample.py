@@ -276,3 +276,89 @@ def test_units_and_where_the_bound_applies(corpus, tmp_path):
         prepare(path, splits, tmp_path / "p", tokenizer=str(tok), fit_sample=10, quiet=True)
     with pytest.raises(ConfigurationError, match="--fit-sample applies to --executor local only"):
         prepare(path, splits, tmp_path / "p", executor="ray", fit_sample=10, quiet=True)
+
+
+# -- the type cap (--max-types) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tokenizer, extra", [("byte-bpe", {"merges": 40}), ("word", {})])
+def test_max_types_fits_the_most_frequent_types_for_any_threads_and_chunks(corpus, tmp_path, tokenizer, extra):
+    from engine.tokenizers.base import trainer_for
+    from engine.tokenizers.type_table import count_types
+
+    path, splits, docs, parts = corpus
+    trainer = trainer_for(tokenizer, FitOptions(unknown="<unk>", **extra))
+    train = set(parts["train"])
+    full = count_types(trainer, [[t for i, t in docs if i in train]], 1)
+    types, counts = full.types(), full.counts().tolist()
+    limit = len(types) // 3
+    ranked = sorted(range(len(types)), key=lambda i: (-counts[i], i))[:limit]
+    kept = sorted(ranked)
+    expected = trainer.train_from_counts([types[i] for i in kept], [counts[i] for i in kept])
+    common = dict(tokenizer=tokenizer, context_length=4, quiet=True, max_types=limit, **extra)
+    for threads, limits in ((1, PrepareLimits()), (2, PrepareLimits(read_batch_documents=3, read_batch_chars=17,
+                                                                    encode_chunk_documents=2))):
+        result = prepare(path, splits, tmp_path / f"t{threads}", threads=threads, limits=limits, **common)
+        assert result.report["tokenizer"]["hash"] == expected.hash
+        assert result.report["max_types"] == {"limit": limit, "types": len(types), "kept": limit,
+                                              "dropped": len(types) - limit}
+    whole = prepare(path, splits, tmp_path / "all", **{**common, "max_types": len(types)})
+    assert whole.report["tokenizer"]["hash"] == trainer.train_from_counts(types, counts).hash != expected.hash
+    assert whole.report["max_types"]["dropped"] == 0
+
+
+def test_max_types_with_a_fit_sample_caps_the_sample(corpus, tmp_path):
+    path, splits, docs, parts = corpus
+    cut_path, cut_splits, _ = cut_corpus(tmp_path, docs, parts, 500)
+    common = dict(tokenizer="word", context_length=4, quiet=True, max_types=7)
+    sampled = prepare(path, splits, tmp_path / "s", fit_sample=500, **common)
+    assert sampled.report["tokenizer"]["hash"] == prepare(cut_path, cut_splits, tmp_path / "c", **common).report[
+        "tokenizer"]["hash"]
+    assert sampled.report["tokenizer"]["vocab_size"] == 7 + 3  # <bos>, <eos>, <unk>
+    done = CliRunner().invoke(main, ["prepare", str(path), "--splits", str(splits), "--tokenizer", "word",
+                                     "--max-types", "7", "--context", "4", "--quiet", "--out", str(tmp_path / "o")])
+    assert done.exit_code == 0, done.output
+    types = sampled.report["max_types"]["types"]
+    unsampled = json.loads((tmp_path / "o" / "report.json").read_text())["max_types"]
+    assert unsampled["kept"] == 7 and unsampled["types"] > types
+    assert (f"max types: kept 7 of {unsampled['types']:,} types (at most 7; {unsampled['types'] - 7:,} dropped)"
+            in done.output.splitlines())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--max-types", "0"], "--max-types must be positive (>= 1), got 0"),
+    (["--max-types", "-3"], "--max-types must be positive (>= 1), got -3"),
+    (["--max-types", str((1 << 40) + 1)], f"--max-types is {(1 << 40) + 1}, larger than the largest allowed value "
+                                           f"{1 << 40}"),
+    (["--max-types", "many"], "'many' is not a valid integer"),
+    (["--max-types", "5", "--tokenizer", "bpe"], "--max-types applies to --tokenizer word, byte-bpe, not bpe"),
+    (["--max-types", "5", "--tokenizer", "char"], "--max-types applies to --tokenizer word, byte-bpe, not char"),
+])
+def test_bad_type_caps_exit_2(corpus, tmp_path, args, message):
+    path, splits, _, _ = corpus
+    done = CliRunner().invoke(main, ["prepare", str(path), "--splits", str(splits), "--quiet", "--out",
+                                     str(tmp_path / "o"), *args])
+    assert done.exit_code == 2, done.output
+    assert message in done.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_tokenizers_train_caps_types_as_prepare_does(corpus, tmp_path):
+    path, splits, _, _ = corpus
+    runner = CliRunner()
+    for bounds in (["--max-types", "9"], ["--max-types", "9", "--fit-sample", "400"]):
+        out = tmp_path / "b.json"
+        done = runner.invoke(main, ["tokenizers", "train", str(path), "--splits", str(splits), "--kind", "bpe",
+                                    "--level", "byte", "--merges", "25", "--force", "--out", str(out), *bounds])
+        assert done.exit_code == 0, done.output
+        keywords = dict(zip([b.lstrip("-").replace("-", "_") for b in bounds[::2]], [int(v) for v in bounds[1::2]]))
+        result = prepare(path, splits, tmp_path / "p", tokenizer="byte-bpe", merges=25, context_length=4, quiet=True,
+                         **keywords)
+        assert load_tokenizer(out).hash == result.report["tokenizer"]["hash"]
+        capped = result.report["max_types"]
+        assert (f"max types: kept 9 of {capped['types']:,} types (at most 9; {capped['types'] - 9:,} dropped)"
+                in done.output.splitlines())
+    done = runner.invoke(main, ["tokenizers", "train", str(path), "--splits", str(splits), "--kind", "char",
+                                "--max-types", "9", "--out", str(tmp_path / "c.json")])
+    assert done.exit_code == 2 and "--max-types applies to --kind word and --kind bpe --level byte, not --kind char" in (
+        done.output)

@@ -95,6 +95,10 @@ def chat_options(fn):
                    "the one that crosses BYTES cut at a character (the same sample for any --threads; held-out "
                    "documents never count). A number of bytes or with a unit: 64MB, 1GiB. The summary and "
                    "report.json say what the sample held. Example: --fit-sample 1GB")
+@click.option("--max-types", "max_types", default=None, type=int, metavar="N",
+              help="Fit on the N most frequent types only (pieces, words; ties by first appearance; word, "
+                   "byte-bpe): bounds what the fit builds from the type table. The summary and report.json say "
+                   "how many were dropped. Example: --max-types 1000000")
 @click.option("--context", "context_length", default=None, type=int,
               help="Context length T for window counts [default: 64; 32 for the bundled corpus, whose "
                    "documents are short].")
@@ -167,6 +171,10 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
     for note in tok["notes"]:
         click.echo(f"note: {note}")
     _echo_fit_sample(report.get("fit_sample"))
+    capped = report.get("max_types")
+    if capped is not None:
+        click.echo(f"max types: kept {capped['kept']:,} of {capped['types']:,} types (at most {capped['limit']:,}; "
+                   f"{capped['dropped']:,} dropped)")
     _echo_read(report["read"])
     if report.get("chat") is None and "wrappers" in report:
         w = report["wrappers"]

@@ -123,10 +123,14 @@ def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | No
 @click.option("--fit-sample", "fit_sample", default=None, metavar="BYTES",
               help="Fit on the first BYTES UTF-8 bytes of the train partition only (its documents in corpus order, "
                    "the one that crosses BYTES cut at a character); a number of bytes or with a unit: 64MB, 1GiB.")
+@click.option("--max-types", "max_types", default=None, type=int, metavar="N",
+              help="Fit on the N most frequent types only (ties by first appearance; --kind word, --kind bpe "
+                   "--level byte).")
 @click.option("--force", is_flag=True, help="Replace --out even if it is not an engine tokenizer file.")
 def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: int | None, pattern: str,
           tie_break: str, splits: str | None, hash_split: dict | None, train_fraction: float, text_column: str,
-          id_column: str | None, unknown: str | None, fit_sample: str | None, out_path: Path, force: bool) -> None:
+          id_column: str | None, unknown: str | None, fit_sample: str | None, max_types: int | None, out_path: Path,
+          force: bool) -> None:
     """Fit a tokenizer on the TRAIN partition of CORPUS and save it.
 
     \b
@@ -141,25 +145,45 @@ def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: i
     from engine.tokenizers.word import WordTokenizer
 
     pattern = canonical_pattern(pattern, "--pattern")
-    fit_sample = FitOptions(fit_sample=fit_sample).fit_sample  # checked before anything is read
+    bounds = FitOptions(fit_sample=fit_sample, max_types=max_types)  # checked before anything is read
+    if max_types is not None and not (kind == "word" or (kind == "bpe" and level == "byte")):
+        raise ConfigurationError(f"--max-types applies to --kind word and --kind bpe --level byte, not --kind {kind}"
+                                 + (" --level char" if kind == "bpe" else ""))
 
     if kind != "bpe" and (merges is not None or vocab_size is not None or level != "char"):
         raise ConfigurationError(f"--merges/--vocab-size/--level apply to --kind bpe, not --kind {kind}")
     if kind != "word" and unknown is not None:
         raise ConfigurationError(f"--unknown applies to --kind word, not --kind {kind}")
     check_out_file(out_path, force=force, is_ours=is_engine_tokenizer_file, what="an engine tokenizer file")
-    texts, sample = _training_texts(corpus, splits, hash_split, train_fraction, text_column, id_column, fit_sample)
+    texts, sample = _training_texts(corpus, splits, hash_split, train_fraction, text_column, id_column,
+                                    bounds.fit_sample)
+    if merges is None and vocab_size is None and kind == "bpe":
+        merges = 200
+    capped = None
     if kind == "char":
         tokenizer = CharTokenizer.fit(texts)
+    elif bounds.max_types is not None:  # the type cap rule: count, keep the most frequent, fit on those
+        from engine.tokenizers.streaming import training_batches
+        from engine.tokenizers.type_table import count_types
+
+        trainer = (WordTokenizer.trainer(FitOptions(unknown=unknown)) if kind == "word" else
+                   BpeTrainer(merges, level=level, vocab_size=vocab_size, pattern=pattern, tie_break=tie_break))
+        table = count_types(trainer, training_batches(trainer, [texts]), 1)
+        if not len(table):
+            raise CorpusError(f"{corpus}: the train partition holds no text; nothing to fit the tokenizer on")
+        capped = table.most_frequent(bounds.max_types)
+        tokenizer = (trainer.train_from_table(capped) if hasattr(trainer, "train_from_table") else
+                     trainer.train_from_counts(capped.types(), capped.counts()))
     elif kind == "word":
         tokenizer = WordTokenizer.fit(texts, unknown=unknown)
     else:
-        if merges is None and vocab_size is None:
-            merges = 200
         tokenizer = BpeTrainer(merges, level=level, vocab_size=vocab_size, pattern=pattern, tie_break=tie_break).train(texts)
     tokenizer.save(out_path)
     if sample is not None:
         click.echo(describe_fit_sample(sample))
+    if capped is not None:
+        click.echo(f"max types: kept {len(capped):,} of {len(table):,} types (at most {bounds.max_types:,}; "
+                   f"{len(table) - len(capped):,} dropped)")
     click.echo(f"{tokenizer.kind} tokenizer: {tokenizer.vocab_size:,} ids, hash {tokenizer.hash[:12]}, "
                f"written to {out_path}")
 

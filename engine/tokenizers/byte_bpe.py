@@ -81,7 +81,7 @@ class ByteBpeTokenizer(Tokenizer):
 
     kind = "bpe-byte"
     fit_name = "byte-bpe"
-    fit_options = frozenset({"merges", "vocab_size", "pattern", "tie_break"})
+    fit_options = frozenset({"merges", "vocab_size", "pattern", "tie_break", "max_types"})
     thread_safe_encode = True
 
     def __init__(
