@@ -29,7 +29,9 @@ Safe places:
 Fitting is the one place a piece may be cut: a training text with no safe place in ``STREAM_CHARS``
 characters (one unbroken run: DNA, base64, minified code, ``"ab" * 75_000_000``) is counted as parts
 of ``STREAM_CHARS`` characters (``fit_texts``), so fitting holds a bounded span whatever the piece
-length; encoding never cuts a piece.
+length; encoding never cuts a piece (byte-level BPE merges a piece longer than
+``engine.kernels.bpe_merge.LONG_PIECE_WINDOW`` bytes window by window, with the ids of the whole piece:
+the rule stated there).
 
 ``progress(nbytes)``, if given, is called after each span with its UTF-8 size.
 """
