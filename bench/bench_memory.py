@@ -160,8 +160,8 @@ PIECE_MB = 32  # "ab" * 16M: one piece of 32 MB (quick: 8 MB)
 QUICK_PIECE_MB = 8
 # Peak beyond the text over the span (STREAM_CHARS characters) a fit cuts one piece into: a span of one
 # unbroken piece is one type of 2 Mi characters, whose merge training holds ~140 bytes per character
-# (the same peak at 8 and 32 MB pieces). Encoding is held to the same multiple (not met yet: one piece
-# is encoded whole, ~39 bytes per byte of the piece).
+# (the same peak at 8 and 32 MB pieces). Encoding is held to the same multiple: byte-level BPE merges
+# a piece window by window (engine.kernels.bpe_merge), what remains is ~5 bytes per byte of the piece.
 PIECE_SPAN_LIMIT = 160
 ESCAPED_LINE_MB = 64  # one JSONL line of runs of escaped backslashes, scaled down from 1,000 MB
 QUICK_ESCAPED_LINE_MB = 16
