@@ -20,9 +20,10 @@ by engine (``peers_byte_bpe.trained_tokenizer``, cached in bench/.cache) and wri
 
 Each side runs 3 times in turns (once with ``quick``); the fastest run counts. Both ``.bin`` and
 both ``.idx`` are compared byte for byte before a row is made (a difference raises). The engine side
-loads the ``tokenizer.json`` twice (``prepare``, then ``export`` for the vocabulary size), as the two
-commands do. ``export alone`` times ``export_megatron`` of the prepared store (read the Parquet row
-groups, drop nothing, write uint16, fsync, rename) beside ``np.copyto`` of the split's uint32 token
+loads the ``tokenizer.json`` once (``prepare``; ``export`` reads the vocabulary size from the store's
+manifest), as the two commands do. ``export alone`` times ``export_megatron`` of the prepared store
+(decode the Parquet row groups on two threads, drop nothing, write uint16, fsync, rename) beside
+``np.copyto`` of the split's uint32 token
 buffer (the bytes export reads, copied once in memory): ratio = copy seconds / export seconds; an
 information row puts it beside one ``write`` + ``fsync`` of the same ``.bin`` bytes. A first run's
 kernel loading is kept out of the timing by one untimed run on the corpus's first 200 lines.

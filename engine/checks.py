@@ -203,13 +203,17 @@ def parse_json(text: str | bytes, **options) -> object:
                            **options)
     except RecursionError:
         raise JSONLimitError(f"nested more than {JSON_MAX_DEPTH} levels deep") from None
-    stack = [(value, 1)] if isinstance(value, (dict, list)) else []
-    while stack:
-        node, depth = stack.pop()
+    level = [value] if isinstance(value, (dict, list)) else []  # the containers one level deep, then the next
+    depth = 0
+    while level:
+        depth += 1
         if depth > JSON_MAX_DEPTH:
             raise JSONLimitError(f"nested more than {JSON_MAX_DEPTH} levels deep")
-        children = node.values() if isinstance(node, dict) else node
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+        deeper = []
+        for node in level:
+            deeper += [child for child in (node.values() if isinstance(node, dict) else node)
+                       if isinstance(child, (dict, list))]
+        level = deeper
     return value
 
 

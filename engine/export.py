@@ -21,8 +21,12 @@ manifest without the entry means the tokenizer's). ``bos=False``
 ``<|endoftext|>`` on both sides) every document is written without its BOS too, as ``[content...,
 EOS]``, so exactly one end-of-text token separates two documents, as Megatron's ``--append-eod``
 and nanoGPT's ``prepare.py`` write them. The copy is one pass of the ``gather_documents`` kernel
-(engine.kernels.export) per row group of the store, written as it is made: memory holds one row
-group and the sequence lengths (4 bytes per document), never the split.
+(engine.kernels.export) per row group of the store, written as it is made while the next row
+groups decode on two other threads (``DECODE_THREADS``, engine.store.stream): memory holds at most
+three row groups and the sequence lengths (4 bytes per document), never the split. The tokenizer is not
+loaded: the vocabulary size (which picks the dtype and bounds the ids) and the BOS/EOS ids come
+from the store's manifest; a store written before its manifest recorded ``vocab_size`` loads its
+tokenizer to learn it.
 
 Writes. Every file is written under a temporary name in its target's folder, fsynced, then renamed
 into place, the folder fsynced last. Megatron: the old ``.idx`` is removed first, then ``.json``,
@@ -42,7 +46,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -65,6 +69,9 @@ EXPORT_FORMAT = "engine.export"
 FORMATS = ("megatron", "nanogpt")
 DTYPES = {"megatron": ("uint16", "int32"), "nanogpt": ("uint16", "uint32")}
 _INT32_MAX = 2 ** 31 - 1
+# Row groups decoded at once (engine.store.stream): the next two decode while one is written, so
+# memory holds at most three row groups (a row group is 16,384 documents, which may be long).
+DECODE_THREADS = 2
 
 
 @dataclass(frozen=True)
@@ -88,11 +95,12 @@ class ExportResult:
 
 def _recorded(store: TokenStore, tokenizer, name: str) -> int | None:
     """The store's ``bos_id`` / ``eos_id`` as its manifest records them (``None``: its documents carry
-    none); a manifest without the entry falls back to the tokenizer's. None (or < 0): no such token."""
+    none); a manifest without the entry falls back to the tokenizer's (``tokenizer``, or the store's
+    loaded now when None). None (or < 0): no such token."""
     try:
         value = getattr(store, name)
     except KeyError:
-        value = getattr(tokenizer, name, None)
+        value = getattr(store.tokenizer() if tokenizer is None else tokenizer, name, None)
     return None if value is None or int(value) < 0 else int(value)
 
 
@@ -104,6 +112,15 @@ def document_rule(store: TokenStore, tokenizer, bos: bool) -> tuple[int, bool]:
     if bos_id is None:
         return -1, False
     return bos_id, (not bos) or bos_id == eos_id
+
+
+def _vocabulary(store: TokenStore):
+    """``(vocabulary size, tokenizer or None)``: the size the manifest records, the tokenizer not loaded;
+    a store whose manifest does not record it (written before it did) loads its tokenizer to learn it."""
+    if store.vocab_size is not None:
+        return int(store.vocab_size), None
+    tokenizer = store.tokenizer()
+    return int(tokenizer.vocab_size), tokenizer
 
 
 def _open(store) -> TokenStore:
@@ -184,18 +201,6 @@ class _Temporaries:
         self.paths.clear()
 
 
-def _prefetched(batches: Iterator, pool: ThreadPoolExecutor) -> Iterator:
-    """The items of ``batches``, the next one decoded on ``pool`` while the caller handles the current
-    one (pyarrow decodes without the GIL)."""
-    pending = pool.submit(next, batches, None)
-    while True:
-        item = pending.result()
-        if item is None:
-            return
-        pending = pool.submit(next, batches, None)
-        yield item
-
-
 def _write_tokens(store: TokenStore, part: Partition, batches: Iterator, out, dtype: np.dtype, bos_id: int,
                   drop: bool, vocab_size: int, lengths: np.ndarray) -> int:
     """Stream the split's documents into the open file ``out``; fills ``lengths``; returns tokens written."""
@@ -250,17 +255,14 @@ def _export(kind: str, store, split: Partition | str, out: str | os.PathLike, *,
     documents = store.num_documents(part)
     if not documents:
         raise ConfigurationError(f"{store.path}: split {part.value} holds no documents; nothing to export")
-    with ThreadPoolExecutor(1) as pool:  # the first row group is decoded while the tokenizer loads
-        batches = _prefetched(token_batches(store, part), pool)
-        tokenizer = store.tokenizer()
-        vocab_size = int(tokenizer.vocab_size)
-        chosen = _dtype(kind, vocab_size, dtype)
-        bos_id, drop = document_rule(store, tokenizer, bos)
-        files[0].parent.mkdir(parents=True, exist_ok=True)
-        _check_targets(files, marker, kind, force)
-        result = _write_files(kind, store, part, batches, files, marker, chosen, bos_id, drop, vocab_size,
-                              documents, tokenizer, force)
-    return result
+    vocab_size, tokenizer = _vocabulary(store)
+    chosen = _dtype(kind, vocab_size, dtype)
+    bos_id, drop = document_rule(store, tokenizer, bos)
+    files[0].parent.mkdir(parents=True, exist_ok=True)
+    _check_targets(files, marker, kind, force)
+    with closing(token_batches(store, part, threads=DECODE_THREADS)) as batches:
+        return _write_files(kind, store, part, batches, files, marker, chosen, bos_id, drop, vocab_size,
+                            documents, tokenizer, force)
 
 
 def _write_files(kind, store, part, batches, files, marker, chosen, bos_id, drop, vocab_size, documents, tokenizer,

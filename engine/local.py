@@ -72,6 +72,7 @@ class _Source:
         return iter_corpus_batches(options.corpus, on_invalid_utf8=options.on_invalid_utf8,
                                    skip_bad_lines=options.skip_bad_lines, text_column=options.text_column,
                                    id_column=options.id_column, report=self.reads[-1], long_lines=True,
+                                   read_limits=options.limits.read_limits,
                                    batch_documents=options.limits.read_batch_documents,
                                    batch_chars=options.limits.read_batch_chars, exclude=options.excluded_paths,
                                    corpus_format=options.corpus_format)
@@ -117,7 +118,7 @@ def run_local(options: PrepareOptions) -> PrepareResult:
                     stop_point("read")
                     yield texts
 
-        table = count_types(trainer, training_batches(trainer, train_texts()), threads)
+        table = count_types(trainer, training_batches(trainer, train_texts(), options.limits.stream_chars), threads)
         source.checked()  # the manifest first: a wrong manifest is named, not an empty training text
         table, capped = capped_table(options, table)
         tok = fit_from_table(options, trainer, table)
@@ -265,7 +266,8 @@ class _Encoder:
             self.progress(0, nbytes)
 
         with self._locked():
-            values, offsets = self.tok.encode_documents(texts, ids, progress=span_done)
+            values, offsets = self.tok.encode_documents(texts, ids, progress=span_done,
+                                                        stream_chars=self.options.limits.stream_chars)
         if self.without_bos:  # [content..., EOS]: each document's first id (its BOS) removed
             keep = np.ones(values.shape[0], bool)
             keep[offsets[:-1]] = False
@@ -282,7 +284,8 @@ class _Encoder:
         eos = np.array([self.tok.eos_id], dtype=np.uint32)
         bos = [] if self.no_bos else [np.array([self.tok.bos_id], dtype=np.uint32)]
         with self._locked(), open(path, "wb") as fh:
-            spans = encode_long(self.tok, doc.text, doc.id, lambda n: self.progress(0, n))
+            spans = encode_long(self.tok, doc.text, doc.id, lambda n: self.progress(0, n),
+                                self.options.limits.stream_chars)
             for ids in itertools.chain(bos, spans, [eos]):
                 fh.write(ids.astype(np.uint32, copy=False).tobytes())
                 count += int(ids.shape[0])

@@ -31,7 +31,7 @@ names of those modules stay importable from here.
 Peak memory: a few chunks per thread plus the type table and 16 bytes per document (id hashes of
 the reader's and the store writer's uniqueness checks; an explicit manifest also holds its ids);
 never the corpus. A document longer than a span (``engine.tokenizers.streaming``) is encoded span
-by span and written as one row; the text of a JSONL line longer than ``LONG_LINE_BYTES`` stays in
+by span and written as one row; the text of a JSONL line longer than ``limits.long_line_bytes`` stays in
 its file (``engine.corpus.long_lines``), its ids go to a file and it becomes a store file of its
 own, written page by page (``engine.store.long_rows``). One continuous ``.txt`` file is one
 document per partition and is read whole.

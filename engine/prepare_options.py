@@ -2,8 +2,9 @@
 
 The CLI, ``prepare(**keywords)``, the local executor (``engine.local``) and the Ray executor
 (``engine.distributed``) all take it. ``PrepareLimits`` holds the sizes the run cuts its work
-into (read batches, encode chunks, the store's row groups and files): they bound memory and fix the
-store's layout, never what it holds, and a test passes small ones to exercise the boundaries.
+into (read batches, long lines left in their files, encode chunks and spans, the store's row groups
+and files): they bound memory and fix the store's layout, never what it holds, and a test passes
+small ones to exercise the boundaries.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 
 from engine.checks import positive_int
 from engine.corpus import PARTITIONS, CorpusPartitions, SplitManifest, check_columns_apply, is_continuous_text
+from engine.corpus.limits import LONG_LINE_BYTES, LONG_STRING_BYTES, PART_BYTES, SCAN_BLOCK_BYTES, ReadLimits
 from engine.corpus.readers import CORPUS_FORMS, INVALID_UTF8_POLICIES, TEXT_COLUMN
 from engine.corpus.shards import corpus_shards, is_glob
 from engine.corpus.splits import parse_ratios
@@ -26,6 +28,7 @@ from engine.errors import ConfigurationError, CorpusError
 from engine.parallel import resolve_threads
 from engine.store_files import STORE_NAME
 from engine.tokenizers.base import FitOptions, Tokenizer, Trainer, fittable_kinds, trainer_for
+from engine.tokenizers.limits import STREAM_CHARS
 from engine.tokenizers.loading import load_tokenizer
 
 __all__ = [
@@ -54,7 +57,14 @@ class PrepareLimits:
     character, so 1M characters keep one running chunk near 40 MB whatever the corpus size);
     ``store_row_group_rows`` / ``store_file_rows``: the store's row groups and files hold fixed row
     counts, so its bytes depend on the documents only (not on chunking or threads) and a resumed run
-    keeps an interrupted run's finished files (resume with the limits the run began with).
+    keeps an interrupted run's finished files (resume with the limits the run began with);
+    ``long_line_bytes`` / ``long_string_bytes`` / ``long_part_bytes`` / ``long_scan_block_bytes``: a
+    JSONL line (or a file of a folder) longer than ``long_line_bytes`` keeps its text in the file and
+    becomes a store file of its own (``ReadLimits``, ``engine.corpus.long_lines``: strings longer than
+    ``long_string_bytes`` are left out of its scanned skeleton, its text is decoded
+    ``long_part_bytes`` at a time, the scan reads ``long_scan_block_bytes`` at a time);
+    ``stream_chars``: a document longer than this many characters is encoded (and counted for the
+    fit) span by span (``engine.tokenizers.streaming``; ~40 bytes of scratch per character).
     """
 
     read_batch_documents: int = 1024
@@ -63,10 +73,21 @@ class PrepareLimits:
     encode_chunk_chars: int = 1 << 20
     store_row_group_rows: int = 1024
     store_file_rows: int = 1 << 17
+    long_line_bytes: int = LONG_LINE_BYTES
+    long_string_bytes: int = LONG_STRING_BYTES
+    long_part_bytes: int = PART_BYTES
+    long_scan_block_bytes: int = SCAN_BLOCK_BYTES
+    stream_chars: int = STREAM_CHARS
 
     def __post_init__(self) -> None:
         for item in dataclasses.fields(self):
             object.__setattr__(self, item.name, positive_int(getattr(self, item.name), f"limits.{item.name}"))
+
+    @property
+    def read_limits(self) -> ReadLimits:
+        """The corpus readers' ``ReadLimits`` of this run (the long-line sizes; the default id buffer)."""
+        return ReadLimits(long_line_bytes=self.long_line_bytes, long_string_bytes=self.long_string_bytes,
+                          part_bytes=self.long_part_bytes, scan_block_bytes=self.long_scan_block_bytes)
 
 
 def default_corpus_paths() -> tuple[Path, Path]:
@@ -271,7 +292,7 @@ class PrepareOptions:
         if fmt is None:
             fmt = "text" if self.continuous else detect_format(
                 self.corpus, messages_column=self.messages_column, prompt_column=self.prompt_column,
-                completion_column=self.completion_column)
+                completion_column=self.completion_column, limits=self.limits.read_limits)
             self._set("format", fmt)
         if fmt == "text":
             if (self.bos is not None or self.eos is not None) and self.fit is not None:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from engine.corpus import PARTITIONS, Document, Partition, ReadReport, open_corpus
+from engine.corpus import PARTITIONS, Document, Partition, ReadLimits, ReadReport, open_corpus
 from engine.corpus.readers import TEXT_COLUMN
 from engine.errors import CorpusError, is_interrupt
 from engine.outputs import PartitionTally, PrepareResult, check_out_dir
@@ -134,20 +134,23 @@ def iter_corpus_batches(path: str | os.PathLike, *, on_invalid_utf8: str = "erro
                         batch_documents: int | None = None, batch_chars: int | None = None,
                         report: ReadReport | None = None, text_column: str = TEXT_COLUMN, id_column: str | None = None,
                         long_lines: bool = False, exclude: Iterable[str | os.PathLike] = (),
-                        corpus_format: str | None = None) -> Iterator[list[Document]]:
+                        corpus_format: str | None = None,
+                        read_limits: ReadLimits | None = None) -> Iterator[list[Document]]:
     """Documents of a JSONL file, a Parquet file or dataset, or a folder, a batch at a time, in order.
 
     ``open_corpus`` (the dispatch and checks of ``Corpus.from_path``) with the pipeline's batch
     bounds: at most ``batch_documents`` documents and ``batch_chars`` characters a batch (None:
     ``PrepareLimits``'s defaults).
     ``exclude``: paths a folder corpus leaves out (the run's ``--out``); ``corpus_format``: the
-    format, if not guessed from the path (``--corpus-format``).
+    format, if not guessed from the path (``--corpus-format``); ``read_limits``: the readers' sizes
+    (``PrepareLimits.read_limits``; None: ``PrepareLimits``'s defaults).
     """
     yield from open_corpus(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
                            batch_documents=batch_documents or _DEFAULT_LIMITS.read_batch_documents,
                            batch_chars=batch_chars or _DEFAULT_LIMITS.read_batch_chars,
                            report=report, text_column=text_column, id_column=id_column, long_lines=long_lines,
-                           exclude=exclude, corpus_format=corpus_format)
+                           exclude=exclude, corpus_format=corpus_format,
+                           limits=read_limits or _DEFAULT_LIMITS.read_limits)
 
 
 def run_checked(executor: Callable[[PrepareOptions], PrepareResult], options: PrepareOptions) -> PrepareResult:

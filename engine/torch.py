@@ -48,8 +48,8 @@ dataset's ``pin_memory=True`` (a reused pinned buffer could be overwritten while
 Workers: with ``N`` workers, worker ``i`` builds the batches ``j ≡ i (mod N)`` of the remaining
 sequence (``j`` counts batches from the resume point, across epochs); DataLoader collects from the
 workers in round-robin order, so the loader yields exactly the global order, for any ``N``. Under
-``ds.loader(num_workers=N)`` the unit is a group of consecutive batches (about ``CHUNK_IDS`` ids per
-tensor) written into one of a few shared-memory buffers that each worker allocates once and reuses:
+``ds.loader(num_workers=N)`` the unit is a group of consecutive batches (about ``limits.chunk_ids`` ids per
+tensor, ``LoaderLimits``) written into one of a few shared-memory buffers that each worker allocates once and reuses:
 only the buffer's number and the batches' ``(epoch, k, rows)`` cross the process boundary per item
 (the buffers themselves once). DataLoader never lets a worker run more than ``prefetch_factor * N``
 items ahead of the loop, so a worker keeps that many buffers plus two, and never overwrites one
@@ -90,6 +90,7 @@ field, in milliseconds instead of seconds.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -99,18 +100,38 @@ from torch.utils.data._utils.collate import default_convert as _default_convert
 
 from engine.batches import FIELD_DTYPES
 from engine.block_masks import DEFAULT_BLOCK_SIZE, block_mask_tensors, check_block_size
-from engine.checks import as_int
+from engine.checks import as_int, positive_int
 from engine.errors import BatchError, ConfigurationError, DeviceError
 from engine.kernels import block_masks as block_kernels
 
-__all__ = ["IGNORE_INDEX", "TokenDataset", "TokenLoader", "block_mask", "document_causal_mask_mod", "hf_labels"]
+__all__ = ["IGNORE_INDEX", "LoaderLimits", "TokenDataset", "TokenLoader", "block_mask", "document_causal_mask_mod",
+           "hf_labels"]
 
 _DTYPES = {torch.int64: np.int64, torch.int32: np.int32}
 _TORCH_FIELDS = {"segment_ids": torch.int32, "position_ids": torch.int32, "loss_weights": torch.uint8}
-# Worker chunks under TokenLoader hold about this many ids per tensor (2 MiB of int64).
-CHUNK_IDS = 1 << 18
-# Batches of at most this many ids per tensor are built into a reused stage and copied (see _fresh).
-STAGE_IDS = 1 << 12
+
+
+@dataclass(frozen=True)
+class LoaderLimits:
+    """The sizes a ``TokenDataset`` cuts its work into; they change no batch, only how it is built.
+
+    ``chunk_ids``: under ``ds.loader(num_workers=N)`` a worker's item is a group of consecutive
+    batches of about this many ids per tensor (at least one batch; 2 MiB of int64 by default);
+    ``stage_ids``: a batch of at most this many ids per tensor (and no Hugging Face labels) is built
+    into a reused stage and copied into its fresh tensors, a larger one straight into them (0:
+    never staged). Ints, checked on construction: ``chunk_ids`` >= 1, ``stage_ids`` >= 0.
+    """
+
+    chunk_ids: int = 1 << 18
+    stage_ids: int = 1 << 12
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "chunk_ids", positive_int(self.chunk_ids, "LoaderLimits.chunk_ids"))
+        stage = as_int(self.stage_ids, "LoaderLimits.stage_ids", expected="an integer >= 0")
+        if stage < 0:
+            raise ConfigurationError(f"LoaderLimits.stage_ids must be >= 0 (0: never staged), got {stage}")
+        object.__setattr__(self, "stage_ids", stage)
+
 STATE_KEYS = ("seed", "epoch", "next_batch", "global_batch_size")
 PROTOCOL = ("batch", "batch_count", "batch_size", "batch_width", "context_length", "fields", "order", "progress",
             "with_epoch")
@@ -168,12 +189,15 @@ class TokenDataset(IterableDataset):
     batch's ``targets``, already shifted) or ``"ignore_index"`` (Hugging Face ``labels`` instead,
     see ``hf_labels``). ``reuse_buffers``: hand out views of reused buffers instead of fresh
     tensors; a batch is then valid until the next one is requested (not with ``pin_memory``).
+    ``limits``: how batches are built and handed over by workers (``LoaderLimits``).
     """
 
     def __init__(self, source, *, dtype=torch.int64, pin_memory: bool = False, rank: int | None = None,
                  world_size: int | None = None, epochs: int | None = 1, labels: str | None = None,
-                 reuse_buffers: bool = False) -> None:
+                 reuse_buffers: bool = False, limits: LoaderLimits = LoaderLimits()) -> None:
         super().__init__()
+        if not isinstance(limits, LoaderLimits):
+            raise ConfigurationError(f"limits is {type(limits).__name__}; expected a LoaderLimits")
         for name in PROTOCOL:
             if not hasattr(source, name):
                 raise ConfigurationError(f"source is a {type(source).__name__} without {name!r}; expected a "
@@ -206,6 +230,7 @@ class TokenDataset(IterableDataset):
         self.epochs = epochs
         self.labels = labels
         self.reuse_buffers = bool(reuse_buffers)
+        self.limits = limits
         self.names = ("input_ids", "targets" if labels is None else "labels", *source.fields)
         # Where the loss weights sit among (inputs, targets, *fields): HF labels leave unweighted targets out.
         self._weights = 2 + source.fields.index("loss_weights") if "loss_weights" in source.fields else None
@@ -214,7 +239,7 @@ class TokenDataset(IterableDataset):
         self._buffers = None  # reuse_buffers=True: the main process's reused tensors
         self._stage_arrays = self._scratch_array = None  # see _stage and _scratch
         # Small batches (and no HF labels) are built into a reused stage and copied (see _fresh).
-        self._staged = labels is None and self._rows() * source.context_length <= STAGE_IDS
+        self._staged = labels is None and self._rows() * source.context_length <= limits.stage_ids
         self._chunk = 0  # batches per worker item; set by TokenLoader while its workers start
         self._slots = 0  # reused shared buffers per worker; set with _chunk
 
@@ -529,7 +554,7 @@ class TokenLoader(DataLoader):
             # (With pin_memory DataLoader pins a copy of each item, and a collate_fn of your own
             # expects batches: then workers hand over fresh tensors, one batch per item.)
             source = dataset.source
-            dataset._chunk = max(1, CHUNK_IDS // (dataset._rows() * source.context_length))
+            dataset._chunk = max(1, dataset.limits.chunk_ids // (dataset._rows() * source.context_length))
             # A worker is never more than prefetch_factor * num_workers items ahead of this loop.
             dataset._slots = self.prefetch_factor * self.num_workers + 2
         try:

@@ -20,9 +20,11 @@ The twins live beside their area's tests and are gathered here under one name:
 | engine/kernels/packing.py          | naive_pieces, naive_bfd, naive_next_fit, naive_pack         |
 | engine/kernels/masks.py, cuda/     | naive_dense_mask, naive_additive_mask, naive_position_ids,  |
 |                                    | naive_varlen, reference_attention                           |
+| engine/kernels/json_numbers.py     | naive_number_array (bytes.split, a regex per element)       |
 """
 
 from tests.naive_byte_bpe import naive_encode_merges, naive_encode_ranks, naive_pretokenize, naive_train  # noqa: F401
+from tests.naive_json import naive_number_array  # noqa: F401
 from tests.naive_packing import (  # noqa: F401
     allowed,
     naive_additive_mask,

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engine.tokenizers.byte_bpe as byte_bpe_module
 from engine.kernels.bpe_encode import LONG_WORD, MAX_CACHED_PIECE, piece_key, self_merging_tokens
 from engine.tokenizers.byte_bpe import ByteBpeTokenizer, ByteBpeTrainer
+from engine.tokenizers.limits import PieceCacheLimits, WordCacheLimits
 from engine.tokenizers.pretokenize import PATTERNS
 from tests.naive_byte_bpe import (naive_encode_merges, naive_encode_ranks, naive_piece_key, naive_pretokenize,
                                   naive_self_merging, stdlib_texts)
@@ -126,14 +126,14 @@ def test_tokens_longer_than_the_table_limit_still_encode_as_themselves():
 
 @pytest.mark.parametrize("slots, pool_bytes, pool_ids", [(64, 1 << 20, 1 << 18), (1 << 16, 1 << 20, 1 << 18),
                                                        (1 << 16, 40, 1 << 18), (1 << 16, 1 << 20, 12)])
-def test_piece_cache_hits_and_eviction_give_the_same_ids(trained, monkeypatch, slots, pool_bytes, pool_ids):
+def test_piece_cache_hits_and_eviction_give_the_same_ids(trained, slots, pool_bytes, pool_ids):
     """Many distinct pieces that are no token, repeated: hits, and with 64 slots (or pools of a few
     pieces) many evictions; the cache outlives a call, so later calls start from what earlier ones
     (of other texts, on other threads) left in it."""
-    monkeypatch.setattr(byte_bpe_module, "PIECE_CACHE_SLOTS", slots)
-    monkeypatch.setattr(byte_bpe_module, "PIECE_CACHE_BYTES", pool_bytes)
-    monkeypatch.setattr(byte_bpe_module, "PIECE_CACHE_IDS", pool_ids)
-    monkeypatch.setattr(trained, "_piece_caches", [])  # new caches, of these sizes
+    cache = PieceCacheLimits(slots=slots, pool_bytes=pool_bytes, pool_ids=pool_ids)
+    trained = ByteBpeTokenizer(trained.tokens, merges=trained.merges, specials=trained.specials,
+                               pattern=trained.pattern, cache=cache)  # the same tokenizer, caches of these sizes
+    assert trained.cache == cache and trained._piece_caches == []
     rng = random.Random(5)
     words = ["".join(rng.choice("qxzjkvwy") for _ in range(rng.randint(2, 12))) for _ in range(300)]
     long_word = "zq" * (MAX_CACHED_PIECE // 2 + 20)
@@ -216,20 +216,31 @@ def test_same_ids_as_tiktoken_on_the_three_corpora(shakespeare_text, pattern):
 def test_word_cache_hits_eviction_and_long_words_match_naive(monkeypatch, slots):
     import engine.tokenizers.bpe as bpe_module
     from engine.tokenizers import BpeTrainer
+    from engine.tokenizers.bpe import BpeTokenizer
     from tests.naive_tokenizers import naive_bpe_vocab, naive_encode_bpe
 
-    monkeypatch.setattr(bpe_module, "WORD_CACHE_SLOTS", slots)
+    limits = []
+    real_kernel = bpe_module.encode_word_documents
+
+    def kernel(*args):  # the cache limit each call hands the kernel (its 9th argument)
+        limits.append(args[8])
+        return real_kernel(*args)
+
+    monkeypatch.setattr(bpe_module, "encode_word_documents", kernel)
     rng = random.Random(11)
     words = ["".join(rng.choice("abcdeé") for _ in range(rng.randint(1, 9))) for _ in range(400)]
     long_word = "abcab" * (MAX_CACHED_PIECE // 5 + 3)  # past the cache's length limit: merged at each occurrence
     text = " ".join(rng.choice(words + [long_word]) for _ in range(3000)) + ", ok!\n"
-    tok = BpeTrainer(60).train(text[:20_000])
+    trained = BpeTrainer(60).train(text[:20_000])
+    tok = BpeTokenizer(trained.alphabet, trained.merges, trained.history, cache=WordCacheLimits(slots=slots))
+    assert tok.hash == trained.hash  # the cache's size is no part of the tokenizer
     vocab = naive_bpe_vocab(tok.alphabet, tok.merges)
     assert tok.encode(text).tolist() == [vocab[p] for p in naive_encode_bpe(text, tok.alphabet, tok.merges)]
     documents = [text[:5000], "", text[5000:9000], text[:5000]]
     values, offsets = tok.encode_documents(documents)
     for d, document in enumerate(documents):
         assert values[offsets[d]:offsets[d + 1]].tolist() == [0] + tok.encode(document).tolist() + [1]
+    assert limits and set(limits) == {slots}  # every call ran with this tokenizer's cache size
 
 
 def test_word_encoder_names_the_first_unknown_character():

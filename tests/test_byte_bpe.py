@@ -53,13 +53,18 @@ def test_ids_layout_vocab_size_and_history():
 
 
 def test_trainer_streams_many_batches(monkeypatch):
-    import engine.tokenizers.byte_bpe as module
+    from engine.tokenizers.byte_bpe import WordCounts
+    from engine.tokenizers.limits import TrainLimits
 
-    monkeypatch.setattr(module, "BATCH_BYTES", 1000)
+    batches = []
+    real_add = WordCounts.add
+    monkeypatch.setattr(WordCounts, "add", lambda self, batch: batches.append(len(batch)) or real_add(self, batch))
     texts = stdlib_texts(300_000)
-    streamed = ByteBpeTrainer(vocab_size=600).train(t for t in texts)
-    monkeypatch.setattr(module, "BATCH_BYTES", 1 << 30)
-    whole = ByteBpeTrainer(vocab_size=600).train(texts)
+    streamed = ByteBpeTrainer(vocab_size=600, limits=TrainLimits(batch_bytes=1000)).train(t for t in texts)
+    assert len(batches) > 5 and max(batches) < len(texts)  # a batch closes at 1000 bytes: many, of few texts
+    batches.clear()
+    whole = ByteBpeTrainer(vocab_size=600, limits=TrainLimits(batch_bytes=1 << 30)).train(texts)
+    assert batches == [len(texts)]  # one batch
     assert streamed.merges == whole.merges and len(streamed.merges) == 342
 
 
@@ -81,12 +86,12 @@ def test_word_counts_match_counter(texts):
     assert (words, counts.tolist()) == naive_word_counts(texts)
 
 
-def test_word_counts_grow_past_the_first_table(monkeypatch):
-    import engine.tokenizers.byte_bpe as module
+def test_word_counts_grow_past_the_first_table():
+    from engine.tokenizers.limits import TrainLimits
 
-    monkeypatch.setattr(module, "BATCH_BYTES", 50_000)  # many batches, the table and pool grow between them
     texts = stdlib_texts(400_000) + [" ".join(f"w{i}" for i in range(40_000))]
-    words, counts = ByteBpeTrainer(merges=1).count_types(texts)
+    # many batches of 50 kB: the table and pool grow between them
+    words, counts = ByteBpeTrainer(merges=1, limits=TrainLimits(batch_bytes=50_000)).count_types(texts)
     assert len(words) > 1 << 15  # past the initial 32k types
     assert (words, counts.tolist()) == naive_word_counts(texts)
 

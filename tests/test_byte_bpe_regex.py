@@ -136,16 +136,14 @@ def test_long_documents_are_cut_where_pieces_are_final(trained, monkeypatch, loo
     whole = tok.encode(text)
     calls = []
     real = tok._encode_span
-    monkeypatch.setattr(streaming, "STREAM_CHARS", 1000)
     monkeypatch.setattr(tok, "_encode_span", lambda *args: calls.append(1) or real(*args))
-    values, offsets = tok.encode_documents([text, "short"], ["long", "s"])
+    values, offsets = tok.encode_documents([text, "short"], ["long", "s"], stream_chars=1000)
     assert values[offsets[0] + 1:offsets[1] - 1].tolist() == whole.tolist()
     assert (len(calls) == 1) if looks_back else (len(calls) > 20)
     # Fitting: windows that hold the longest piece (the 20,000 a's) give the whole text's types; a regex
-    # with no known safe cut is counted in parts of STREAM_CHARS characters (streaming's fitting rule).
-    monkeypatch.setattr(streaming, "STREAM_CHARS", 25_000)
+    # with no known safe cut is counted in parts of stream_chars characters (streaming's fitting rule).
     trainer = ByteBpeTrainer(merges=5, pattern=tok.pattern)
-    spans = [span for batch in streaming.training_batches(trainer, [[text]]) for span in batch]
+    spans = [span for batch in streaming.training_batches(trainer, [[text]], stream_chars=25_000) for span in batch]
     assert "".join(spans) == text and len(spans) > 1
     if looks_back:
         assert [len(s) for s in spans[:-1]] == [25_000] * (len(spans) - 1)

@@ -3,6 +3,7 @@ save_to_disk folders, nested fields, --corpus-format; every form gives the same 
 same store, byte for byte."""
 
 import bz2
+import dataclasses
 import gzip
 import json
 import lzma
@@ -16,8 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from engine.corpus import Corpus, ReadReport, corpus_format, iter_jsonl, open_corpus
-from engine.corpus import long_lines
+from engine.corpus import Corpus, ReadLimits, ReadReport, corpus_format, iter_jsonl, open_corpus
 from engine.corpus.compressed import open_binary
 from engine.corpus.long_lines import LongText
 from engine.errors import ConfigurationError, CorpusError
@@ -141,8 +141,12 @@ def test_a_zstd_file_cut_anywhere_inside_a_frame_is_an_error(tmp_path, checksum)
             list(iter_jsonl(path))
 
 
-def test_memory_for_a_zstd_file_is_one_buffer_whatever_the_ratio(tmp_path):
+def test_memory_for_a_zstd_file_is_a_few_buffers_whatever_the_ratio(tmp_path):
+    """The decompressing thread's buffers (2 x 4 MB), the reader's buffer and the caller's reads of
+    1 MB: never the 64 MB the file holds."""
     import tracemalloc
+
+    from engine.corpus.compressed import _CHUNK_BYTES, _CHUNKS
 
     path = tmp_path / "c.jsonl.zst"  # 64 MB of one byte in a few kB
     path.write_bytes(zstandard.ZstdCompressor(level=19).compress(b" " * (64 << 20)))
@@ -155,7 +159,88 @@ def test_memory_for_a_zstd_file_is_one_buffer_whatever_the_ratio(tmp_path):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert total == 64 << 20 and peak < 8 << 20  # never the whole decompressed data at once
+    assert total == 64 << 20 and peak < _CHUNKS * _CHUNK_BYTES + (6 << 20) <= 16 << 20
+
+
+def _incompressible_lines(count: int, seed: int = 11) -> bytes:
+    rng = random.Random(seed)
+    return "".join(json.dumps({"id": f"d{i:06d}", "text": "%064x" % rng.getrandbits(256)}) + "\n"
+                   for i in range(count)).encode()
+
+
+def test_zstd_reads_and_seeks_across_the_decompressing_threads_buffers(tmp_path):
+    """Reads of every size and seeks back and forth over a file of several of the thread's buffers
+    (4 MB each) give the plain bytes at the plain offsets."""
+    from engine.corpus.compressed import _CHUNK_BYTES
+
+    data = _incompressible_lines(120_000)  # about 11 MB: three buffers
+    assert len(data) > 2 * _CHUNK_BYTES
+    path = tmp_path / "c.jsonl.zst"
+    path.write_bytes(zstandard.ZstdCompressor(level=1).compress(data[:5_000_000])
+                     + zstandard.ZstdCompressor(level=1).compress(data[5_000_000:]))
+    rng = random.Random(3)
+    with open_binary(path) as fh:
+        assert fh.read() == data and fh.tell() == len(data)
+        for _ in range(40):
+            offset, size = rng.randrange(len(data)), rng.choice([1, 7, 4096, _CHUNK_BYTES - 1, _CHUNK_BYTES + 5])
+            assert fh.seek(offset) == offset
+            assert fh.read(size) == data[offset:offset + size] and fh.tell() == min(offset + size, len(data))
+            at = fh.tell()
+            if at < len(data):
+                assert fh.readline() == data[at:data.index(b"\n", at) + 1]
+    assert [line for line in open_binary(path)] == data.splitlines(keepends=True)
+
+
+def test_a_corrupt_zstd_block_is_an_error_after_the_lines_before_it(tmp_path):
+    """A byte changed in the middle of a file of several buffers: every line before the buffer it
+    is in is read, in order, then the error names the file and the line it stopped at; it is raised
+    again on every later read."""
+    data = _incompressible_lines(120_000)
+    whole = bytearray(zstandard.ZstdCompressor(level=1, write_checksum=True).compress(data))
+    whole[len(whole) * 3 // 4] ^= 0xFF
+    path = tmp_path / "c.jsonl.zst"
+    path.write_bytes(bytes(whole))
+    read = []
+    with pytest.raises(CorpusError) as err:
+        for doc in iter_jsonl(path):
+            read.append(doc.id)
+    assert read == [f"d{i:06d}" for i in range(len(read))] and 30_000 < len(read) < 120_000
+    assert str(err.value).startswith(f"{path}:{len(read) + 1}: cannot decompress the zstd file after line "
+                                     f"{len(read)} (ZstdError: ")
+    with open_binary(path) as fh:
+        with pytest.raises(zstandard.ZstdError):
+            fh.read()
+        with pytest.raises(zstandard.ZstdError):
+            fh.read(10)
+
+
+def test_a_zstd_reader_closed_early_stops_its_thread(tmp_path):
+    """Closing a reader (or dropping it) mid-file ends its decompressing thread; a missing file is an
+    OSError at open, as for a plain file."""
+    import gc
+    import threading
+
+    path = tmp_path / "c.jsonl.zst"
+    path.write_bytes(zstandard.ZstdCompressor().compress(_incompressible_lines(60_000)))
+
+    def zstd_threads():
+        return [t for t in threading.enumerate() if t.name == "engine-zstd"]
+
+    before = len(zstd_threads())
+    fh = open_binary(path)
+    assert fh.readline().startswith(b'{"id": "d000000"')
+    assert len(zstd_threads()) == before + 1
+    fh.close()
+    assert len(zstd_threads()) == before
+    fh = open_binary(path)
+    fh.read(100)
+    fh.seek(50)  # seeking back starts a new thread in place of the old one
+    assert len(zstd_threads()) == before + 1
+    del fh
+    gc.collect()
+    assert len(zstd_threads()) == before
+    with pytest.raises(FileNotFoundError):
+        open_binary(tmp_path / "missing.jsonl.zst")
 
 
 def test_a_file_that_is_not_what_its_suffix_says_exits_2(tmp_path):
@@ -168,18 +253,19 @@ def test_a_file_that_is_not_what_its_suffix_says_exits_2(tmp_path):
 
 
 @pytest.mark.parametrize("suffix", sorted(COMPRESS))
-def test_long_lines_of_a_compressed_file_stay_in_it(tmp_path, monkeypatch, suffix):
-    for name, value in (("LONG_LINE_BYTES", 300), ("LONG_STRING_BYTES", 60), ("PART_BYTES", 23), ("_BLOCK_BYTES", 50)):
-        monkeypatch.setattr(long_lines, name, value)
+def test_long_lines_of_a_compressed_file_stay_in_it(tmp_path, suffix):
+    tiny = dict(long_line_bytes=300, long_string_bytes=60, part_bytes=23, scan_block_bytes=50)
     long_text = "λόγος \\ \"quoted\" " * 40
     rows = lines(3) + [json.dumps({"id": "long", "text": long_text}, ensure_ascii=False)] + lines(2, start=3)
     path = write(tmp_path / f"c.jsonl{suffix}", rows, suffix)
-    read = list(iter_jsonl(path, long_lines=True))
+    read = list(iter_jsonl(path, long_lines=True, limits=ReadLimits(**tiny)))
     assert [d.id for d in read] == ["d000", "d001", "d002", "long", "d003", "d004"]
     assert isinstance(read[3].text, LongText) and str(read[3].text) == long_text and len(read[3].text) == len(long_text)
     assert [d.text for d in read if d.id != "long"] == [t for i, t in docs(path)[0] if i != "long"]
     # prepare encodes the long text from the compressed file part by part: the store of the plain file.
-    options = dict(RUN, tokenizer="byte-bpe")
+    limits = dataclasses.replace(SMALL_FILES, long_line_bytes=300, long_string_bytes=60, long_part_bytes=23,
+                                 long_scan_block_bytes=50)
+    options = dict(RUN, tokenizer="byte-bpe", limits=limits)
     prepare(path, None, tmp_path / "packed", **options)
     prepare(write(tmp_path / "c.jsonl", rows), None, tmp_path / "plain", **options)
     assert store_bytes(tmp_path / "packed") == store_bytes(tmp_path / "plain")

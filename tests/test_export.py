@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import warnings
 
 import numpy as np
@@ -246,6 +247,53 @@ def test_a_store_without_bos_is_written_as_stored(tmp_path, monkeypatch):
     assert result.bos_dropped and result.tokens == stored.shape[0] - len(store.documents("train"))
 
 
+def test_the_tokenizer_is_not_loaded_when_the_manifest_records_the_vocabulary(tmp_path, monkeypatch):
+    """vocab_size, BOS and EOS come from the manifest: export never loads the tokenizer file (here
+    loading it fails); the dtype and the vocabulary bound are the recorded size's."""
+    tok = large_vocabulary()
+    store = make_store(tmp_path / "store", tok)
+    assert store.vocab_size == tok.vocab_size == 70_002
+    want = export_megatron(store, "train", tmp_path / "before", bos=False)
+
+    def unloadable(self):
+        raise AssertionError("export loaded the tokenizer")
+
+    monkeypatch.setattr(TokenStore, "tokenizer", unloadable)
+    result = export_megatron(TokenStore.open(tmp_path / "store"), "train", tmp_path / "after", bos=False)
+    assert result.dtype == want.dtype == "int32" and result.tokens == want.tokens
+    for ext in (".bin", ".idx"):
+        assert (tmp_path / f"after{ext}").read_bytes() == (tmp_path / f"before{ext}").read_bytes()
+    assert json.loads((tmp_path / "after.json").read_text())["vocab_size"] == 70_002
+
+
+def test_a_store_without_a_recorded_vocabulary_loads_its_tokenizer(tmp_path, monkeypatch):
+    """A manifest written before it recorded vocab_size: export loads the tokenizer for it, and
+    writes the same files as from a store that records it."""
+    tok = large_vocabulary()
+    store = make_store(tmp_path / "store", tok)
+    export_megatron(store, "train", tmp_path / "recorded")
+    manifest_path = tmp_path / "store" / "_engine.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["tokenizer"]["vocab_size"]
+    manifest_path.write_text(json.dumps(manifest))
+    old = TokenStore.open(tmp_path / "store")
+    assert old.vocab_size is None
+    loaded = []
+    original = TokenStore.tokenizer
+
+    def counted(self):
+        loaded.append(self.path)
+        return original(self)
+
+    monkeypatch.setattr(TokenStore, "tokenizer", counted)
+    assert export_megatron(old, "train", tmp_path / "loaded").dtype == "int32"
+    assert len(loaded) == 1
+    for ext in (".bin", ".idx"):
+        assert (tmp_path / f"loaded{ext}").read_bytes() == (tmp_path / f"recorded{ext}").read_bytes()
+    with pytest.raises(ConfigurationError, match=r"vocabulary holds 70,002 tokens"):
+        export_flat(old, "train", tmp_path / "t.bin", dtype="uint16")
+
+
 def test_only_a_leading_bos_is_dropped(tmp_path):
     """A document that does not start with BOS keeps its first token under --no-bos."""
     tok = char_tokenizer()
@@ -414,8 +462,8 @@ def test_export_streams_row_groups_never_the_whole_split(tmp_path, monkeypatch):
     groups = []
     original = stream.token_batches
 
-    def counted(*args):
-        for values, offsets in original(*args):
+    def counted(*args, **kwargs):
+        for values, offsets in original(*args, **kwargs):
             groups.append(offsets.shape[0] - 1)
             yield values, offsets
 
@@ -427,3 +475,53 @@ def test_export_streams_row_groups_never_the_whole_split(tmp_path, monkeypatch):
     export_flat(reopened, "train", tmp_path / "a.bin")
     assert (tmp_path / "a.bin").read_bytes() == want
     assert sum(groups) == 24 and max(groups) <= 4 and len(groups) >= 6
+
+
+@pytest.mark.parametrize("threads", [2, 3, 8])
+def test_parallel_decoding_yields_the_row_groups_in_store_order(tmp_path, threads):
+    """Row groups decoded on several threads come back in store order, each exactly as one thread
+    decodes it (30 documents in files of 7 rows, row groups of 4: 9 groups over 5 files)."""
+    from engine.store.stream import token_batches
+
+    store = make_store(tmp_path / "store", char_tokenizer(), copies=5)
+    serial = [(v.copy(), o.copy()) for v, o in token_batches(store, "train")]
+    parallel = [(v.copy(), o.copy()) for v, o in token_batches(store, "train", threads=threads)]
+    assert [o.shape[0] - 1 for _, o in serial] == [4, 3] * 4 + [2]
+    assert len(parallel) == len(serial)
+    for (v, o), (w, p) in zip(serial, parallel):
+        assert np.array_equal(o, p) and np.array_equal(v, w)
+    values, offsets = store.arrays("train")
+    flat = np.concatenate([v[o[0]:o[-1]] for v, o in parallel])
+    assert np.array_equal(flat, values)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_decoding_runs_at_most_threads_row_groups_ahead(tmp_path, monkeypatch, threads):
+    """Row groups are decoded at most ``threads`` ahead of the one the caller holds: memory holds
+    ``threads + 1`` row groups, never the split (30 documents, 9 row groups)."""
+    import threading
+
+    import engine.store.stream as stream
+
+    store = make_store(tmp_path / "store", char_tokenizer(), copies=5)
+    decoded, lock = [], threading.Lock()
+    original = stream._decode
+
+    def counted(*args):
+        out = original(*args)
+        with lock:
+            decoded.append(args[1])
+        return out
+
+    monkeypatch.setattr(stream, "_decode", counted)
+    ahead = []
+    for consumed, _ in enumerate(stream.token_batches(store, "train", threads=threads), start=1):
+        may = consumed + (threads if threads > 1 else 0)
+        deadline = time.monotonic() + 5
+        while len(decoded) < min(9, may) and time.monotonic() < deadline:
+            time.sleep(0.001)  # the decoding threads run as far ahead as they may
+        time.sleep(0.005)  # and no further, given the time
+        with lock:
+            ahead.append(len(decoded) - consumed)
+    assert len(decoded) == 9 and len(ahead) == 9
+    assert max(ahead) == (0 if threads == 1 else threads)

@@ -8,9 +8,9 @@ import random
 import pytest
 from click.testing import CliRunner
 
-import engine.corpus.long_lines as long_lines
 from engine.checks import MAX_FIT_SAMPLE_BYTES
 from engine.cli import main
+from engine.corpus import ReadLimits
 from engine.corpus.fit_sample import CutText, FitSample, utf8_prefix
 from engine.corpus.readers import iter_jsonl
 from engine.errors import ConfigurationError
@@ -113,13 +113,12 @@ def test_sample_equals_the_plain_loop_for_every_bound(corpus):
         assert sample.summary()["whole_train_partition"] == (limit >= total)
 
 
-def test_a_text_left_in_its_file_is_cut_as_it_is_read(tmp_path, monkeypatch):
-    for name, value in (("LONG_LINE_BYTES", 300), ("LONG_STRING_BYTES", 60), ("PART_BYTES", 23), ("_BLOCK_BYTES", 50)):
-        monkeypatch.setattr(long_lines, name, value)
+def test_a_text_left_in_its_file_is_cut_as_it_is_read(tmp_path):
     rng = random.Random(9)
     text = random_text(rng, 400, ['"', "\\", "\\\\"])
     path = write_corpus(tmp_path / "long.jsonl", [("long", text)])
-    [doc] = list(iter_jsonl(path, long_lines=True))
+    limits = ReadLimits(long_line_bytes=300, long_string_bytes=60, part_bytes=23, scan_block_bytes=50)
+    [doc] = list(iter_jsonl(path, long_lines=True, limits=limits))
     assert not isinstance(doc.text, str) and str(doc.text) == text  # a LongText, read in parts
     size = len(text.encode("utf-8"))
     for limit in (1, 2, 3, 4, 5, 22, 23, 24, 100, 101, 102, size - 1, size):

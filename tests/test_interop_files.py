@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 
 import pytest
@@ -204,3 +205,53 @@ def test_cli_tiktoken_special_beyond_bound_exits_2(tmp_path):
     assert result.output.strip().splitlines() == [
         f"error: {path}: special token '<|endoftext|>': id 4294967296 is outside 0..16777215 "
         "(ids are uint32 and a vocabulary holds at most 16777216 ids)"]
+
+
+def test_a_tokenizer_json_is_parsed_once(tmp_path, monkeypatch):
+    """load_tokenizer parses a byte-level tokenizer.json once and hands the parsed data on (the
+    pipeline dispatch and the byte-level reader do not read the file again)."""
+    import engine.checks
+    import engine.tokenizers.hf_pipeline as hf_pipeline
+    import engine.tokenizers.interop as interop
+    import engine.tokenizers.loading as loading
+
+    calls = []
+
+    def counted(text, **options):
+        calls.append(len(text))
+        return engine.checks.parse_json(text, **options)
+
+    for module in (loading, hf_pipeline, interop):
+        monkeypatch.setattr(module, "parse_json", counted)
+    path = write_hf(tmp_path, hf_data())
+    tok = loading.load_tokenizer(path)
+    assert len(calls) == 1 and calls[0] == len(open(path, encoding="utf-8").read())
+    assert tok.kind == "bpe-byte" and tok.vocab_size == 258 and tok.encode("ab").tolist() == [256]
+    assert load_hf_tokenizer_json(path, data=json.loads(open(path).read())) == tok == load_hf_tokenizer_json(path)
+
+
+@pytest.mark.parametrize("bad", [" ", "\n", "\x00", "\u00ad", "\u0144", "\u4e2d", "\udfff", "\U0001f600"])
+def test_vocab_characters_map_to_bytes_by_the_byte_level_table(tmp_path, bad):
+    """Every token's bytes are its characters through GPT-2's table (all 256 single characters, and
+    tokens of several); a character outside the alphabet (below 256 or not) is named."""
+    data = hf_data()
+    vocab = data["model"]["vocab"]
+    several = "".join(TABLE[b] for b in (0, 32, 127, 173, 255, 65))
+    vocab[several] = 258
+    tok = load_hf_tokenizer_json(write_hf(tmp_path, data))
+    assert [tok.tokens[b] for b in range(256)] == [bytes([b]) for b in range(256)]
+    assert tok.tokens[256] == b"ab" and tok.tokens[258] == bytes([0, 32, 127, 173, 255, 65])
+    assert bad not in TABLE.values()
+    vocab[TABLE[ord("x")] + bad] = 259
+    (tmp_path / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(TokenizerError) as caught:
+        load_hf_tokenizer_json(tmp_path / "tokenizer.json")
+    assert f"(id 259) has character {bad!r} outside the byte-level alphabet" in str(caught.value)
+
+
+@pytest.mark.parametrize("merge", ["a", "a b c", "a zz", ["a"], ["a", 7], ["a", "zz"], 5, None])
+def test_a_merge_that_is_not_two_vocabulary_tokens_is_named(tmp_path, merge):
+    data = hf_data()
+    data["model"]["merges"] = ["a b", merge]
+    with pytest.raises(TokenizerError, match=rf"merge 1 {re.escape(repr(merge))}: expected two vocabulary tokens"):
+        load_hf_tokenizer_json(write_hf(tmp_path, data))

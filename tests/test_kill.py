@@ -36,6 +36,10 @@ SMALL_RUN = ("import functools, sys; import engine.pipeline as p; "
              "p.prepare = functools.partial(p.prepare, limits=p.PrepareLimits(store_file_rows=16, "
              "store_row_group_rows=4, encode_chunk_documents=8, read_batch_documents=32)); "
              "from engine.__main__ import run; sys.argv[0] = 'engine'; run()")
+# The same with long documents (lines from 2,000 bytes, texts from 200), encoded in spans of 500 characters
+# into an ids file.
+LONG_RUN = SMALL_RUN.replace("read_batch_documents=32", "read_batch_documents=32, long_line_bytes=2000, "
+                                                        "long_string_bytes=200, stream_chars=500")
 # Stages of a run over a complete OUT, in the order a run reaches them.
 KILL_POINTS = ["read:1", "read:5", "fitted:1", "chunk:1", "chunk:20", "file:3", "manifest:1", "swap:1", "outputs:1",
                "outputs:2", "stored:1"]
@@ -60,10 +64,10 @@ def make_corpus(directory: Path) -> tuple[Path, Path]:
 
 
 def run_prepare(corpus: Path, splits: Path, out: Path, *, stop_at: str | None = None,
-                resume: bool = False, tokenizer: str = "char") -> int:
+                resume: bool = False, tokenizer: str = "char", script: str = SMALL_RUN) -> int:
     """``engine prepare`` with small files and chunks; with ``stop_at`` it kills itself at that stage.
     Returns the run's pid."""
-    command = [sys.executable, "-c", SMALL_RUN, "prepare", str(corpus), "--splits", str(splits), "--out", str(out),
+    command = [sys.executable, "-c", script, "prepare", str(corpus), "--splits", str(splits), "--out", str(out),
                "--tokenizer", tokenizer, "--quiet", "--threads", "2"] + (["--resume"] if resume else [])
     env = {key: value for key, value in os.environ.items() if key != STOP_AT_VARIABLE}
     if stop_at is not None:
@@ -205,3 +209,20 @@ def test_a_killed_batches_out_leaves_the_earlier_epoch_and_does_not_block_the_ne
     subprocess.run(command + ["--seed", "2"], check=True, capture_output=True)  # the dead run's leftovers are ours
     names = sorted(p.name for p in epoch.iterdir())
     assert len(names) == 2 and names[1] == "manifest.json" and names[0].startswith("index-"), names
+
+
+def test_a_run_killed_inside_a_long_document_resumes(tmp_path):
+    """Killed while a long document's ids file is still beside its store file: the dead writer's
+    temporary holds ``.long-N.u32``, which is a store writer's own file (the temporary was refused as
+    foreign, so neither ``--resume`` nor a new run could go on)."""
+    corpus, splits = make_corpus(tmp_path)
+    lines = corpus.read_text(encoding="utf-8").splitlines()
+    lines[0] = json.dumps({"id": "doc-0", "text": " ".join(["the long document"] * 400)})  # 6.8 kB, train
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    reference = tmp_path / "reference"
+    run_prepare(corpus, splits, reference, script=LONG_RUN)
+    out = tmp_path / "out"
+    run_prepare(corpus, splits, out, stop_at="file:1", script=LONG_RUN)
+    assert list(out.glob(".store.tmp-*/.long-*.u32")), "the kill came after the ids file was removed"
+    run_prepare(corpus, splits, out, resume=True, script=LONG_RUN)
+    assert_complete_like(out, reference)

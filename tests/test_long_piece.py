@@ -1,4 +1,4 @@
-"""One byte-level piece longer than LONG_PIECE_WINDOW bytes is merged window by window
+"""One byte-level piece longer than PieceCacheLimits.long_piece_window bytes is merged window by window
 (engine.kernels.bpe_merge._merge_windowed): the ids equal the plain-loop twin's and the whole-piece
 merge's, for trained vocabularies and for random ranks that are not monotone in merges; a cut that
 cannot be certified falls back to the whole piece."""
@@ -8,9 +8,11 @@ import random
 import numpy as np
 import pytest
 
+import copy
+
 import engine.kernels.bpe_merge as bpe_merge
-import engine.tokenizers.byte_bpe as byte_bpe_module
 from engine.tokenizers.byte_bpe import ByteBpeTrainer
+from engine.tokenizers.limits import PieceCacheLimits
 from tests.test_bpe_encode import naive_rank_ids, random_rank_tokenizer
 
 
@@ -24,23 +26,26 @@ def windowed(tok, piece: bytes, window: int):
     return m, out
 
 
+def with_window(tok, window: int):
+    """The same tokenizer, merging pieces longer than ``window`` bytes window by window."""
+    windowed_tok = copy.copy(tok)
+    windowed_tok.cache = PieceCacheLimits(long_piece_window=window)
+    windowed_tok._piece_caches = []
+    return windowed_tok
+
+
 def whole(tok, text: str) -> list[int]:
     """The ids with every piece merged at once (the window above any piece)."""
-    saved = byte_bpe_module.LONG_PIECE_WINDOW
-    byte_bpe_module.LONG_PIECE_WINDOW = 1 << 40
-    try:
-        return tok.encode(text).tolist()
-    finally:
-        byte_bpe_module.LONG_PIECE_WINDOW = saved
+    return with_window(tok, 1 << 40).encode(text).tolist()
 
 
 @pytest.mark.parametrize("whole_piece_first", [True, False])
 @pytest.mark.parametrize("window", [16, 65, 300])
-def test_random_ranks_match_naive_window_by_window(monkeypatch, whole_piece_first, window):
-    monkeypatch.setattr(byte_bpe_module, "LONG_PIECE_WINDOW", window)
+def test_random_ranks_match_naive_window_by_window(whole_piece_first, window):
     certified = 0
     for seed in range(12):
         tok, ranks = random_rank_tokenizer(seed, whole_piece_first)
+        tok = with_window(tok, window)
         rng = random.Random(seed)
         words = ["".join(rng.choice("ab") for _ in range(rng.randint(window + 1, 8 * window))) for _ in range(3)]
         words += ["ab" * (3 * window), "a" * (5 * window + 3), "!" * (2 * window + 1)]
@@ -69,28 +74,26 @@ def test_trained_pieces_are_certified_and_equal_the_whole_merge(trained, piece):
     assert out[:m].tolist() == whole(trained, piece)
 
 
-def test_an_uncertified_cut_leaves_the_piece_to_the_whole_merge(trained, monkeypatch):
+def test_an_uncertified_cut_leaves_the_piece_to_the_whole_merge(trained):
     piece = "ab" * 5_000  # tokens of up to 512 bytes: a window of 64 holds no token end in its first three quarters...
     m, out = windowed(trained, piece.encode(), 64)
     if m < 0:  # ...or its cuts join into longer tokens: either way the kernel leaves out as it was
         assert out.tolist() == [trained._byte_ids[b] for b in piece.encode()]
-    monkeypatch.setattr(byte_bpe_module, "LONG_PIECE_WINDOW", 64)
-    assert trained.encode(piece).tolist() == whole(trained, piece)
+    assert with_window(trained, 64).encode(piece).tolist() == whole(trained, piece)
 
 
-def test_long_pieces_among_documents_and_short_pieces(trained, monkeypatch):
-    monkeypatch.setattr(byte_bpe_module, "LONG_PIECE_WINDOW", 700)
+def test_long_pieces_among_documents_and_short_pieces(trained):
     rng = random.Random(11)
     documents = [" ".join(rng.choice(["ab" * rng.randint(1, 2000), "abc" * rng.randint(300, 900), "hello",
                                       "x" * rng.randint(700, 3000), ""]) for _ in range(rng.randint(1, 6)))
                  for _ in range(12)]
-    values, offsets = trained.encode_documents(documents)
+    values, offsets = with_window(trained, 700).encode_documents(documents)
     for d, document in enumerate(documents):
         assert values[offsets[d]:offsets[d + 1]].tolist() == [trained.bos_id] + whole(trained, document) + [
             trained.eos_id]
 
 
-def test_a_merge_that_reaches_back_across_a_cut_is_caught(monkeypatch):
+def test_a_merge_that_reaches_back_across_a_cut_is_caught():
     """Tokens ``a…ac`` of 2..201 bytes ranked shortest first: the final ``c`` absorbs the 200 ``a`` before
     it, right to left, across any cut a window made there; the join check sends the piece to the whole
     merge, so the ids stay the plain loop's."""
@@ -106,5 +109,4 @@ def test_a_merge_that_reaches_back_across_a_cut_is_caught(monkeypatch):
     assert expected == [ranks[b"a"]] * 800 + [ranks[b"a" * 200 + b"c"]]
     m, out = windowed(tok, piece, 64)
     assert m == -1 and out.tolist() == [tok._byte_ids[b] for b in piece]
-    monkeypatch.setattr(byte_bpe_module, "LONG_PIECE_WINDOW", 64)
-    assert tok.encode(piece.decode()).tolist() == expected
+    assert with_window(tok, 64).encode(piece.decode()).tolist() == expected

@@ -38,17 +38,18 @@ def test_splits_command_refuses_a_continuous_text(tmp_path):
 
 
 def test_splits_keeps_only_ids_a_long_line_stays_in_its_file(tmp_path, monkeypatch):
-    """engine splits needs ids only: texts are streamed past, a line past LONG_LINE_BYTES is never held
-    (one 1,000 MB line peaked at 2 GB), and duplicate ids are still refused."""
+    """engine splits needs ids only: texts are streamed past, a line past the readers' long_line_bytes is
+    never held (one 1,000 MB line peaked at 2 GB), and duplicate ids are still refused."""
+    import functools
     import json
 
     from click.testing import CliRunner
 
+    import engine.commands.splits as splits_command
     import engine.corpus.long_lines as long_lines
     from engine.cli import main
+    from engine.corpus import ReadLimits, ReadReport
 
-    monkeypatch.setattr(long_lines, "LONG_LINE_BYTES", 200)
-    monkeypatch.setattr(long_lines, "LONG_STRING_BYTES", 100)
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("\n".join(json.dumps({"id": i, "text": t}) for i, t in
                                 [("long", "word " * 500), ("a", "x"), ("b", "y")]) + "\n", encoding="utf-8")
@@ -61,14 +62,16 @@ def test_splits_keeps_only_ids_a_long_line_stays_in_its_file(tmp_path, monkeypat
         return result
 
     monkeypatch.setattr(long_lines, "read_long_line", spy)
-    import engine.corpus.jsonl as jsonl
-
-    monkeypatch.setattr(jsonl, "read_long_line", spy, raising=False)
+    tiny = ReadLimits(long_line_bytes=200, long_string_bytes=100)
+    ids = splits_command.corpus_ids(corpus, text_column="text", id_column=None, report=ReadReport(), limits=tiny)
+    assert ids == ["long", "a", "b"] and held == [True]
+    # The command reads through corpus_ids: with the same small limits, the same scan, and the manifest.
+    monkeypatch.setattr(splits_command, "corpus_ids", functools.partial(splits_command.corpus_ids, limits=tiny))
     out = tmp_path / "s.json"
     result = CliRunner().invoke(main, ["splits", str(corpus), "--hash-split", "1,0,0", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text()) == {"train": ["long", "a", "b"], "validation": [], "test": []}
-    assert held == [True]
+    assert held == [True, True]
     corpus.write_text(corpus.read_text() + json.dumps({"id": "a", "text": "again"}) + "\n", encoding="utf-8")
     result = CliRunner().invoke(main, ["splits", str(corpus), "--hash-split", "1,0,0", "--out", str(out), "--force"])
     assert result.exit_code == 2 and "duplicate id 'a'" in result.output

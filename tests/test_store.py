@@ -4,6 +4,7 @@ corruption."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -92,7 +93,8 @@ def test_layout_manifest_and_file_metadata(tmp_path):
     manifest = json.loads((root / "_engine.json").read_text())
     assert manifest["format_version"] == FORMAT_VERSION
     assert manifest["tokenizer"] == {"kind": "test-byte-ids", "hash": TOK.hash, "bos_id": 0, "eos_id": 1,
-                                     "file": "_tokenizer.json"}
+                                     "file": "_tokenizer.json", "vocab_size": 258}
+    assert TokenStore.open(root).vocab_size == TOK.vocab_size == 258
     assert [(f["name"], f["rows"]) for f in manifest["splits"]["train"]["files"]] == [
         ("split=train/part-00000.parquet", 2), ("split=train/part-00001.parquet", 2), ("split=train/part-00002.parquet", 1)
     ]
@@ -353,6 +355,15 @@ def test_missing_and_malformed_stores(tmp_path):
     with pytest.raises(StoreError, match=f"store format version {ROLES_FORMAT_VERSION + 1} is newer than this engine reads "
                                          f"\\({ROLES_FORMAT_VERSION}\\); upgrade engine to read it"):
         TokenStore.open(path)
+    for bad in (0, -3, True, 258.0, "258"):
+        tokenizer = {**manifest["tokenizer"], "vocab_size": bad}
+        (path / "_engine.json").write_text(json.dumps({**manifest, "tokenizer": tokenizer}))
+        with pytest.raises(StoreError, match=r"_engine.json: manifest is malformed \(TypeError: tokenizer vocab_size "
+                                             + re.escape(repr(bad))):
+            TokenStore.open(path)
+    old = {**manifest, "tokenizer": {k: v for k, v in manifest["tokenizer"].items() if k != "vocab_size"}}
+    (path / "_engine.json").write_text(json.dumps(old))  # written before the manifest recorded it
+    assert TokenStore.open(path).vocab_size is None
     del manifest["splits"]["train"]["tokens"]
     (path / "_engine.json").write_text(json.dumps(manifest))
     with pytest.raises(StoreError, match=r"_engine.json: manifest is malformed \(KeyError: 'tokens'\)"):

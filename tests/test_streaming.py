@@ -31,62 +31,58 @@ def training_text():
     return [random_text(rng, 400) for _ in range(8)]
 
 
-def encode_both(tok, texts, ids, monkeypatch, chars):
-    monkeypatch.setattr(streaming, "STREAM_CHARS", 1 << 40)
-    whole = tok.encode_documents(texts, ids)
-    monkeypatch.setattr(streaming, "STREAM_CHARS", chars)
-    return whole, tok.encode_documents(texts, ids)
+def encode_both(tok, texts, ids, chars):
+    whole = tok.encode_documents(texts, ids, stream_chars=1 << 40)
+    return whole, tok.encode_documents(texts, ids, stream_chars=chars)
 
 
 @pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "o200k"])
-def test_byte_bpe_spans_give_the_ids_of_the_whole_document(pattern, training_text, monkeypatch):
+def test_byte_bpe_spans_give_the_ids_of_the_whole_document(pattern, training_text):
     tok = ByteBpeTrainer(120, pattern=pattern).train(training_text)
     rng = random.Random(11)
     for trial in range(40):
         texts = [random_text(rng, rng.randint(0, 120)) for _ in range(rng.randint(1, 4))]
         ids = [f"d{i}" for i in range(len(texts))]
-        (values, offsets), (spanned, spanned_offsets) = encode_both(tok, texts, ids, monkeypatch, rng.randint(1, 64))
+        (values, offsets), (spanned, spanned_offsets) = encode_both(tok, texts, ids, rng.randint(1, 64))
         assert np.array_equal(spanned, values) and np.array_equal(spanned_offsets, offsets), (pattern, trial, texts)
         assert spanned.dtype == np.uint32 and spanned_offsets.dtype == np.int64
 
 
 @pytest.mark.parametrize("make", ["bpe", "word", "char"])
-def test_word_split_kinds_and_char_spans_give_the_ids_of_the_whole_document(make, training_text, monkeypatch):
+def test_word_split_kinds_and_char_spans_give_the_ids_of_the_whole_document(make, training_text):
     tok = {"bpe": lambda: BpeTrainer(150).train(training_text),
            "word": lambda: WordTokenizer.fit(training_text, unknown="<unk>"),
            "char": lambda: CharTokenizer.fit(training_text + ATOMS)}[make]()
     rng = random.Random(13)
     for trial in range(40):
         texts = [random_text(rng, rng.randint(0, 120)) for _ in range(rng.randint(1, 4))]
-        (values, offsets), (spanned, spanned_offsets) = encode_both(tok, texts, None, monkeypatch, rng.randint(1, 64))
+        (values, offsets), (spanned, spanned_offsets) = encode_both(tok, texts, None, rng.randint(1, 64))
         assert np.array_equal(spanned, values) and np.array_equal(spanned_offsets, offsets), (make, trial, texts)
 
 
-def test_word_unknown_count_covers_every_span(monkeypatch):
+def test_word_unknown_count_covers_every_span():
     tok = WordTokenizer.fit("a b", unknown="<unk>")
     text = "a zz b zz " * 30
-    whole, spanned = encode_both(tok, [text, "zz"], None, monkeypatch, 7)
+    whole, spanned = encode_both(tok, [text, "zz"], None, 7)
     assert np.array_equal(whole[0], spanned[0])
     assert tok.last_unknown_count == 61
 
 
-def test_errors_in_a_later_span_name_the_offset_in_the_document(monkeypatch):
-    monkeypatch.setattr(streaming, "STREAM_CHARS", 8)
+def test_errors_in_a_later_span_name_the_offset_in_the_document():
     text = "ab ab ab ab ab ab ab ab ab ab ab Q ab"
     for tok in (CharTokenizer(" ab"), BpeTrainer(3).train("ab ab")):
         with pytest.raises(UnknownInputError, match=r"character 'Q' \(U\+0051\) at offset 33 of document 'long'"):
-            tok.encode_documents(["ab", text], ["short", "long"])
+            tok.encode_documents(["ab", text], ["short", "long"], stream_chars=8)
     byte_level = ByteBpeTrainer(5).train("ab ab")
     with pytest.raises(TokenizerError, match=r"document 'long', character offset 33: lone surrogate U\+D800"):
-        byte_level.encode_documents([text.replace("Q", "\ud800")], ["long"])
+        byte_level.encode_documents([text.replace("Q", "\ud800")], ["long"], stream_chars=8)
 
 
-def test_progress_reports_the_bytes_of_each_span(monkeypatch, training_text):
-    monkeypatch.setattr(streaming, "STREAM_CHARS", 50)
+def test_progress_reports_the_bytes_of_each_span(training_text):
     tok = ByteBpeTrainer(50).train(training_text)
     text = "word é " * 100
     seen = []
-    tok.encode_documents(["short", text], progress=seen.append)
+    tok.encode_documents(["short", text], progress=seen.append, stream_chars=50)
     assert len(seen) > 5 and sum(seen) == len(text.encode("utf-8"))
 
 
@@ -103,7 +99,7 @@ def test_safe_piece_end_never_cuts_inside_a_run_that_may_continue():
 
 
 @pytest.mark.parametrize("kind", ["char", "word", "bpe", "byte-bpe-gpt2", "byte-bpe-cl100k", "byte-bpe-o200k"])
-def test_long_training_texts_are_counted_span_by_span_with_the_same_types(kind, monkeypatch):
+def test_long_training_texts_are_counted_span_by_span_with_the_same_types(kind):
     from engine.tokenizers.type_table import count_types
     from engine.tokenizers.base import FitOptions, trainer_for
 
@@ -115,8 +111,7 @@ def test_long_training_texts_are_counted_span_by_span_with_the_same_types(kind, 
     whole = count_types(trainer, batches, 1)
     # windows of 40 characters always hold a safe place in this text (its pieces are at most 13 long), so
     # no piece is cut in parts (see the next test for those)
-    monkeypatch.setattr(streaming, "STREAM_CHARS", 40)
-    spanned = list(streaming.training_batches(trainer, batches))
+    spanned = list(streaming.training_batches(trainer, batches, stream_chars=40))
     assert max(len(t) for b in spanned for t in b) < 150 and len(spanned) > 12
     table = count_types(trainer, spanned, 2)
     # The same types with the same counts (in first-appearance order, but for char's sorted batches).
@@ -128,10 +123,10 @@ def test_long_training_texts_are_counted_span_by_span_with_the_same_types(kind, 
 
 
 @pytest.mark.parametrize("tokenizer", ["byte-bpe", "bpe"])
-def test_prepare_on_long_documents_writes_the_same_store_span_by_span(tokenizer, tmp_path, monkeypatch):
+def test_prepare_on_long_documents_writes_the_same_store_span_by_span(tokenizer, tmp_path):
     import json
 
-    from engine.pipeline import prepare
+    from engine.pipeline import PrepareLimits, prepare
 
     rng = random.Random(23)
     corpus = tmp_path / "c.jsonl"
@@ -140,8 +135,7 @@ def test_prepare_on_long_documents_writes_the_same_store_span_by_span(tokenizer,
     options = dict(tokenizer=tokenizer, merges=60, context_length=8, threads=2, quiet=True,
                    hash_split={"train": 0.8, "validation": 0.1, "test": 0.1})
     whole = prepare(corpus, None, tmp_path / "whole", **options)
-    monkeypatch.setattr(streaming, "STREAM_CHARS", 41)
-    spanned = prepare(corpus, None, tmp_path / "spanned", **options)
+    spanned = prepare(corpus, None, tmp_path / "spanned", **options, limits=PrepareLimits(stream_chars=41))
     assert spanned.report["tokenizer"]["hash"] == whole.report["tokenizer"]["hash"]
     assert spanned.report["partitions"] == whole.report["partitions"]
     manifest = lambda r: json.loads((r.store_path / "_engine.json").read_text())  # noqa: E731
@@ -149,20 +143,24 @@ def test_prepare_on_long_documents_writes_the_same_store_span_by_span(tokenizer,
 
 
 @pytest.mark.parametrize("level", ["char", "byte"])
-def test_a_piece_with_no_break_is_counted_in_parts_for_fitting(monkeypatch, level):
-    """"ab" * N is one piece: fitting counts it as parts of STREAM_CHARS characters (bounded memory), the
+def test_a_piece_with_no_break_is_counted_in_parts_for_fitting(level):
+    """"ab" * N is one piece: fitting counts it as parts of stream_chars characters (bounded memory), the
     same in train(texts) and in prepare's batches; encoding still takes it whole."""
-    from engine.tokenizers import streaming
     from engine.tokenizers.bpe import BpeTrainer
+    from engine.tokenizers.limits import TrainLimits
     from engine.tokenizers.streaming import fit_texts, training_batches
 
-    monkeypatch.setattr(streaming, "STREAM_CHARS", 50)
     text = "ab" * 100 + "b"  # 201 characters, no safe place anywhere: parts of 50, 50, 50, 50 and 1
-    trainer = BpeTrainer(8, level=level)
-    assert list(fit_texts(trainer, [text])) == ["ab" * 25] * 4 + ["b"]
-    assert [b for b in training_batches(trainer, [["short text", text]])] == [["short text"]] + [["ab" * 25]] * 4 + [["b"]]
-    types, counts = trainer.count_types(list(fit_texts(trainer, [text])))
+    parts = ["ab" * 25] * 4 + ["b"]
+    trainer = BpeTrainer(8, level=level, limits=TrainLimits(stream_chars=50))
+    assert list(fit_texts(trainer, [text], stream_chars=50)) == parts
+    assert [b for b in training_batches(trainer, [["short text", text]], stream_chars=50)] == [["short text"]] + [
+        [p] for p in parts]
+    types, counts = trainer.count_types(list(fit_texts(trainer, [text], stream_chars=50)))
     key = "ab" * 25 if level == "char" else ("ab" * 25).encode()
     assert dict(zip(types, counts.tolist()))[key] == 4
     tok = trainer.train(text)
+    assert tok.hash == trainer.train(parts).hash  # train(texts) counted the parts
     assert tok.decode(tok.encode(text)) == text
+    values, offsets = tok.encode_documents([text], stream_chars=50)  # one piece longer than a span: whole
+    assert values.tolist() == [tok.bos_id] + tok.encode(text).tolist() + [tok.eos_id]

@@ -336,6 +336,18 @@ def test_engine_file_duplicate_special_ids_are_refused(tmp_path):
         load_tokenizer(path)
 
 
+def test_saving_twice_writes_the_same_file_as_a_fresh_tokenizer(tmp_path):
+    """The file text is made once per tokenizer (prepare saves it twice): a second save, and a save
+    of the reloaded tokenizer, write the same bytes, which are the tokenizer's to_json."""
+    tok = ByteBpeTokenizer([bytes([b]) for b in range(256)] + [b"ab"], merges=[(97, 98)],
+                           specials={"<bos>": 257, "<eos>": 258})
+    first = tok.save(tmp_path / "a.json").read_bytes()
+    second = tok.save(tmp_path / "b.json").read_bytes()
+    assert first == second
+    assert json.loads(first) == tok.to_json()
+    assert load_tokenizer(tmp_path / "b.json").save(tmp_path / "c.json").read_bytes() == first
+
+
 def test_a_saved_tokenizer_file_gets_the_mode_of_any_new_file(tmp_path):
     import os
     import stat

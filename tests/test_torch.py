@@ -375,19 +375,35 @@ def test_spawn_workers_read_the_mapped_copy(store, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_reused_worker_buffers_are_reused_in_turn_without_overwriting_a_batch_in_use(store, context, monkeypatch):
-    import engine.torch as engine_torch
+    from engine.torch import LoaderLimits
 
+    chunks, real_views = [], TokenDataset._ring_views
+    monkeypatch.setattr(TokenDataset, "_ring_views", lambda self, ring, chunk, slots: chunks.append(chunk) or real_views(
+        self, ring, chunk, slots))
     epoch = make_epoch(store, batch_size=5)
-    monkeypatch.setattr(engine_torch, "CHUNK_IDS", 2 * 5 * T)  # two batches per item: the slots wrap around
     expected = global_sequence(epoch, epochs=2)
     assert len(expected) > 2 * 2 * (2 * 2 + 2)  # more items per worker than slots
     got = []
-    dataset = TokenDataset(epoch, epochs=2, reuse_buffers=True)
+    # two batches per item: the slots wrap around
+    dataset = TokenDataset(epoch, epochs=2, reuse_buffers=True, limits=LoaderLimits(chunk_ids=2 * 5 * T))
     for item in dataset.loader(num_workers=2, multiprocessing_context=context):
         got += collect([item])
         time.sleep(0.001 if len(got) % 7 else 0.02)  # a slow step now and then: workers run ahead
         assert collect([item]) == got[-1:]  # unchanged while it is the current batch
     assert got == expected
+    assert chunks == [2, 2]  # each worker's ring: items of two batches (limits.chunk_ids)
+
+
+def test_loader_limits_are_checked(store):
+    from engine.torch import LoaderLimits
+
+    with pytest.raises(ConfigurationError, match=r"LoaderLimits.chunk_ids must be positive \(>= 1\), got 0"):
+        LoaderLimits(chunk_ids=0)
+    with pytest.raises(ConfigurationError, match=r"LoaderLimits.stage_ids must be >= 0 \(0: never staged\), got -1"):
+        LoaderLimits(stage_ids=-1)
+    with pytest.raises(ConfigurationError, match="limits is dict; expected a LoaderLimits"):
+        TokenDataset(make_epoch(store), limits={"chunk_ids": 8})
+    assert TokenDataset(make_epoch(store)).limits == LoaderLimits(chunk_ids=1 << 18, stage_ids=1 << 12)
 
 
 def test_a_collate_fn_of_your_own_gets_whole_batches(store):
@@ -414,14 +430,14 @@ def equal_to_the_source(kept, source, epochs=1, names=("inputs", "targets")):
 
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("stage_ids", [0, 1 << 12])  # straight into fresh arrays, or built in a stage and copied
-def test_kept_batches_equal_the_source(store, monkeypatch, workers, stage_ids):
-    import engine.torch as engine_torch
+def test_kept_batches_equal_the_source(store, workers, stage_ids):
+    from engine.torch import LoaderLimits
 
     epoch = make_epoch(store, batch_size=6)
-    monkeypatch.setattr(engine_torch, "STAGE_IDS", stage_ids)
-    monkeypatch.setattr(engine_torch, "CHUNK_IDS", 2 * 6 * T)  # two batches per worker item: the slots wrap around
     assert epoch.batch_width(epoch.batch_count - 1) == 1  # a short last batch too
-    dataset = TokenDataset(epoch, epochs=2)
+    # two batches per worker item: the slots wrap around
+    limits = LoaderLimits(chunk_ids=2 * 6 * T, stage_ids=stage_ids)
+    dataset = TokenDataset(epoch, epochs=2, limits=limits)
     assert dataset._staged is bool(stage_ids)
     kept = list(dataset.loader(num_workers=workers, multiprocessing_context="fork" if workers else None))
     assert len(kept) == 2 * epoch.batch_count > 2 * 2 * (2 * 2 + 2)  # more items per worker than slots

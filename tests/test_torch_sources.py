@@ -225,13 +225,13 @@ def test_loader_options_that_would_break_the_order_are_refused(store):
 
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("make", ["packed", "window_mixture", "packed_mixture"])
-def test_kept_batches_equal_the_source(store, monkeypatch, make, workers):
-    import engine.torch as engine_torch
+def test_kept_batches_equal_the_source(store, make, workers):
+    from engine.torch import LoaderLimits
 
     source = {"packed": packed, "window_mixture": window_mixture, "packed_mixture": packed_mixture}[make](store)
     names = NAMES if source.fields else NAMES[:2]
-    monkeypatch.setattr(engine_torch, "CHUNK_IDS", source.batch_size * source.context_length)  # a batch per item
-    dataset = TokenDataset(source, epochs=3)
+    limits = LoaderLimits(chunk_ids=source.batch_size * source.context_length)  # a batch per item
+    dataset = TokenDataset(source, epochs=3, limits=limits)
     loader = dataset.loader(num_workers=workers, multiprocessing_context="fork" if workers else None)
     if source.batch_count is None:  # a mixture: endless
         kept, expected = list(itertools.islice(loader, 40)), source_sequence(source, range(40))

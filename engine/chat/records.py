@@ -26,6 +26,8 @@ from typing import Any, Iterator
 from engine.corpus.documents import made_id
 from engine.corpus.arrow import table_file
 from engine.corpus.compressed import decompression_message, open_binary
+from engine.corpus.limits import DEFAULT_READ_LIMITS, ReadLimits
+from engine.corpus.long_lines import scan_line
 from engine.corpus.readers import corpus_format
 from engine.corpus.shards import corpus_shards
 from engine.errors import CorpusError
@@ -94,21 +96,60 @@ def _rows(path: Path, *, errors: str = "strict") -> Iterator[tuple[str, int, dic
 
 
 def detect_format(path: str | Path, *, messages_column: str = "messages", prompt_column: str = "prompt",
-                  completion_column: str = "completion") -> str:
-    """The format of a corpus from its first record's fields (``text`` for a folder or a .txt file)."""
+                  completion_column: str = "completion", limits: ReadLimits = DEFAULT_READ_LIMITS) -> str:
+    """The format of a corpus from its first record's fields (``text`` for a folder or a .txt file, and
+    for a first record that does not parse: the reader of that format then says why); ``limits``: the
+    sizes a long first line is scanned with."""
     path = Path(path)
     try:
         if corpus_format(path) == "folder":
             return "text"
+        keys = _first_keys(path, limits)
     except CorpusError:
         return "text"
-    for _, _, obj, _ in _rows(path, errors="replace"):  # the fields decide; a text's bytes are the reader's
-        if messages_column in obj:
-            return "messages"
-        if prompt_column in obj and completion_column in obj:
-            return "prompt-completion"
+    if keys is None:
         return "text"
+    if messages_column in keys:
+        return "messages"
+    if prompt_column in keys and completion_column in keys:
+        return "prompt-completion"
     return "text"
+
+
+def _first_keys(path: Path, limits: ReadLimits) -> set | None:
+    """The field names of the first record: a Parquet or Arrow shard's columns; the keys of the first
+    non-blank JSONL line, parsed as the text reader parses it (raw control characters are text). A
+    line longer than ``limits.long_line_bytes`` is read as that reader reads it, by its skeleton
+    (``engine.corpus.long_lines``), never whole. None when it is no JSON object."""
+    shards = corpus_shards(path)
+    for file, _ in shards.pairs():
+        if shards.kind != "jsonl":
+            return set(table_file(file, arrow=shards.kind == "arrow").schema_arrow.names)
+        try:
+            with open_binary(file) as fh:
+                start = 0
+                while True:
+                    head = fh.readline(limits.long_line_bytes)
+                    if not head:
+                        break
+                    line = head
+                    if len(head) == limits.long_line_bytes and not head.endswith(b"\n"):
+                        scanned = scan_line(fh, start, head, limits)
+                        if scanned is None:
+                            return None
+                        line = scanned[0]
+                    start += len(head)
+                    text = line.decode("utf-8", errors="replace")
+                    if not text.strip():
+                        continue
+                    try:
+                        obj = json.loads(text, strict=False)
+                    except (ValueError, RecursionError):
+                        return None
+                    return set(obj) if isinstance(obj, dict) else None
+        except (OSError, EOFError, ValueError) as exc:
+            raise CorpusError(decompression_message(file, exc)) from None
+    return None
 
 
 def check_messages(value: Any, where: str, field: str, *, extra_roles: tuple[str, ...] = ()) -> list[dict]:

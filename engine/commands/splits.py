@@ -39,7 +39,6 @@ def command(corpus: Path, hash_split: str, out_path: Path, force: bool, text_col
       engine prepare corpus.jsonl --splits splits.json
     """
     from engine.corpus import Corpus, ReadReport, SplitManifest, is_continuous_text
-    from engine.corpus.readers import open_corpus
 
     if corpus_format is None and is_continuous_text(corpus):
         raise ConfigurationError(f"{corpus}: a continuous .txt text is one document, split by position "
@@ -47,11 +46,9 @@ def command(corpus: Path, hash_split: str, out_path: Path, force: bool, text_col
     check_out_file(out_path, force=True, is_ours=bool, what="a split manifest")  # never a device node, FIFO or link
     if out_path.exists() and not force:
         raise ConfigurationError(f"{out_path} exists; pass --force to replace it")
-    # Only the ids are kept (the manifest lists them): texts are streamed past, a long line's left in its file.
     report = ReadReport()
-    ids = [doc.id for batch in open_corpus(corpus, text_column=text_column, id_column=id_column, report=report,
-                                           long_lines=True, exclude=(out_path,), corpus_format=corpus_format)
-           for doc in batch]
+    ids = corpus_ids(corpus, text_column=text_column, id_column=id_column, report=report, exclude=(out_path,),
+                     corpus_format=corpus_format)
     Corpus.check_ids(ids)
     manifest = SplitManifest.by_hash(parse_ratios(hash_split)).assign(ids)
     manifest.to_json(out_path)
@@ -63,3 +60,17 @@ def command(corpus: Path, hash_split: str, out_path: Path, force: bool, text_col
         for note in notes:
             click.echo(f"note: {note}")
         click.echo(", ".join(f"{name} {n:,}" for name, n in counts.items()) + f" documents; wrote {out_path}")
+
+
+def corpus_ids(corpus: Path, *, text_column: str, id_column: str | None, report, exclude=(),
+               corpus_format: str | None = None, limits=None) -> list[str]:
+    """The ids of ``corpus`` in order, each checked unique as it is read. Only the ids are kept (the
+    manifest lists them): texts are streamed past, and a long line's text is left in its file
+    (``long_lines``; ``limits``: the readers' ``ReadLimits``, None: the defaults)."""
+    from engine.corpus import ReadLimits
+    from engine.corpus.readers import open_corpus
+
+    return [doc.id for batch in open_corpus(corpus, text_column=text_column, id_column=id_column, report=report,
+                                            long_lines=True, exclude=exclude, corpus_format=corpus_format,
+                                            limits=limits if limits is not None else ReadLimits())
+            for doc in batch]

@@ -7,6 +7,7 @@
   ``datasets`` folder, a folder of text files) and ``--corpus-format``;
 - ``engine.corpus.compressed``: gzip, zstandard, bzip2 and xz files read as streams;
 - ``engine.corpus.jsonl``: the JSONL reader (plain, compressed or sharded);
+- ``engine.corpus.limits``: ``ReadLimits``, the sizes the readers cut their work into;
 - ``engine.corpus.collection``: ``Corpus``, the documents in memory, in order, indexed by id;
 - ``engine.corpus.splits``: ``Partition``, ``SplitManifest`` (lists or a hash rule),
   ``ManifestCheck`` (the manifest's rules over streamed documents) and ``CorpusPartitions``
@@ -18,6 +19,7 @@
 from types import ModuleType as _ModuleType
 
 from engine.corpus.collection import Corpus
+from engine.corpus.limits import ReadLimits
 from engine.corpus.readers import (
     ARROW_SUFFIXES,
     CORPUS_FORMATS,

@@ -17,6 +17,7 @@ from engine.corpus.documents import (
     ID_COLUMN, PARQUET_BATCH_SIZE, TEXT_COLUMN, Document, ReadReport, _check_columns, _id_not_utf8, made_id,
     unique_ids,
 )
+from engine.corpus.limits import DEFAULT_READ_LIMITS, ReadLimits
 from engine.corpus.shards import ARROW_SUFFIXES, DATASET_STATE, CorpusShards, corpus_shards, file_kind, folder_files
 from engine.errors import CorpusError
 
@@ -74,7 +75,7 @@ def table_file(file: Path, *, arrow: bool):
 def iter_parquet_batches(
     path: str | os.PathLike, *, batch_size: int = PARQUET_BATCH_SIZE, text_column: str = TEXT_COLUMN,
     id_column: str | None = None, report: ReadReport | None = None, skip_bad_rows: bool = False,
-    shards: CorpusShards | None = None, made_ids: bool | None = None,
+    shards: CorpusShards | None = None, made_ids: bool | None = None, limits: ReadLimits = DEFAULT_READ_LIMITS,
 ) -> Iterator[list[Document]]:
     """Stream a Parquet or Arrow IPC (.arrow/.feather) file, or the shards of a folder or glob of them
     (``shards``: already listed), as lists of Documents.
@@ -87,6 +88,7 @@ def iter_parquet_batches(
     null text, a null id or an empty id is left out instead, counted as a bad line in ``report``
     (made ids keep the rows' numbers). ``made_ids``: whether ids are made, decided already (by the
     first of several shards, for a reader of a later one alone); None: decided by the first file.
+    ``limits``: the duplicate check's ``id_buffer`` (``ReadLimits``).
     """
     _check_columns(text_column, id_column)
     path = Path(path)
@@ -95,7 +97,8 @@ def iter_parquet_batches(
     report.text_column, report.id_column = text_column, id_column or ID_COLUMN
     shards = shards if shards is not None else _table_shards(path)
     yield from unique_ids(lambda counts: _arrow_records(shards, batch_size, text_column, id_column, counts,
-                                                        skip_bad_rows, made_ids), report, str(path), batched=True)
+                                                        skip_bad_rows, made_ids), report, str(path), batched=True,
+                          buffer_ids=limits.id_buffer)
 
 
 def _arrow_records(shards: CorpusShards, batch_size: int, text_column: str, id_column: str | None,

@@ -10,7 +10,9 @@ seeking back reopens the file and reads to the offset, which only a line too lon
 
 zstandard files may hold several frames one after another (as ``zstd`` and ``cat`` make them), and
 skippable frames; a file that ends inside a frame is truncated (checked at its end by walking the
-frames' headers). Memory is one buffer of decompressed bytes whatever the compression ratio.
+frames' headers). A zstandard file is decompressed on a thread of its own while the caller
+parses (``_ZstdReader``); memory is two buffers of decompressed bytes whatever the compression
+ratio.
 A corrupt or truncated file raises one of
 ``DECOMPRESSION_ERRORS`` while it is read; ``decompression_message`` says which file, after which
 line, and what was expected.
@@ -23,6 +25,8 @@ import gzip
 import io
 import lzma
 import os
+import queue
+import threading
 import zlib
 from pathlib import Path
 
@@ -77,25 +81,46 @@ def decompression_message(path: str | os.PathLike, exc: BaseException, lines_rea
 
 
 class _ZstdReader(io.RawIOBase):
-    """The decompressed bytes of a zstandard file, frame after frame (``zstandard``'s stream reader,
-    which decompresses into the caller's buffer, so memory is one buffer whatever the ratio). That
-    reader ends silently where a file ends inside a frame, so at the end the file's frames are
-    walked (``_zstd_problem``: headers and block sizes, no decompression) and a truncated file
-    raises EOFError before the end is reported."""
+    """The decompressed bytes of a zstandard file, frame after frame, decompressed on a thread of
+    its own (``_decompress``) while the caller parses: python-zstandard releases the GIL while it
+    decompresses, so on two cores the JSON parse no longer waits for it. The thread fills one of
+    ``_CHUNKS`` buffers of ``_CHUNK_BYTES`` at a time (few, large fills: each hands the GIL back
+    once) and hands it over in order; ``readinto`` copies from it, so memory is those buffers
+    whatever the ratio. A decompression error reaches the caller after every byte decompressed
+    before the chunk it stopped in. The stream reader ends silently where a file ends inside a
+    frame, so at the end the file's frames are walked (``_zstd_problem``: headers and block sizes,
+    no decompression) and a truncated file raises EOFError before the end is reported."""
 
     def __init__(self, path: Path):
         super().__init__()
         self._path = path
-        self._reader = None
+        self._thread = None
         self._open()
 
     def _open(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-        self._reader = zstandard.ZstdDecompressor().stream_reader(open(self._path, "rb"), read_across_frames=True,
-                                                                   closefd=True)
+        self._stop()
+        self._free: queue.SimpleQueue = queue.SimpleQueue()
+        self._ready: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(_CHUNKS):
+            self._free.put(bytearray(_CHUNK_BYTES))
+        self._stopping = threading.Event()
+        source = open(self._path, "rb")  # here: a file that cannot be opened fails the open, as a plain one
+        self._thread = threading.Thread(target=_decompress, args=(source, self._free, self._ready, self._stopping),
+                                        name="engine-zstd", daemon=True)
+        self._thread.start()
+        self._chunk: bytearray | None = None
+        self._start = self._end = 0
         self._pos = 0
+        self._ended = False
         self._checked = False
+
+    def _stop(self) -> None:
+        """End the decompressing thread (it stops before its next fill) and wait for it."""
+        if self._thread is not None:
+            self._stopping.set()
+            self._free.put(None)
+            self._thread.join()
+            self._thread = None
 
     def readable(self) -> bool:
         return True
@@ -104,12 +129,28 @@ class _ZstdReader(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:
-        n = self._reader.readinto(buffer)
-        if n == 0 and not self._checked and len(buffer):
-            problem = _zstd_problem(self._path)
-            if problem is not None:
-                raise EOFError(problem)
-            self._checked = True
+        if self._chunk is None and not self._ended:
+            chunk, size = self._ready.get()
+            if isinstance(size, BaseException):
+                self._ready.put((chunk, size))  # raised again on every later read
+                raise size
+            if size == 0:
+                self._ended = True
+            else:
+                self._chunk, self._start, self._end = chunk, 0, size
+        if self._chunk is None:  # the end of the data
+            if not self._checked and len(buffer):
+                problem = _zstd_problem(self._path)
+                if problem is not None:
+                    raise EOFError(problem)
+                self._checked = True
+            return 0
+        n = min(len(buffer), self._end - self._start)
+        memoryview(buffer).cast("B")[:n] = memoryview(self._chunk)[self._start:self._start + n]
+        self._start += n
+        if self._start == self._end:
+            self._free.put(self._chunk)
+            self._chunk = None
         self._pos += n
         return n
 
@@ -131,9 +172,33 @@ class _ZstdReader(io.RawIOBase):
         return self._pos
 
     def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
+        self._stop()
         super().close()
+
+
+# The decompressing thread's buffers: two, so that one fills while the caller reads the other.
+_CHUNKS = 2
+_CHUNK_BYTES = 4 << 20
+_READ_BYTES = 1 << 20  # compressed bytes read at a time
+
+
+def _decompress(source, free: queue.SimpleQueue, ready: queue.SimpleQueue, stopping: threading.Event) -> None:
+    """The thread of a ``_ZstdReader``: fill each free buffer with the next decompressed bytes of
+    the open file ``source`` (closed at the end) and hand it over as ``(buffer, size)``; ``size`` 0
+    at the end, an exception where one is raised. ``stopping`` (with a ``None`` among the free
+    buffers, to wake it) stops it before its next fill."""
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(source, read_size=_READ_BYTES, read_across_frames=True,
+                                                         closefd=True) as reader:
+            while (chunk := free.get()) is not None and not stopping.is_set():
+                size = reader.readinto(chunk)
+                ready.put((chunk, size))
+                if size == 0:
+                    return
+    except BaseException as exc:  # handed to the reading thread, raised where it reads
+        ready.put((None, exc))
+    finally:
+        source.close()  # closed by the stream reader, unless making it failed
 
 
 _ZSTD_MAGIC = 0xFD2FB528

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from engine.corpus.unique import SeenIds, find_duplicate
+from engine.corpus.unique import BUFFER_IDS, SeenIds, find_duplicate
 from engine.errors import ConfigurationError, CorpusError
 
 INVALID_UTF8_POLICIES = ("error", "replace", "skip")
@@ -220,12 +220,12 @@ def _id_not_utf8(doc_id: str) -> UnicodeEncodeError | None:
 
 
 def unique_ids(records: Callable[[ReadReport], Iterator], report: ReadReport, where: str, *,
-               batched: bool = False) -> Iterator:
+               batched: bool = False, buffer_ids: int = BUFFER_IDS) -> Iterator:
     """The documents of ``records(report)`` (``(Document, place)`` pairs, or lists of them if
     ``batched``), checked for duplicate ids in 8 bytes per id (``SeenIds``). A duplicate names both
     places: the records are read again (``records(ReadReport())``) to find them, which also tells a
-    shared hash of two different ids (no error) from a duplicate."""
-    seen = SeenIds()
+    shared hash of two different ids (no error) from a duplicate. ``buffer_ids``: ``SeenIds``'s recent set."""
+    seen = SeenIds(buffer_ids)
 
     def check(suspects: list[int]) -> None:
         again = (pair for item in records(ReadReport()) for pair in (item if batched else (item,)))

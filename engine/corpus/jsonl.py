@@ -19,6 +19,7 @@ from engine.corpus.documents import (
     ID_COLUMN, TEXT_COLUMN, Document, ReadReport, _apply_policy, _check_columns, _check_policy, _decode,
     _id_not_utf8, _SURROGATE, made_id, unique_ids,
 )
+from engine.corpus.limits import DEFAULT_READ_LIMITS, ReadLimits
 from engine.corpus.shards import CorpusShards, corpus_shards, is_glob
 from engine.errors import CorpusError
 
@@ -36,6 +37,7 @@ def iter_jsonl(
     long_lines: bool = False,
     shards: CorpusShards | None = None,
     made_ids: bool | None = None,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
 ) -> Iterator[Document]:
     """Stream ``{"id": str, "text": str}`` objects, one per line, as Documents.
 
@@ -55,8 +57,9 @@ def iter_jsonl(
     "replace" (U+FFFD, each sequence counted), or "skip" (drop the line, count it). NUL characters
     are ordinary text. A compressed file that is corrupt or truncated is a ``CorpusError`` naming
     the file and the line it stopped at.
-    With ``long_lines``, the text of a line longer than ``LONG_LINE_BYTES`` stays in the file: it is
-    a ``LongText`` (``engine.corpus.long_lines``), decoded part by part by whoever reads it.
+    With ``long_lines``, the text of a line longer than ``limits.long_line_bytes`` stays in the file:
+    it is a ``LongText`` (``engine.corpus.long_lines``), decoded part by part by whoever reads it.
+    ``limits``: the reader's sizes (``ReadLimits``: the long-line scan's, the duplicate check's).
     ``made_ids`` (with ``id_column=None``): whether ids are made, decided already (by the first of
     several shards, for a reader of a later one alone); None: decided by the first object read.
     """
@@ -77,16 +80,18 @@ def iter_jsonl(
             columns.made, columns.made_at = made_ids, "the corpus's first shard"
         for file, name in files:
             columns.name, columns.shard = name, None if shards.single else name
-            yield from _jsonl_records(file, on_invalid_utf8, skip_bad_lines, columns, counts, long_lines,
-                                      place="" if shards.single else f"{name} ")
+            yield from _jsonl_records(file, on_invalid_utf8, skip_bad_lines, columns, counts,
+                                      limits if long_lines else None, place="" if shards.single else f"{name} ")
 
-    yield from unique_ids(records, report, str(path))
+    yield from unique_ids(records, report, str(path), buffer_ids=limits.id_buffer)
 
 
 def _jsonl_records(path: Path, on_invalid_utf8: str, skip_bad_lines: bool, columns: "_JsonColumns",
-                   report: ReadReport, long_lines: bool = False, place: str = "") -> Iterator[tuple[Document, str]]:
+                   report: ReadReport, long_lines: ReadLimits | None = None,
+                   place: str = "") -> Iterator[tuple[Document, str]]:
     """One file's documents for ``iter_jsonl``, each with its line (``"line N"``, after ``place``), before
-    the duplicate check. Decompression errors become CorpusErrors naming the file and line."""
+    the duplicate check; ``long_lines``: the limits of the long-line scan, None for none. Decompression
+    errors become CorpusErrors naming the file and line."""
     try:
         fh = open_binary(path)
     except OSError as exc:
@@ -96,14 +101,15 @@ def _jsonl_records(path: Path, on_invalid_utf8: str, skip_bad_lines: bool, colum
         with fh:
             # Each line's bytes and str are dropped once used: a long line is held once as its text
             # while the consumer works on it, not three times; with ``long_lines`` not even once.
-            longest = long_line_reader.LONG_LINE_BYTES
+            longest = long_lines.long_line_bytes if long_lines else 0
             while raw := fh.readline(longest) if long_lines else fh.readline():
                 lineno += 1
                 line_start, offset = offset, offset + len(raw)
                 where = f"{path}:{lineno}"
                 if long_lines and len(raw) == longest and raw[-1] != 0x0A:
                     found = long_line_reader.read_long_line(path, fh, line_start, raw,
-                                                            lambda line: columns.parse(line, where, lineno), where)
+                                                            lambda line: columns.parse(line, where, lineno), where,
+                                                            long_lines)
                     # A lone surrogate in the id (or in a text that is no long string) follows the policy: read whole.
                     if found is not None and _id_not_utf8(found[0]) is None and (
                             not isinstance(found[1], str) or _id_not_utf8(found[1]) is None):

@@ -2,13 +2,17 @@
 part by part when used.
 
 ``iter_jsonl(..., long_lines=True)`` (what ``prepare`` reads with) hands a line longer than
-``LONG_LINE_BYTES`` to ``read_long_line``, which scans it in blocks without holding it:
+``limits.long_line_bytes`` (``ReadLimits``, ``engine.corpus.limits``) to ``read_long_line``, which
+scans it in blocks of ``limits.scan_block_bytes`` without holding it:
 
-1. the line's structure: every JSON string longer than ``LONG_STRING_BYTES`` is left out of a
-   *skeleton* of the line (its body replaced by a marker), and the skeleton, which is small, is
-   parsed like any line, so every rule of the reader (keys, types, made ids, repeated keys) holds;
+1. the line's structure: every JSON string longer than ``limits.long_string_bytes`` is left out of a
+   *skeleton* of the line (its body replaced by a marker), every flat array of numbers of 64 bytes
+   or more stands as ``[0]`` (``_collapse_numbers``: token ids, embeddings), and the skeleton, which
+   is small, is parsed like any line, so every rule of the reader (keys, types, made ids, repeated
+   keys) holds; a string's end is found by the parity of the backslashes before a quote, so neither
+   time nor memory grows with the number of escapes;
 2. the text field's string, if it is such a long string, is then read once more in parts of about
-   ``PART_BYTES``, cut where no escape, UTF-8 sequence or surrogate pair is split, each part
+   ``limits.part_bytes``, cut where no escape, UTF-8 sequence or surrogate pair is split, each part
    decoded (UTF-8, then the JSON escapes) and checked (no lone surrogate); this counts its
    characters and UTF-8 bytes.
 
@@ -16,9 +20,9 @@ The document's text is then a ``LongText``: its place in the file, its length, a
 which decodes it again part by part for whoever reads it (the span-by-span encoder and trainer
 counter of ``engine.tokenizers.streaming``, ``source_digest``). A line the scan cannot take this way
 (invalid UTF-8, a lone surrogate, malformed JSON, the id among the long strings, a skeleton longer
-than ``LONG_STRING_BYTES`` * 64) is read whole as before, so its error message or policy is exactly
+than ``limits.long_string_bytes`` * 64) is read whole as before, so its error message or policy is exactly
 that of a short line (``read_long_line`` returns None). A file of a folder corpus longer than
-``LONG_LINE_BYTES`` is the same without escapes (``read_long_file``; read whole if it is not UTF-8).
+``limits.long_line_bytes`` is the same without escapes (``read_long_file``; read whole if it is not UTF-8).
 A compressed JSONL file (``engine.corpus.compressed``) is scanned the same way in its decompressed
 bytes; each reading of a long text decompresses the file again up to the text's start.
 """
@@ -31,47 +35,44 @@ import secrets
 from pathlib import Path
 from typing import Callable, Iterator
 
+import numpy as np
+
 from engine.corpus.compressed import open_binary
 from engine.corpus.documents import _SURROGATE
+from engine.corpus.limits import DEFAULT_READ_LIMITS, ReadLimits
 from engine.errors import CorpusError
+from engine.kernels.json_numbers import CLOSED, OPEN, number_array
 
-__all__ = ["LongText", "read_long_line", "read_long_file", "LONG_LINE_BYTES", "LONG_STRING_BYTES", "PART_BYTES"]
-
-# Lines (and files of a folder) longer than this are scanned instead of read whole.
-LONG_LINE_BYTES = 1 << 25
-# JSON strings longer than this (raw bytes) are left in the file.
-LONG_STRING_BYTES = 1 << 20
-# Raw bytes decoded at a time.
-PART_BYTES = 1 << 22
-_BLOCK_BYTES = 1 << 23
+__all__ = ["LongText", "read_long_line", "read_long_file", "scan_line"]
 
 _OUTSIDE = re.compile(rb'[^"\n]*')  # outside strings: up to a quote or the line's end
-# A string's body: up to its closing quote. Possessive (``*+``): the match never backtracks, so the
-# regex engine keeps no state per escape (a greedy group kept ~130 bytes per escape: a block of
-# escaped backslashes held 0.5 GB per 8 MiB block, dense escapes a few bytes apart alike).
-_BODY = re.compile(rb'[^"\\\n]*+(?:\\[^\n][^"\\\n]*+)*+')
+# Outside strings, a flat array of numbers of at least _NUMBERS_BYTES stands as [0] in a skeleton
+# (see _collapse_numbers).
+_NUMBERS_BYTES = 64
 
 
 class LongText:
     """The text of one long JSONL line, left in its file (see the module docstring).
 
     ``len()`` is its length in characters, ``utf8_bytes`` its UTF-8 size, ``parts()`` its decoded
-    text in order (strings of about ``PART_BYTES`` bytes), ``str(text)`` all of it at once.
+    text in order (strings of about ``part_bytes`` bytes), ``str(text)`` all of it at once.
     """
 
-    __slots__ = ("path", "start", "end", "chars", "utf8_bytes", "where", "escaped", "progress")
+    __slots__ = ("path", "start", "end", "chars", "utf8_bytes", "where", "escaped", "progress", "part_bytes")
 
     def __init__(self, path: Path, start: int, end: int, chars: int, utf8_bytes: int, where: str, *,
-                 escaped: bool = True, progress: Callable[[int], None] | None = None):
+                 escaped: bool = True, progress: Callable[[int], None] | None = None,
+                 part_bytes: int = DEFAULT_READ_LIMITS.part_bytes):
         self.path, self.start, self.end = path, start, end
         self.chars, self.utf8_bytes, self.where = chars, utf8_bytes, where
         self.escaped = escaped  # a JSON string's body; False: plain UTF-8 text (a file of a folder)
         self.progress = progress
+        self.part_bytes = part_bytes
 
     def reporting(self, progress: Callable[[int], None]) -> "LongText":
         """The same text, calling ``progress(characters)`` after each part read."""
         return LongText(self.path, self.start, self.end, self.chars, self.utf8_bytes, self.where,
-                        escaped=self.escaped, progress=progress)
+                        escaped=self.escaped, progress=progress, part_bytes=self.part_bytes)
 
     def __len__(self) -> int:
         return self.chars
@@ -83,7 +84,7 @@ class LongText:
         return "".join(self.parts())
 
     def parts(self) -> Iterator[str]:
-        for _, part in _decoded_parts(self.path, self.start, self.end, self.escaped):
+        for _, part in _decoded_parts(self.path, self.start, self.end, self.escaped, self.part_bytes):
             if part is None:
                 raise CorpusError(f"{self.where}: the file changed while it was read (its text no longer decodes)")
             yield part
@@ -128,16 +129,17 @@ def _text_cut(data: bytes) -> int:
     return 0
 
 
-def _decoded_parts(path: Path, start: int, end: int, escaped: bool = True) -> Iterator[tuple[int, str | None]]:
+def _decoded_parts(path: Path, start: int, end: int, escaped: bool = True,
+                   part_bytes: int = DEFAULT_READ_LIMITS.part_bytes) -> Iterator[tuple[int, str | None]]:
     """``(byte offset, decoded part)`` of the raw JSON string body ``[start, end)`` of ``path`` (``escaped``)
-    or of its UTF-8 text; the part is None (and the iteration ends) where it is no valid UTF-8, JSON
-    escape or surrogate pair."""
+    or of its UTF-8 text, read ``part_bytes`` raw bytes at a time; the part is None (and the iteration
+    ends) where it is no valid UTF-8, JSON escape or surrogate pair."""
     cutter = _safe_cut if escaped else _text_cut
     with open_binary(path) as fh:
         fh.seek(start)
         pos, carry = start, b""
         while pos < end or carry:
-            data = carry + fh.read(min(PART_BYTES, end - pos))
+            data = carry + fh.read(min(part_bytes, end - pos))
             pos = fh.tell()
             cut = len(data) if pos >= end else cutter(data)
             if cut == 0:
@@ -158,13 +160,15 @@ def _decoded_parts(path: Path, start: int, end: int, escaped: bool = True) -> It
             yield offset, text
 
 
-def read_long_line(path: Path, fh, line_start: int, head: bytes, parse, where: str) -> tuple[object, object, int] | None:
+def read_long_line(path: Path, fh, line_start: int, head: bytes, parse, where: str,
+                   limits: ReadLimits = DEFAULT_READ_LIMITS) -> tuple[object, object, int] | None:
     """Read the line of ``path`` starting at ``line_start`` (``head``: its first bytes, already read;
     ``fh`` stands after them) without holding it: ``(id, text, end of the line)`` where ``text`` is a
     ``LongText`` if the text field is a long string, else a str; ``fh`` then stands at the line's end.
     ``parse(skeleton)`` parses the skeleton line and returns ``(id, text)`` as the reader would.
-    None when the line must be read whole (see the module docstring); ``fh`` then stands anywhere."""
-    scanned = _scan(fh, line_start, head)
+    None when the line must be read whole (see the module docstring); ``fh`` then stands anywhere.
+    ``limits``: the scan's sizes (``ReadLimits``)."""
+    scanned = scan_line(fh, line_start, head, limits)
     if scanned is None:
         return None
     skeleton, longs, line_end = scanned
@@ -174,7 +178,8 @@ def read_long_line(path: Path, fh, line_start: int, head: bytes, parse, where: s
         return None
     # Every long string (keys and other fields too) must decode, as the whole line must; checked
     # before the parse, which decides the reader's state (made ids) as reading the whole line would.
-    measured = {marker: _measured(path, start, end, where, escaped=True) for marker, (start, end) in longs.items()}
+    measured = {marker: _measured(path, start, end, where, escaped=True, part_bytes=limits.part_bytes)
+                for marker, (start, end) in longs.items()}
     if None in measured.values():
         return None
     try:
@@ -189,59 +194,101 @@ def read_long_line(path: Path, fh, line_start: int, head: bytes, parse, where: s
     return doc_id, text, line_end
 
 
-def read_long_file(path: Path, size: int, where: str) -> LongText | None:
-    """The UTF-8 text of the file ``path`` (``size`` bytes) left in it; None if it is not valid UTF-8
-    (read it whole: its error or policy is a short file's)."""
-    return _measured(path, 0, size, where, escaped=False)
+def read_long_file(path: Path, size: int, where: str, limits: ReadLimits = DEFAULT_READ_LIMITS) -> LongText | None:
+    """The UTF-8 text of the file ``path`` (``size`` bytes) left in it, decoded ``limits.part_bytes`` at a
+    time; None if it is not valid UTF-8 (read it whole: its error or policy is a short file's)."""
+    return _measured(path, 0, size, where, escaped=False, part_bytes=limits.part_bytes)
 
 
-def _measured(path: Path, start: int, end: int, where: str, *, escaped: bool) -> LongText | None:
+def _measured(path: Path, start: int, end: int, where: str, *, escaped: bool, part_bytes: int) -> LongText | None:
     """``[start, end)`` of ``path`` as a LongText, decoded once to check it and count it; None if it does not decode."""
     chars = utf8_bytes = 0
-    for _, part in _decoded_parts(path, start, end, escaped):
+    for _, part in _decoded_parts(path, start, end, escaped, part_bytes):
         if part is None:
             return None
         chars += len(part)
         utf8_bytes += len(part) if part.isascii() else len(part.encode("utf-8"))
-    return LongText(path, start, end, chars, utf8_bytes, where, escaped=escaped)
+    return LongText(path, start, end, chars, utf8_bytes, where, escaped=escaped, part_bytes=part_bytes)
 
 
-def _scan(fh, line_start: int, head: bytes) -> tuple[bytes, dict[str, tuple[int, int]], int] | None:
+def _body_end(data: bytes, i: int) -> int:
+    """Where the string body starting at ``data[i]`` (``i``: not inside an escape) stops in ``data``:
+    its closing quote, a newline (the line is malformed), or where ``data`` ends: its end, or the
+    last byte when that is a backslash that starts an escape (the next block holds the rest). A
+    quote closes the string when an even run of backslashes stands before it (a character an escape
+    takes is a backslash, a letter or a hex digit, never a quote). Searches with ``bytes.find``:
+    time and memory do not grow with the number of escapes."""
+    n = len(data)
+    while True:
+        quote = data.find(b'"', i)
+        newline = data.find(b"\n", i, n if quote < 0 else quote)
+        if newline >= 0:
+            return newline  # a newline before the closing quote
+        if quote < 0:
+            return n - (n - _run_start(data, i, n)) % 2
+        if (quote - _run_start(data, i, quote)) % 2 == 0:
+            return quote
+        i = quote + 1
+
+
+def _run_start(data: bytes, low: int, end: int) -> int:
+    """The first of the backslashes that end ``data[low:end]`` (one C scan per window doubling)."""
+    width = 64
+    while True:
+        start = max(low, end - width)
+        window = data[start:end]
+        kept = len(window.rstrip(b"\\"))
+        if kept > 0 or start == low:
+            return start + kept
+        width *= 4
+
+
+def scan_line(fh, line_start: int, head: bytes,
+              limits: ReadLimits = DEFAULT_READ_LIMITS) -> tuple[bytes, dict[str, tuple[int, int]], int] | None:
     """The skeleton of the line (long string bodies replaced by markers), each marker's body
     ``[start, end)`` in the file, and the offset after the line; None where the line is malformed
     or its skeleton too long."""
     data, base, i = head, line_start, 0
     skeleton = bytearray()
+    outside, settled = bytearray(), 0  # the skeleton's tail since the last string; its part checked for numbers
     longs: dict[str, tuple[int, int]] = {}
-    limit = LONG_STRING_BYTES * 64
+    long_string, limit = limits.long_string_bytes, limits.long_string_bytes * 64
 
     def more() -> bool:
         nonlocal data, base, i
-        block = fh.read(_BLOCK_BYTES)
+        block = fh.read(limits.scan_block_bytes)
         data, base, i = data[i:] + block, base + i, 0
         return bool(block)
 
     while True:
         m = _OUTSIDE.match(data, i)
-        skeleton += data[i:m.end()]
+        outside += data[i:m.end()]
         i = m.end()
+        if len(outside) - settled > long_string:
+            settled = _collapse_numbers(outside, settled)
+            if len(skeleton) + len(outside) > limit:
+                return None
         if i == len(data):
-            if not more():
-                return bytes(skeleton), longs, base + i  # the last line, without a newline
-            continue
+            if more():
+                continue
+            _collapse_numbers(outside, settled)
+            return bytes(skeleton + outside), longs, base + i  # the last line, without a newline
+        _collapse_numbers(outside, settled)
         if data[i] == 0x0A:
-            return bytes(skeleton), longs, base + i + 1
+            return bytes(skeleton + outside), longs, base + i + 1
+        skeleton += outside
+        outside, settled = bytearray(), 0
         skeleton += b'"'
         i += 1
         body_start, body = base + i, bytearray()
         while True:
-            e = _BODY.match(data, i).end()
+            e = _body_end(data, i)
             if body is not None:
                 body += data[i:e]
-                if len(body) > LONG_STRING_BYTES:
+                if len(body) > long_string:
                     body = None
             i = e
-            if i == len(data) or (i == len(data) - 1 and data[i] == 0x5C):
+            if i == len(data) or data[i] == 0x5C:  # an escape cut by the block's end: read on
                 if not more():
                     return None  # the file ends inside a string
                 continue
@@ -258,3 +305,32 @@ def _scan(fh, line_start: int, head: bytes) -> tuple[bytes, dict[str, tuple[int,
             break
         if len(skeleton) > limit:
             return None
+
+
+def _collapse_numbers(outside: bytearray, settled: int) -> int:
+    """Write each flat array of numbers in ``outside`` (skeleton bytes outside strings) from ``settled``
+    on as ``[0]``, and one still open at its end as ``[0,`` and what follows its last comma; returns
+    where the next call starts (the ``[`` of an array still open, else the end).
+
+    An array is taken when it is at least ``_NUMBERS_BYTES`` long and its elements are JSON numbers
+    of at most 40 characters (``engine.kernels.json_numbers``): such a line parses exactly when it
+    does with the array written ``[0]``, and the reader never uses the array's values (a text or an id
+    is a string, so an array there is an error either way, and the line is then read whole). A line
+    whose bulk is such an array (token ids, embeddings) keeps a small skeleton; any other content stays."""
+    pos = settled
+    while True:
+        start = outside.find(b"[", pos)
+        if start < 0:
+            return len(outside)
+        buf = np.frombuffer(outside, dtype=np.uint8)
+        status, at = number_array(buf, start + 1, len(outside))
+        del buf  # the bytearray is resized below
+        if status == OPEN:
+            if at - start >= _NUMBERS_BYTES:
+                outside[start:at] = b"[0,"
+            return start
+        if status == CLOSED and at - start >= _NUMBERS_BYTES:
+            outside[start:at + 1] = b"[0]"
+            pos = start + 3
+        else:
+            pos = max(at, start + 1)

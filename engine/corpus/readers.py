@@ -45,6 +45,7 @@ from engine.corpus.documents import (
 )
 from engine.corpus import long_lines as long_line_reader
 from engine.corpus.jsonl import iter_jsonl, json_error_text, json_field
+from engine.corpus.limits import DEFAULT_READ_LIMITS, ReadLimits
 from engine.corpus.shards import (
     ARROW_SUFFIXES, CORPUS_FORMATS, CORPUS_FORMS, CorpusShards, corpus_shards, folder_files,
 )
@@ -79,7 +80,7 @@ __all__ = [
 
 def iter_folder(
     path: str | os.PathLike, *, on_invalid_utf8: str = "error", report: ReadReport | None = None,
-    long_files: bool = False, exclude: Iterable[str | os.PathLike] = (),
+    long_files: bool = False, exclude: Iterable[str | os.PathLike] = (), limits: ReadLimits = DEFAULT_READ_LIMITS,
 ) -> Iterator[Document]:
     """Every regular, non-hidden file below ``path`` (sorted by relative POSIX path) as a Document.
 
@@ -91,7 +92,8 @@ def iter_folder(
     Bad UTF-8 in a file names the file and byte
     offset; a file name that is not UTF-8 (it would be the id) names the file. Both follow
     ``on_invalid_utf8``: "error", "replace" (U+FFFD, counted) or "skip" (the file is left out, counted).
-    With ``long_files``, the text of a UTF-8 file longer than ``LONG_LINE_BYTES`` stays in it (a ``LongText``).
+    With ``long_files``, the text of a UTF-8 file longer than ``limits.long_line_bytes`` stays in it (a
+    ``LongText``). ``limits``: the reader's sizes (``ReadLimits``).
     """
     _check_policy(on_invalid_utf8)
     root = Path(path)
@@ -100,12 +102,14 @@ def iter_folder(
     report = report if report is not None else ReadReport()
     report.source = str(root)
     yield from unique_ids(lambda counts: _folder_records(root, folder_files(root, exclude), on_invalid_utf8, counts,
-                                                         long_files), report, str(root))
+                                                         limits if long_files else None),
+                          report, str(root), buffer_ids=limits.id_buffer)
 
 
 def _folder_records(root: Path, relative: list[str], on_invalid_utf8: str,
-                    report: ReadReport, long_files: bool = False) -> Iterator[tuple[Document, str]]:
-    """``iter_folder``'s documents, each with its file, before the duplicate check."""
+                    report: ReadReport, long_files: ReadLimits | None = None) -> Iterator[tuple[Document, str]]:
+    """``iter_folder``'s documents, each with its file, before the duplicate check (``long_files``: the
+    limits a long file is left in its file with, None: every file read whole)."""
     for rel in relative:
         file = root / rel
         doc_id = _folder_id(rel, root, on_invalid_utf8, report)
@@ -114,8 +118,8 @@ def _folder_records(root: Path, relative: list[str], on_invalid_utf8: str,
         text = None
         try:
             size = file.stat().st_size if long_files else 0
-            if size > long_line_reader.LONG_LINE_BYTES:
-                text = long_line_reader.read_long_file(file, size, str(file))
+            if long_files is not None and size > long_files.long_line_bytes:
+                text = long_line_reader.read_long_file(file, size, str(file), long_files)
             raw = file.read_bytes() if text is None else b""
         except OSError as exc:
             raise CorpusError(f"{file}: cannot read corpus file: {exc.strerror}") from None
@@ -245,6 +249,7 @@ def open_corpus(
     long_lines: bool = False,
     exclude: Iterable[str | os.PathLike] = (),
     corpus_format: str | None = None,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
 ) -> Iterator[list[Document]]:
     """The documents of a corpus at ``path``, in order, as lists of at most ``batch_documents``
     documents (and ``batch_chars`` characters unless one document is larger; None: no limit).
@@ -258,13 +263,14 @@ def open_corpus(
     Parquet is read in record batches of ``batch_documents`` rows, and a batch never spans two
     record batches. Memory: one batch (or one file of a folder), whatever the compression.
     ``long_lines``: a long JSONL line's (or folder file's) text stays in the file (``iter_jsonl``, ``iter_folder``).
-    ``exclude``: paths a folder corpus (or a folder of shards) leaves out.
+    ``exclude``: paths a folder corpus (or a folder of shards) leaves out. ``limits``: the readers'
+    sizes (``ReadLimits``: the long-line scan's, the duplicate check's).
     """
     shards = corpus_shards(path, corpus_format, exclude=exclude)
     check_columns_apply(path, text_column, id_column, corpus_format, shards=shards)  # the folder walked once
     return read_shards(shards, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
                        text_column=text_column, id_column=id_column, batch_documents=batch_documents,
-                       batch_chars=batch_chars, report=report, long_lines=long_lines, exclude=exclude)
+                       batch_chars=batch_chars, report=report, long_lines=long_lines, exclude=exclude, limits=limits)
 
 
 def read_shards(
@@ -280,6 +286,7 @@ def read_shards(
     long_lines: bool = False,
     exclude: Iterable[str | os.PathLike] = (),
     made_ids: bool | None = None,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
 ) -> Iterator[list[Document]]:
     """``open_corpus`` of shards already listed (``corpus_shards``): the whole corpus, or some of its
     shards (``made_ids``: whether ids are made, as the corpus's first shard decided)."""
@@ -291,13 +298,14 @@ def read_shards(
             batch
             for rows in iter_parquet_batches(path, batch_size=batch_documents, text_column=text_column,
                                              id_column=id_column, report=report, skip_bad_rows=skip_bad_lines,
-                                             shards=shards, made_ids=made_ids)
+                                             shards=shards, made_ids=made_ids, limits=limits)
             for batch in _batched(rows, batch_documents, batch_chars)
         )
     if shards.kind == "jsonl":
         docs = iter_jsonl(path, on_invalid_utf8=on_invalid_utf8, skip_bad_lines=skip_bad_lines,
                           text_column=text_column, id_column=id_column, report=report, long_lines=long_lines,
-                          shards=shards, made_ids=made_ids)
+                          shards=shards, made_ids=made_ids, limits=limits)
     else:
-        docs = iter_folder(path, on_invalid_utf8=on_invalid_utf8, report=report, long_files=long_lines, exclude=exclude)
+        docs = iter_folder(path, on_invalid_utf8=on_invalid_utf8, report=report, long_files=long_lines, exclude=exclude,
+                           limits=limits)
     return _batched(docs, batch_documents, batch_chars)

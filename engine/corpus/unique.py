@@ -1,11 +1,12 @@
 """Id uniqueness in fixed memory: 8 bytes per id, whatever the ids' length.
 
-``SeenIds`` keeps a 64-bit hash of every id added: recent ones in a set of at most ``BUFFER_IDS``
-entries, the rest in sorted int64 runs (O(log n) runs; a run merges into the larger one before it
-once it holds an eighth of it, growing that one in place, linearly), so memory is 8 bytes per id
-(about 9 while the largest runs merge). A hash that is seen again is only a suspect: two ids may share a hash. ``add`` reports
-suspects of the recent set at once; those of the older runs surface when the set is flushed
-(``add`` or ``finish``). The owner then re-reads its own ids (``find_duplicate``) to name the
+``SeenIds`` keeps a 64-bit hash of every id added: recent ones in a set of at most ``buffer_ids``
+entries (``ReadLimits.id_buffer`` of the readers, 65,536 by default), the rest in sorted int64 runs
+(O(log n) runs; a run merges into the larger one before it once it holds an eighth of it, growing
+that one in place, linearly), so memory is 8 bytes per id (about 9 while the largest runs merge).
+A hash that is seen again is only a suspect: two ids may share a hash. ``add`` reports suspects of
+the recent set at once; those of the older runs surface when the set is flushed (``add`` or
+``finish``). The owner then re-reads its own ids (``find_duplicate``) to name the
 duplicate exactly, or to learn it was a collision of two different ids, which is no error.
 """
 
@@ -15,9 +16,11 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from engine.checks import positive_int
+from engine.corpus.limits import BUFFER_IDS
+
 __all__ = ["SeenIds", "find_duplicate", "id_hash", "BUFFER_IDS"]
 
-BUFFER_IDS = 1 << 16
 # A run merges into the one before it once it holds 1/MERGE_RATIO of it: the merge's buffer (the
 # smaller run) stays a small share of the set, and there are O(log n) runs.
 MERGE_RATIO = 8
@@ -29,9 +32,11 @@ def id_hash(doc_id: str) -> int:
 
 
 class SeenIds:
-    """The hashes of the ids added so far (see the module docstring)."""
+    """The hashes of the ids added so far (see the module docstring); ``buffer_ids``: how many recent
+    hashes the set holds before they move to the sorted runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, buffer_ids: int = BUFFER_IDS) -> None:
+        self.buffer_ids = positive_int(buffer_ids, "buffer_ids")
         self.recent: set[int] = set()
         self.runs: list[np.ndarray] = []
         self.count = 0
@@ -46,7 +51,7 @@ class SeenIds:
         if h in self.recent:
             return [h]
         self.recent.add(h)
-        return self.flush() if len(self.recent) >= BUFFER_IDS else []
+        return self.flush() if len(self.recent) >= self.buffer_ids else []
 
     def add_many(self, doc_ids: Iterable[str]) -> list[int]:
         """Add ids at once (checked against each other and everything before); the suspects."""
@@ -57,7 +62,7 @@ class SeenIds:
             if h in self.recent:
                 suspects.append(h)
             self.recent.add(h)
-        if len(self.recent) >= BUFFER_IDS:
+        if len(self.recent) >= self.buffer_ids:
             suspects += self.flush()
         return suspects
 

@@ -22,9 +22,10 @@ The encoders merge pieces of up to ``LONG_WORD`` symbols in their own pass (``me
 write longer ones unmerged, recording them (``record_long``); ``merge_long_pieces`` then merges
 those in place. A call without long pieces (most calls) never runs, nor compiles, the long path.
 
-One byte-level piece longer than ``LONG_PIECE_WINDOW`` symbols (``merge_long_pieces_windowed``: DNA,
+One byte-level piece longer than ``window`` symbols (``merge_long_pieces_windowed``; the encoder's
+``PieceCacheLimits.long_piece_window``, 1 Mi by default: DNA,
 base64, ``"ab" * 75_000_000``) is merged window by window, so its scratch is that of a window, not
-of the piece (about 50 bytes a symbol): each window of ``LONG_PIECE_WINDOW`` symbols is merged
+of the piece (about 50 bytes a symbol): each window of ``window`` symbols is merged
 alone and its tokens kept up to the last token end at or before three quarters of it (no merge of
 the window crossed it; the last quarter is look-ahead); the next window starts there. Two kept
 runs join only when the last token ``t1`` of one and the first ``t2`` of the next, merged from
@@ -44,16 +45,13 @@ from engine.kernels import kernel
 __all__ = [
     "EMPTY_KEY", "NO_PRIORITY", "LONG_WORD", "GOLDEN", "FNV_OFFSET", "hash_span", "same_span", "pair_slot", "key_slot",
     "build_pair_table", "first_entry_table", "merge_word", "merge_short", "merge_short_first", "record_long",
-    "merge_long_pieces", "merge_long_pieces_windowed", "LONG_PIECE_WINDOW",
+    "merge_long_pieces", "merge_long_pieces_windowed",
 ]
 
 EMPTY_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)
 NO_PRIORITY = np.int64(1 << 62)  # above every (priority << 32) | entry: priorities stay below 2^30
 # Above this many symbols a word is merged through the priority buckets; below, the scan is faster.
 LONG_WORD = 64
-# A byte-level piece longer than this many symbols is merged window by window (``_merge_windowed``),
-# its merge scratch (~50 bytes a symbol) that of one window, about 50 MB, instead of the piece's.
-LONG_PIECE_WINDOW = 1 << 20
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 FNV_PRIME = np.uint64(0x100000001B3)
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -493,7 +491,7 @@ def merge_long_pieces(out, out_offsets, long_pieces, count, first_id, ordered, p
 def merge_long_pieces_windowed(out, out_offsets, long_pieces, count, pairs, nexts, made, priorities, symbol_lengths,
                                window):
     """``merge_long_pieces`` for byte-level BPE (symbols are token ids, not ordered), a piece longer than
-    ``window`` symbols merged window by window (``_merge_windowed``: the rule of LONG_PIECE_WINDOW), so its
+    ``window`` symbols merged window by window (``_merge_windowed``: the rule in the module docstring), so its
     scratch is that of a window. ``symbol_lengths[t]``: the bytes of token ``t``."""
     return _merge_pieces(out, out_offsets, long_pieces, count, np.int64(0), False, pairs, nexts, made, priorities,
                          symbol_lengths, window)

@@ -26,8 +26,12 @@ Layout of a store directory ``DIR``::
     DIR/split=test/part-00000.parquet
     DIR/_tokenizer.json                       the tokenizer that encoded it (Tokenizer.save)
     DIR/_engine.json                          manifest, written last: format version, tokenizer
-                                              hash/bos/eos, per split documents, tokens and files
-                                              (name, rows, bytes, sha256)
+                                              hash/bos/eos and vocab_size, per split documents,
+                                              tokens and files (name, rows, bytes, sha256)
+
+The manifest's ``vocab_size`` lets a reader that needs only the vocabulary's size (``engine
+export``, for its dtype) skip loading the tokenizer; a store written before it was recorded (or by
+a tokenizer that does not say) has none, and such a reader loads ``_tokenizer.json``.
 
 Every Parquet file's schema metadata repeats ``engine.format_version``, ``engine.tokenizer_hash``,
 ``engine.bos_id`` and ``engine.eos_id``.

@@ -16,7 +16,7 @@ __all__ = ["check_replaceable", "own_temporaries"]
 
 _TEMPORARY = re.compile(r"\.(?P<store>.+)\.(?P<kind>tmp|old)-(?P<pid>[0-9]{1,10})")
 _TOP_FILE = re.compile(r"(_tokenizer\.json|_engine\.json|_resume\.json|\._resume\.json\.tmp"
-                       r"|\._tokenizer\.json\.[0-9a-f]{12}\.tmp)")
+                       r"|\._tokenizer\.json\.[0-9a-f]{12}\.tmp|\.long-[0-9]{1,20}\.u32)")
 _SPLIT_FILE = re.compile(r"part-[0-9]{5,}\.parquet")
 
 
@@ -47,8 +47,8 @@ def _manifest_files(manifest) -> set[str] | str:
 
 def _holds_only_store_files(folder: Path) -> bool:
     """True when ``folder`` holds nothing but what a store writer puts in its temporary: the split
-    folders with ``part-NNNNN.parquet`` files, ``_tokenizer.json``, ``_engine.json``, ``_resume.json``
-    and their own temporaries; no links."""
+    folders with ``part-NNNNN.parquet`` files, ``_tokenizer.json``, ``_engine.json``, ``_resume.json``,
+    their own temporaries and the ids of a long document being encoded (``.long-N.u32``); no links."""
     splits = {split_dir(p) for p in PARTITIONS}
     for item in folder.iterdir():
         if item.is_symlink():

@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from engine.buffers import TokenBuffers
 from engine.partition import PARTITIONS, Partition
 from engine.checks import parse_json, read_json
+from engine.corpus.unique import BUFFER_IDS
 from engine.errors import StoreError
 from engine.store_files import STORE_NAME
 from engine.store.layout import (
@@ -102,7 +103,8 @@ class TokenStore:
     def writer(path: str | os.PathLike, tokenizer, *, overwrite: bool = True, row_group_size: int = ROW_GROUP_SIZE,
                max_rows_per_file: int | None = None, chunk_documents: int = CHUNK_DOCUMENTS,
                wait: bool = False, timeout: float = 600.0, resume: bool = False,
-               check_unique: bool = True, roles: bool = False, bos: bool = True) -> TokenStoreWriter:
+               check_unique: bool = True, roles: bool = False, bos: bool = True,
+               id_buffer: int = BUFFER_IDS) -> TokenStoreWriter:
         """A ``TokenStoreWriter`` for ``path`` (use it in a ``with`` block).
 
         ``resume=True`` (needs ``max_rows_per_file``) continues the temporary store an interrupted
@@ -112,11 +114,12 @@ class TokenStore:
         ``check_unique=False``: the caller has checked the ids unique (``prepare`` does, reading).
         ``roles=True``: a store of chat / instruction data, one role flag per token (format version 2).
         ``bos=False``: documents are ``[content..., EOS]`` (the manifest's ``bos_id`` is null).
+        ``id_buffer``: recent id hashes the duplicate check holds in a set (``engine.corpus.unique``).
         """
         return TokenStoreWriter(path, tokenizer, overwrite=overwrite, row_group_size=row_group_size,
                                 max_rows_per_file=max_rows_per_file, chunk_documents=chunk_documents,
                                 wait=wait, timeout=timeout, resume=resume, check_unique=check_unique, roles=roles,
-                                bos=bos)
+                                bos=bos, id_buffer=id_buffer)
 
     @classmethod
     def write(cls, path: str | os.PathLike, encoded_partitions: Mapping[Partition | str, Iterable[EncodedDocument]],
@@ -174,6 +177,9 @@ class TokenStore:
             if not (isinstance(tok["hash"], str) and (tok["bos_id"] is None or isinstance(tok["bos_id"], int))
                     and isinstance(tok["eos_id"], int)):
                 raise TypeError("tokenizer hash/bos_id/eos_id")
+            size = tok.get("vocab_size")
+            if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+                raise TypeError(f"tokenizer vocab_size {size!r} (expected a count of tokens >= 1)")
             for name, split in m["splits"].items():
                 Partition(name)
                 if not (isinstance(split["documents"], int) and isinstance(split["tokens"], int)):
@@ -336,6 +342,12 @@ class TokenStore:
     @property
     def eos_id(self) -> int:
         return self._manifest["tokenizer"]["eos_id"]
+
+    @property
+    def vocab_size(self) -> int | None:
+        """The tokenizer's vocabulary size as the manifest records it, or None (a store written before
+        the manifest recorded it, or by a tokenizer that does not say): then ``tokenizer().vocab_size``."""
+        return self._manifest["tokenizer"].get("vocab_size")
 
     @property
     def partitions(self) -> tuple[Partition, ...]:

@@ -49,7 +49,7 @@ class ResumableWriter:
                 (self.tmp / name).unlink()
             self._outputs[part] = type(out)(part)
             self.resumed[part] = 0
-        self._seen = SeenIds()
+        self._seen = SeenIds(self.id_buffer)
         self._save_resume_state()
 
     def _resumable(self, leftover: Path) -> bool:
@@ -80,8 +80,10 @@ class ResumableWriter:
             for index, name in enumerate(names):
                 file = directory / name
                 if keep and name == f"part-{index:05d}.parquet":
-                    try:
-                        table = pq.read_table(file)
+                    try:  # the footer first: a file of one long document is never read to be dropped
+                        full = (pq.read_metadata(file).num_rows == self.max_rows_per_file
+                                and pq.read_schema(file).equals(self.schema, check_metadata=False))
+                        table = pq.read_table(file) if full else None
                     except (pa.ArrowException, OSError):
                         table = None
                     if (table is not None and table.schema.equals(self.schema, check_metadata=False)

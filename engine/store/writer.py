@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.partition import PARTITIONS, Partition
-from engine.corpus.unique import SeenIds, find_duplicate
+from engine.corpus.unique import BUFFER_IDS, SeenIds, find_duplicate
 from engine.errors import StoreError, is_interrupt
 from engine.store.layout import (
     CHUNK_DOCUMENTS, FORMAT, FORMAT_VERSION, MANIFEST_NAME, RESUME_NAME, ROLES_FORMAT_VERSION, ROLES_TYPE,
@@ -76,7 +76,8 @@ class TokenStoreWriter(ResumableWriter):
     def __init__(self, path: str | os.PathLike, tokenizer, *, overwrite: bool = True,
                  row_group_size: int = ROW_GROUP_SIZE, max_rows_per_file: int | None = None,
                  chunk_documents: int = CHUNK_DOCUMENTS, wait: bool = False, timeout: float = 600.0,
-                 resume: bool = False, check_unique: bool = True, roles: bool = False, bos: bool = True):
+                 resume: bool = False, check_unique: bool = True, roles: bool = False, bos: bool = True,
+                 id_buffer: int = BUFFER_IDS):
         self.path = Path(path).absolute()
         # roles=True: a chat / instruction store (version 2): every chunk carries one flag per token,
         # and documents need not start with BOS nor end with EOS (a template decides what they hold).
@@ -116,7 +117,8 @@ class TokenStoreWriter(ResumableWriter):
         self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
         self._lock = WriterLock(self.path, wait=wait, timeout=timeout)
         self._outputs = {p: _SplitOutput(p) for p in PARTITIONS}
-        self._seen = SeenIds()  # 8 bytes per id written; duplicates are named by reading the ids back
+        self.id_buffer = id_buffer
+        self._seen = SeenIds(id_buffer)  # 8 bytes per id written; duplicates are named by reading the ids back
         # False: the caller checked the ids unique already (prepare's corpus readers check every id).
         self.check_unique = bool(check_unique)
         self._active = False
@@ -488,7 +490,8 @@ class TokenStoreWriter(ResumableWriter):
             "format_version": self.format_version,
             **({"roles": True} if self.roles else {}),
             "tokenizer": {"kind": self.tokenizer.kind, "hash": self.tokenizer.hash,
-                          "bos_id": self.bos_id, "eos_id": self.eos_id, "file": TOKENIZER_NAME},
+                          "bos_id": self.bos_id, "eos_id": self.eos_id, "file": TOKENIZER_NAME,
+                          **self._vocabulary()},
             "splits": splits,
         }
         (self.tmp / RESUME_NAME).unlink(missing_ok=True)
@@ -498,6 +501,14 @@ class TokenStoreWriter(ResumableWriter):
             fsync(directory)
         stop_point("manifest")
         self._swap_in()
+
+    def _vocabulary(self) -> dict:
+        """``{"vocab_size": N}`` when the tokenizer says its size (a reader then need not load it to
+        learn it: export picks its dtype from it), else nothing."""
+        size = getattr(self.tokenizer, "vocab_size", None)
+        if isinstance(size, (int, np.integer)) and not isinstance(size, bool) and size > 0:
+            return {"vocab_size": int(size)}
+        return {}
 
     def _swap_in(self) -> None:
         if self.path.exists():

@@ -24,7 +24,9 @@ from typing import Any, ClassVar, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from engine.checks import positive_int
 from engine.errors import ConfigurationError, TokenizerError
+from engine.tokenizers.limits import STREAM_CHARS
 from engine.tokenizers.registry import (  # noqa: F401  (re-exported: kinds import them from here)
     DEFAULT_MERGES, KIND_MODULES, MAX_VOCAB_SIZE, TIE_BREAKS, FitOptions, Trainer, _import_kinds, _REGISTRY,
     fittable_class,
@@ -120,15 +122,18 @@ class Tokenizer(ABC):
         return out
 
     def encode_documents(
-        self, texts: Sequence[str], document_ids: Sequence[str] | None = None, *, progress=None
+        self, texts: Sequence[str], document_ids: Sequence[str] | None = None, *, progress=None,
+        stream_chars: int = STREAM_CHARS,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Encode many documents at once: ``(values uint32, offsets int64)``, each one wrapped.
 
         ``offsets`` has ``len(texts) + 1`` entries starting at 0; document ``i`` is
         ``values[offsets[i]:offsets[i+1]]``. Subclasses may override with a kernel; the engine's
-        kinds encode a long document span by span (``engine.tokenizers.streaming``) and call
-        ``progress(nbytes)`` after each span.
+        kinds that fit (char, word, bpe, byte-bpe) encode a document longer than ``stream_chars``
+        characters span by span (``engine.tokenizers.streaming``; same ids) and call
+        ``progress(nbytes)`` after each span; the others encode every document whole.
         """
+        positive_int(stream_chars, "stream_chars")
         texts, document_ids = check_texts(texts, document_ids, self.kind)
         parts = []
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
@@ -162,7 +167,10 @@ class Tokenizer(ABC):
         file gets (0o666 less the umask, as the store's files)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(self.to_json(), ensure_ascii=False, indent=None, separators=(",", ":"))
+        data = self.__dict__.get("_file_text_cache")  # frozen: the text is made once (prepare saves it twice)
+        if data is None:
+            data = json.dumps(self.to_json(), ensure_ascii=False, indent=None, separators=(",", ":"))
+            self.__dict__["_file_text_cache"] = data
         while True:
             tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
             try:

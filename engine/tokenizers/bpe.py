@@ -58,14 +58,13 @@ from engine.tokenizers.char import (
     raise_unknown_in_documents,
     symbol_table,
 )
+from engine.tokenizers.limits import STREAM_CHARS, TrainLimits, WordCacheLimits
 from engine.tokenizers.streaming import WordSplitSpans, encode_streaming, fit_texts, word_split_text_span
 from engine.tokenizers.word import WordAnalysis, analyse_words, count_word_types
 
 __all__ = ["BpeTrainer", "BpeTokenizer", "fit_tokenizer"]
 
 _TIE_MODES = {"first": TIE_FIRST, "hf": TIE_HF}
-# Most slots of the per-call cache of merged words (a power of two): bounded memory, any input size.
-WORD_CACHE_SLOTS = 1 << 16
 LEVELS = ("char", "byte")  # character-level (classic) or byte-level BPE
 
 
@@ -75,6 +74,7 @@ class BpeTrainer:
     ``level="char"``: give exactly one of ``merges`` (number of merges) or ``vocab_size`` (ids
     including the specials; training stops once that many ids exist). ``level="byte"`` hands
     everything over to the byte-level trainer (which also accepts both, plus ``pattern``).
+    ``limits``: how ``train(texts)`` cuts long texts (``TrainLimits``: ``stream_chars``).
     """
 
     def __init__(
@@ -85,7 +85,10 @@ class BpeTrainer:
         vocab_size: int | None = None,
         pattern: str = "gpt2",
         tie_break: str = "first",
+        limits: TrainLimits = TrainLimits(),
     ):
+        if not isinstance(limits, TrainLimits):
+            raise ConfigurationError(f"BPE trainer: limits is {type(limits).__name__}; expected a TrainLimits")
         if level not in LEVELS:
             raise ConfigurationError(f"BPE level {level!r} is unknown (expected one of: {', '.join(LEVELS)})")
         if tie_break not in _TIE_MODES:
@@ -108,17 +111,18 @@ class BpeTrainer:
         self.level = level
         self.pattern = pattern
         self.tie_break = tie_break
+        self.limits = limits
 
     def _byte_level(self):
         from engine.tokenizers.byte_bpe import ByteBpeTrainer
 
         return ByteBpeTrainer(merges=self.merges, vocab_size=self.vocab_size, pattern=self.pattern,
-                              tie_break=self.tie_break)
+                              tie_break=self.tie_break, limits=self.limits)
 
     def train(self, texts: Iterable[str] | str) -> "BpeTokenizer":
         if self.level == "byte":
             return self._byte_level().train(texts)
-        return self._train_words(analyse_words(list(fit_texts(self, _iter_texts(texts)))))
+        return self._train_words(analyse_words(list(fit_texts(self, _iter_texts(texts), self.limits.stream_chars))))
 
     def span(self, window: str, pos: int, final: bool) -> tuple[int, str]:
         """Where a long training text may be cut (``engine.tokenizers.streaming``)."""
@@ -203,14 +207,19 @@ def train_on_words(
 
 @register_tokenizer
 class BpeTokenizer(WordSplitSpans, Tokenizer):
-    """Character-level BPE: ``merges`` (left, right) in training order, ``history`` (k, tokens)."""
+    """Character-level BPE: ``merges`` (left, right) in training order, ``history`` (k, tokens);
+    ``cache``: the size of the per-call cache of merged words (``WordCacheLimits``; not saved)."""
 
     kind = "bpe"
     fit_name = "bpe"
     fit_options = frozenset({"merges", "vocab_size", "tie_break"})
     thread_safe_encode = True
 
-    def __init__(self, alphabet: str, merges: Sequence[tuple[str, str]], history: Sequence[tuple[int, int]] = ()):
+    def __init__(self, alphabet: str, merges: Sequence[tuple[str, str]], history: Sequence[tuple[int, int]] = (), *,
+                 cache: WordCacheLimits = WordCacheLimits()):
+        if not isinstance(cache, WordCacheLimits):
+            raise ConfigurationError(f"bpe tokenizer: cache is {type(cache).__name__}; expected a WordCacheLimits")
+        self.cache = cache
         self.alphabet = check_alphabet(alphabet, self.kind)
         self.merges = _check_merges(merges)
         self.history = _check_history(history)
@@ -257,7 +266,7 @@ class BpeTokenizer(WordSplitSpans, Tokenizer):
         offsets = np.empty(len(texts) + 1, dtype=np.int64)
         count, unknown, long_pieces, long_count = encode_word_documents(
             cps, bounds, char_classes(), self._char_table, *self._merge_table, self._made, self._priorities,
-            WORD_CACHE_SLOTS, SPECIALS, self.bos_id, self.eos_id, wrap, out, offsets)
+            self.cache.slots, SPECIALS, self.bos_id, self.eos_id, wrap, out, offsets)
         if unknown >= 0:
             raise_unknown_in_documents(texts, document_ids, bounds, unknown, self.kind, "training characters", shift)
         if long_count:  # words of more than LONG_WORD characters, written unmerged
@@ -269,10 +278,10 @@ class BpeTokenizer(WordSplitSpans, Tokenizer):
         values, _ = self._encode_many([text], None if document_id is None else [document_id], wrap=False)
         return values
 
-    def encode_documents(self, texts, document_ids=None, *, progress=None):
+    def encode_documents(self, texts, document_ids=None, *, progress=None, stream_chars: int = STREAM_CHARS):
         texts, document_ids = check_texts(texts, document_ids, self.kind)
         return encode_streaming(self, texts, document_ids,
-                                lambda part, ids: self._encode_many(part, ids, wrap=True), progress)
+                                lambda part, ids: self._encode_many(part, ids, wrap=True), progress, stream_chars)
 
     def decode(self, ids) -> str:
         return "".join(self._texts[check_ids(ids, self.vocab_size, self.kind)])

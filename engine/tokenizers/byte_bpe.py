@@ -25,6 +25,7 @@ over threads and gives the same ids for any thread count. Ids of a trained token
 from __future__ import annotations
 
 import base64
+from binascii import b2a_base64
 import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Sequence
@@ -35,24 +36,17 @@ from engine.checks import check_count
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import (build_pair_table, build_piece_table, encode_bytes, new_piece_cache,
                                        self_merging_tokens)
-from engine.kernels.bpe_merge import LONG_PIECE_WINDOW, first_entry_table, merge_long_pieces_windowed
+from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces_windowed
 from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
 from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.base import (MAX_VOCAB_SIZE, FitOptions, Tokenizer, _iter_texts, check_file_id, check_ids,
                                    check_special_ids, check_texts, register_tokenizer)
 from engine.tokenizers.pretokenize import canonical_pattern, pattern_code, utf8_bytes
-from engine.tokenizers.streaming import (STREAM_CHARS, byte_level_span, byte_level_text_span, encode_streaming,
-                                         fit_texts)
+from engine.tokenizers.limits import STREAM_CHARS, PieceCacheLimits, TrainLimits
+from engine.tokenizers.streaming import byte_level_span, byte_level_text_span, encode_streaming, fit_texts
 from engine.tokenizers.unicode_tables import code_point_classes
 
 __all__ = ["ByteBpeTokenizer", "ByteBpeTrainer", "bytes_to_unicode"]
-
-# The cache of merged pieces (bpe_encode.new_piece_cache), one per thread that encodes: slots (a
-# power of two; it empties at three quarters full: 98k pieces), bytes of pieces longer than a key,
-# their ids. About 6 MB each; bounded whatever the input.
-PIECE_CACHE_SLOTS = 1 << 17
-PIECE_CACHE_BYTES = 1 << 20
-PIECE_CACHE_IDS = 1 << 18
 
 
 @functools.lru_cache(maxsize=1)
@@ -77,7 +71,8 @@ def _power_of_two_at_least(n: int) -> int:
 
 @register_tokenizer
 class ByteBpeTokenizer(Tokenizer):
-    """Frozen byte-level BPE. ``tokens[id]`` is the byte string of ``id`` (``None`` for specials)."""
+    """Frozen byte-level BPE. ``tokens[id]`` is the byte string of ``id`` (``None`` for specials).
+    ``cache``: the size of each encoding thread's cache of merged pieces (``PieceCacheLimits``; not saved)."""
 
     kind = "bpe-byte"
     fit_name = "byte-bpe"
@@ -94,7 +89,11 @@ class ByteBpeTokenizer(Tokenizer):
         bos: str = "<bos>",
         eos: str = "<eos>",
         whole_piece_first: bool | None = None,
+        cache: PieceCacheLimits = PieceCacheLimits(),
     ):
+        if not isinstance(cache, PieceCacheLimits):
+            raise TokenizerError(f"cache is {type(cache).__name__}; expected a PieceCacheLimits")
+        self.cache = cache  # the size of each thread's cache of merged pieces (not saved)
         self.pattern = canonical_pattern(pattern)  # a name, or the regex when it is none of the named ones
         self._pattern_code = pattern_code(self.pattern)
         self.tokens = [None if t is None else bytes(t) for t in tokens]
@@ -212,7 +211,7 @@ class ByteBpeTokenizer(Tokenizer):
         try:
             cache = self._piece_caches.pop()  # atomic: a cache is in one call at a time
         except IndexError:
-            cache = new_piece_cache(PIECE_CACHE_SLOTS, PIECE_CACHE_BYTES, PIECE_CACHE_IDS)
+            cache = new_piece_cache(self.cache.slots, self.cache.pool_bytes, self.cache.pool_ids)
         try:
             count, long_pieces, long_count = encode_bytes(
                 buf, document_offsets, code_point_classes(), self._pattern_code, self._byte_ids, first, piece_table,
@@ -220,9 +219,9 @@ class ByteBpeTokenizer(Tokenizer):
             )
         finally:
             self._piece_caches.append(cache)
-        if long_count:  # pieces longer than LONG_PIECE_WINDOW bytes are merged window by window
+        if long_count:  # pieces longer than cache.long_piece_window bytes are merged window by window
             count = merge_long_pieces_windowed(out, out_offsets, long_pieces, long_count, pairs, nexts, made,
-                                               priorities, self._token_lengths, LONG_PIECE_WINDOW)
+                                               priorities, self._token_lengths, self.cache.long_piece_window)
         return out[:count], out_offsets
 
     def _encode(self, text: str, document_id: str | None) -> np.ndarray:
@@ -269,12 +268,14 @@ class ByteBpeTokenizer(Tokenizer):
         return out
 
     def encode_documents(self, texts: Sequence[str], document_ids: Sequence[str] | None = None,
-                         *, threads: int = 1, progress=None) -> tuple[np.ndarray, np.ndarray]:
-        """``(values uint32, offsets int64)`` of the wrapped documents ``[BOS, ids..., EOS]``; a long
-        document is encoded span by span (``engine.tokenizers.streaming``; ``progress(nbytes)`` per span)."""
+                         *, threads: int = 1, progress=None, stream_chars: int = STREAM_CHARS
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """``(values uint32, offsets int64)`` of the wrapped documents ``[BOS, ids..., EOS]``; a document
+        longer than ``stream_chars`` characters is encoded span by span (``engine.tokenizers.streaming``;
+        ``progress(nbytes)`` per span)."""
         texts, document_ids = check_texts(texts, document_ids, self.kind)
         return encode_streaming(self, list(texts), document_ids,
-                                lambda part, ids: self._encode_wrapped(part, ids, threads), progress)
+                                lambda part, ids: self._encode_wrapped(part, ids, threads), progress, stream_chars)
 
     def _span(self, window: str, pos: int, document_id: str | None, final: bool):
         """(characters of ``window`` to encode on their own, their UTF-8 bytes); see ``streaming``."""
@@ -323,7 +324,7 @@ class ByteBpeTokenizer(Tokenizer):
     def _payload(self) -> dict:
         return {
             "pattern": self.pattern,
-            "tokens": [None if t is None else base64.b64encode(t).decode("ascii") for t in self.tokens],
+            "tokens": [None if t is None else b2a_base64(t, newline=False).decode("ascii") for t in self.tokens],
             "merges": None if self.merges is None else [list(m) for m in self.merges],
             "specials": dict(sorted(self.specials.items(), key=lambda kv: kv[1])),
             "bos": self.bos,
@@ -361,7 +362,8 @@ class ByteBpeTokenizer(Tokenizer):
 
 
 class ByteBpeTrainer:
-    """Trains byte-level BPE on any iterable of texts (streamed in batches of ~4 MB).
+    """Trains byte-level BPE on any iterable of texts (streamed in batches of ``limits.batch_bytes``,
+    4 MB by default; a text longer than ``limits.stream_chars`` counted span by span: ``TrainLimits``).
 
     Words are the pre-tokenizer's pieces, counted as types (int64 counts, numbered by first
     appearance); merges then run incrementally in ``engine.kernels.bpe_train`` (the kernel of
@@ -380,7 +382,11 @@ class ByteBpeTrainer:
     """
 
     def __init__(self, merges: int | None = None, *, vocab_size: int | None = None, pattern: str = "gpt2",
-                 tie_break: str = "first", special_tokens: Sequence[str] = ("<bos>", "<eos>")):
+                 tie_break: str = "first", special_tokens: Sequence[str] = ("<bos>", "<eos>"),
+                 limits: TrainLimits = TrainLimits()):
+        if not isinstance(limits, TrainLimits):
+            raise TokenizerError(f"limits is {type(limits).__name__}; expected a TrainLimits")
+        self.limits = limits  # how count_words cuts its texts: stream_chars, batch_bytes
         pattern = canonical_pattern(pattern)
         if tie_break not in ("first", "hf"):
             raise TokenizerError(f"unknown tie_break {tie_break!r} (expected 'first' or 'hf')")
@@ -413,14 +419,14 @@ class ByteBpeTrainer:
         for index, text in enumerate(_iter_texts(texts)):
             if not isinstance(text, str):
                 raise TokenizerError(f"training text #{index}: expected str, got {type(text).__name__}")
-            if len(text) > STREAM_CHARS:  # spans; a piece with no break in STREAM_CHARS counted in parts
-                for span in fit_texts(self, [text]):
+            if len(text) > self.limits.stream_chars:  # spans; a piece with no break in them counted in parts
+                for span in fit_texts(self, [text], self.limits.stream_chars):
                     counts.add([utf8_bytes(span, index, "training text")])
                 continue
             data = utf8_bytes(text, index, "training text")
             batch.append(data)
             size += len(data)
-            if size >= BATCH_BYTES:
+            if size >= self.limits.batch_bytes:
                 counts.add(batch)
                 batch, size = [], 0
         counts.add(batch)
@@ -505,9 +511,6 @@ class ByteBpeTrainer:
             bos="<bos>" if "<bos>" in names else names[0],
             eos="<eos>" if "<eos>" in names else names[-1],
         )
-
-
-BATCH_BYTES = 4 << 20
 
 
 class WordCounts:

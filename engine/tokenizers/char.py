@@ -26,6 +26,7 @@ from engine.tokenizers.base import (
     check_texts,
     register_tokenizer,
 )
+from engine.tokenizers.limits import STREAM_CHARS
 from engine.tokenizers.streaming import any_place_span, encode_streaming
 
 __all__ = ["CharTokenizer", "CharTrainer", "unknown_character_error", "symbol_table", "check_alphabet"]
@@ -119,9 +120,9 @@ class CharTokenizer(Tokenizer):
             raise unknown_character_error(text, first_unknown, document_id, self.kind, "training characters")
         return ids.astype(np.uint32)
 
-    def encode_documents(self, texts, document_ids=None, *, progress=None):
+    def encode_documents(self, texts, document_ids=None, *, progress=None, stream_chars: int = STREAM_CHARS):
         texts, document_ids = check_texts(texts, document_ids, self.kind)
-        return encode_streaming(self, texts, document_ids, self._encode_wrapped, progress)
+        return encode_streaming(self, texts, document_ids, self._encode_wrapped, progress, stream_chars)
 
     def _span(self, window: str, pos: int, document_id: str | None, final: bool):
         return len(window), window  # every character is a token: any place is safe

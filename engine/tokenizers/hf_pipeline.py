@@ -478,7 +478,7 @@ def load_hf_file(path: str | os.PathLike, *, bos: str | None = None, eos: str | 
         added = data.get("added_tokens") if isinstance(data, dict) else None
         if isinstance(added, list) and all(isinstance(t, dict) and t.get("special") for t in added):
             try:
-                return load_hf_tokenizer_json(path, bos=bos, eos=eos)
+                return load_hf_tokenizer_json(path, bos=bos, eos=eos, data=data)
             except TokenizerError:
                 pass
     return load_hf_pipeline(path, bos=bos, eos=eos, data=None if path.is_dir() else data)

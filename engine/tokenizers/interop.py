@@ -41,6 +41,19 @@ __all__ = ["load_tiktoken", "save_tiktoken", "load_hf_tokenizer_json", "save_hf_
 ENDOFTEXT = "<|endoftext|>"
 
 
+def _from_byte_level_table() -> dict[int, str]:
+    """``str.translate`` table from a byte-level token's characters to ``chr(byte)``, so that
+    ``.encode("latin-1")`` gives its bytes; every other character below 256 becomes a lone surrogate,
+    which (as any character above 255 left as it is) fails the encode: outside the alphabet."""
+    table = {ord(c): chr(b) for b, c in bytes_to_unicode().items()}
+    for code in range(256):
+        table.setdefault(code, "\udfff")
+    return table
+
+
+_FROM_BYTE_LEVEL = _from_byte_level_table()
+
+
 def _choose_wrappers(specials: dict[str, int], bos: str | None, eos: str | None, source: str) -> tuple[str, str]:
     """The special tokens that wrap documents: given names, else a conventional default."""
     if bos is None and eos is None:
@@ -177,12 +190,15 @@ def _pattern_of(pre_tokenizer, source: str) -> str:
         "or Sequence[Split(Regex, Isolated, invert=false), ByteLevel(use_regex=false)]")
 
 
-def load_hf_tokenizer_json(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None) -> ByteBpeTokenizer:
-    """Read a Hugging Face ``tokenizer.json`` with a byte-level BPE model."""
+def load_hf_tokenizer_json(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None,
+                           data: object = None) -> ByteBpeTokenizer:
+    """Read a Hugging Face ``tokenizer.json`` with a byte-level BPE model (``data``: the file already
+    parsed by the caller, which is then not read again; ``path`` names it in messages)."""
     path = Path(path)
     source = str(path)
     try:
-        data = parse_json(path.read_text(encoding="utf-8"))
+        if data is None:
+            data = parse_json(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise TokenizerError(f"{source}: cannot read tokenizer.json: {exc.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -212,23 +228,29 @@ def load_hf_tokenizer_json(path: str | os.PathLike, *, bos: str | None = None, e
         specials = _added_tokens(data.get("added_tokens"))
     except TokenizerError as exc:
         raise TokenizerError(f"{source}: {exc}") from None
-    to_byte = {c: b for b, c in bytes_to_unicode().items()}
     size = max(max(ids), max(specials.values(), default=-1)) + 1
     tokens: list[bytes | None] = [None] * size
     for text, i in vocab.items():
         if specials.get(text) == i:
             continue
         try:
-            tokens[i] = bytes(to_byte[c] for c in text)
-        except KeyError as exc:
-            raise TokenizerError(f"{source}: vocab token {text!r} (id {i}) has character {exc.args[0]!r} outside the "
+            tokens[i] = text.translate(_FROM_BYTE_LEVEL).encode("latin-1")
+        except UnicodeEncodeError:
+            to_byte = {c: b for b, c in bytes_to_unicode().items()}
+            bad = next(c for c in text if c not in to_byte)
+            raise TokenizerError(f"{source}: vocab token {text!r} (id {i}) has character {bad!r} outside the "
                                  "byte-level alphabet (expected a ByteLevel vocabulary)") from None
     pairs = []
     for k, merge in enumerate(merges):
         parts = merge.split(" ") if isinstance(merge, str) else merge
-        if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(p, str) and p in vocab for p in parts):
-            raise TokenizerError(f"{source}: merge {k} {merge!r}: expected two vocabulary tokens")
-        pairs.append((vocab[parts[0]], vocab[parts[1]]))
+        if isinstance(parts, list) and len(parts) == 2:
+            left, right = parts
+            if isinstance(left, str) and isinstance(right, str):
+                a, b = vocab.get(left), vocab.get(right)
+                if a is not None and b is not None:
+                    pairs.append((a, b))
+                    continue
+        raise TokenizerError(f"{source}: merge {k} {merge!r}: expected two vocabulary tokens")
     notes: tuple[str, ...] = ()
     if not specials:  # like a tiktoken rank file: documents need a wrapping token
         specials = {ENDOFTEXT: size}

@@ -53,12 +53,14 @@ from typing import Sequence
 
 import numpy as np
 
+from engine.checks import positive_int
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache
 from engine.kernels.bpe_merge import first_entry_table
 from engine.kernels.spm_bpe import build_join_table, encode_normalized, self_merging_pieces
 from engine.kernels.spm_normalize import build_ud_table, charsmap_match, first_bytes, normalize_documents
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_ids, check_texts, register_tokenizer
+from engine.tokenizers.limits import STREAM_CHARS
 from engine.tokenizers.pretokenize import utf8_bytes
 from engine.tokenizers.spm_model import (BYTE, CONTROL, MODEL_TYPES, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, SpmModel,
                                          SpmPiece, parse_model)
@@ -375,9 +377,11 @@ class SentencePieceTokenizer(Tokenizer):
         return out
 
     def encode_documents(self, texts: Sequence[str], document_ids: Sequence[str] | None = None, *, threads: int = 1,
-                         progress=None) -> tuple[np.ndarray, np.ndarray]:
+                         progress=None, stream_chars: int = STREAM_CHARS) -> tuple[np.ndarray, np.ndarray]:
         """``(values uint32, offsets int64)`` of the wrapped documents ``[BOS, ids..., EOS]`` (no BOS
-        or EOS where the tokenizer has none)."""
+        or EOS where the tokenizer has none); every document is encoded whole (``stream_chars`` is
+        checked, for the signature every kind shares)."""
+        positive_int(stream_chars, "stream_chars")
         texts, document_ids = check_texts(texts, document_ids, self.kind)
         results = self._chunks(list(texts), document_ids, threads, True, progress)
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)

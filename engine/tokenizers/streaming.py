@@ -1,8 +1,10 @@
 """Long documents encoded span by span: the encoder's scratch is bounded by a span, not by the document
 (what remains is the document's text and its ids, 4 bytes per token, in one growing buffer).
 
-A document longer than ``STREAM_CHARS`` characters is cut into spans that end where a piece of the
-kind's pre-tokenizer (or word split) ends for certain, whatever text follows; each span is encoded on
+A document longer than ``stream_chars`` characters (a keyword of ``encode_documents``, of the
+trainers and of every function here; ``STREAM_CHARS``, 2M, by default; ``PrepareLimits.stream_chars``
+in ``prepare``) is cut into spans that end where a piece of the kind's pre-tokenizer (or word split)
+ends for certain, whatever text follows; each span is encoded on
 its own, and the ids are exactly those of the whole document (merges never cross a piece). Each kind
 says where a window of text may be cut (``Tokenizer._span``: how many characters, 0 when the window
 holds no safe place yet) and encodes a span (``Tokenizer._encode_span``). Where a window holds no safe
@@ -26,12 +28,12 @@ Safe places:
   before ``c`` never qualify. Every scan of the patterns that starts before ``c`` then stops within
   three characters after it (contractions), so the pieces before ``c`` are those of the whole text.
 
-Fitting is the one place a piece may be cut: a training text with no safe place in ``STREAM_CHARS``
+Fitting is the one place a piece may be cut: a training text with no safe place in ``stream_chars``
 characters (one unbroken run: DNA, base64, minified code, ``"ab" * 75_000_000``) is counted as parts
-of ``STREAM_CHARS`` characters (``fit_texts``), so fitting holds a bounded span whatever the piece
+of ``stream_chars`` characters (``fit_texts``), so fitting holds a bounded span whatever the piece
 length; encoding never cuts a piece (byte-level BPE merges a piece longer than
-``engine.kernels.bpe_merge.LONG_PIECE_WINDOW`` bytes window by window, with the ids of the whole piece:
-the rule stated there).
+``PieceCacheLimits.long_piece_window`` bytes window by window, with the ids of the whole piece: the
+rule of ``engine.kernels.bpe_merge``).
 
 ``progress(nbytes)``, if given, is called after each span with its UTF-8 size.
 """
@@ -42,21 +44,21 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from engine.checks import positive_int
 from engine.kernels.pretokenize import pretokenize_ends
 from engine.kernels.regex_vm import (ASSERT, A_BOL, A_BOS, A_NWORDB, A_WORDB, RegexProgram,
                                      regex_final_piece_ends)
+from engine.tokenizers.limits import STREAM_CHARS
 from engine.tokenizers.pretokenize import utf8_bytes
 from engine.tokenizers.unicode_tables import CR_LF, LETTER, LOWER, NUMBER, SPACE, UPPER, code_point_classes
 
 __all__ = [
-    "STREAM_CHARS", "SPAN_MARGIN_BYTES", "encode_streaming", "encode_long", "iter_spans", "training_batches", "fit_texts",
+    "STREAM_CHARS", "SPAN_MARGIN_BYTES", "check_stream_chars", "encode_streaming", "encode_long", "iter_spans",
+    "training_batches", "fit_texts",
     "safe_piece_end", "byte_level_span", "byte_level_text_span", "word_split_cut", "word_split_text_span",
     "any_place_span", "WordSplitSpans",
 ]
 
-# Documents longer than this many characters are encoded span by span (spans of about this size).
-# Kernels hold ~40 bytes of scratch per character: 2M characters keep a span near 80 MB.
-STREAM_CHARS = 1 << 21
 # Bytes a byte-level window must hold after a cut: the longest look-ahead past a piece end is a
 # contraction ('re: three characters of up to four bytes).
 SPAN_MARGIN_BYTES = 16
@@ -85,14 +87,16 @@ class _Ids:
 
 
 def encode_streaming(tok, texts: Sequence[str], document_ids: Sequence[str] | None,
-                     encode_short: Callable, progress: Callable[[int], None] | None = None
-                     ) -> tuple[np.ndarray, np.ndarray]:
+                     encode_short: Callable, progress: Callable[[int], None] | None = None,
+                     stream_chars: int = STREAM_CHARS) -> tuple[np.ndarray, np.ndarray]:
     """``(values, offsets)`` of the wrapped documents: runs of short documents through
-    ``encode_short(texts, ids)`` (the kind's batch kernel), each long one span by span."""
-    long = [i for i, text in enumerate(texts) if len(text) > STREAM_CHARS]
+    ``encode_short(texts, ids)`` (the kind's batch kernel), each one longer than ``stream_chars``
+    characters span by span."""
+    stream_chars = check_stream_chars(stream_chars)
+    long = [i for i, text in enumerate(texts) if len(text) > stream_chars]
     if not long:
         return encode_short(texts, document_ids)
-    out = _Ids(STREAM_CHARS)
+    out = _Ids(stream_chars)
     offsets = np.zeros(len(texts) + 1, dtype=np.int64)
     start = 0
     for i in long + [len(texts)]:
@@ -103,7 +107,8 @@ def encode_streaming(tok, texts: Sequence[str], document_ids: Sequence[str] | No
             out.append(values)
         if i < len(texts):
             out.append(np.array([tok.bos_id], dtype=np.uint32))
-            for ids in encode_long(tok, texts[i], None if document_ids is None else document_ids[i], progress):
+            for ids in encode_long(tok, texts[i], None if document_ids is None else document_ids[i], progress,
+                                   stream_chars):
                 out.append(ids)
             out.append(np.array([tok.eos_id], dtype=np.uint32))
             offsets[i + 1] = out.used
@@ -111,15 +116,18 @@ def encode_streaming(tok, texts: Sequence[str], document_ids: Sequence[str] | No
     return out.finish(), offsets
 
 
-def iter_spans(text, span: Callable, *, cut_pieces: bool = False) -> Iterator[tuple[int, object]]:
-    """``(character offset, span)`` of ``text`` cut by ``span(window, pos, final) -> (characters, span)``.
+def iter_spans(text, span: Callable, *, cut_pieces: bool = False,
+               stream_chars: int = STREAM_CHARS) -> Iterator[tuple[int, object]]:
+    """``(character offset, span)`` of ``text`` cut by ``span(window, pos, final) -> (characters, span)``
+    in windows of ``stream_chars`` characters.
     ``text``: a str, or a text read part by part (``LongText``: its ``parts()``), cut the same way.
-    ``cut_pieces`` (fitting only, the spans are text): a window of ``STREAM_CHARS`` characters with no
+    ``cut_pieces`` (fitting only, the spans are text): a window of ``stream_chars`` characters with no
     safe place is cut at its end instead of growing."""
+    stream_chars = check_stream_chars(stream_chars)
     if not isinstance(text, str):
-        yield from _iter_part_spans(text.parts(), span, cut_pieces)
+        yield from _iter_part_spans(text.parts(), span, cut_pieces, stream_chars)
         return
-    pos, size = 0, STREAM_CHARS
+    pos, size = 0, stream_chars
     while pos < len(text):
         end = min(len(text), pos + max(size, 1))
         cut, piece = span(text[pos:end], pos, end == len(text))
@@ -129,12 +137,13 @@ def iter_spans(text, span: Callable, *, cut_pieces: bool = False) -> Iterator[tu
             size *= 2  # no safe place in the window yet: one piece is longer than it
             continue
         yield pos, piece
-        pos, size = pos + cut, STREAM_CHARS
+        pos, size = pos + cut, stream_chars
 
 
-def _iter_part_spans(parts: Iterator[str], span: Callable, cut_pieces: bool = False) -> Iterator[tuple[int, object]]:
+def _iter_part_spans(parts: Iterator[str], span: Callable, cut_pieces: bool,
+                     stream_chars: int) -> Iterator[tuple[int, object]]:
     """``iter_spans`` of the text made of ``parts``: the same windows, holding about one window of it."""
-    held, pos, size, more = "", 0, STREAM_CHARS, True
+    held, pos, size, more = "", 0, stream_chars, True
     while True:
         while more and len(held) < size:
             part = next(parts, None)
@@ -150,48 +159,57 @@ def _iter_part_spans(parts: Iterator[str], span: Callable, cut_pieces: bool = Fa
             size *= 2
             continue
         yield pos, piece
-        held, pos, size = held[cut:], pos + cut, STREAM_CHARS
+        held, pos, size = held[cut:], pos + cut, stream_chars
 
 
-def encode_long(tok, text: str, document_id: str | None, progress: Callable[[int], None] | None = None
-                ) -> Iterator[np.ndarray]:
-    """Content ids (uint32 arrays, in order) of ``text``, encoded span by span."""
-    for pos, span in iter_spans(text, lambda window, at, final: tok._span(window, at, document_id, final)):
+def encode_long(tok, text: str, document_id: str | None, progress: Callable[[int], None] | None = None,
+                stream_chars: int = STREAM_CHARS) -> Iterator[np.ndarray]:
+    """Content ids (uint32 arrays, in order) of ``text``, encoded span by span (windows of ``stream_chars``)."""
+    for pos, span in iter_spans(text, lambda window, at, final: tok._span(window, at, document_id, final),
+                                stream_chars=stream_chars):
         ids, nbytes = tok._encode_span(span, document_id, pos)
         yield ids
         if progress is not None:
             progress(nbytes)
 
 
-def training_batches(trainer, batches: Iterable[list[str]]) -> Iterator[list[str]]:
-    """``batches`` of training texts with every long text cut into spans (``trainer.span``), in order, so a
-    trainer counts types of a long document without holding its tables for the whole of it. The
-    types and counts are those of the texts (spans end where pieces end), but for a piece longer than
-    ``STREAM_CHARS`` characters, counted in parts (the module docstring)."""
+def training_batches(trainer, batches: Iterable[list[str]], stream_chars: int = STREAM_CHARS) -> Iterator[list[str]]:
+    """``batches`` of training texts with every text longer than ``stream_chars`` characters cut into
+    spans (``trainer.span``), in order, so a trainer counts types of a long document without holding
+    its tables for the whole of it. The types and counts are those of the texts (spans end where
+    pieces end), but for a piece longer than ``stream_chars`` characters, counted in parts (the
+    module docstring)."""
+    stream_chars = check_stream_chars(stream_chars)
     for batch in batches:
         short: list[str] = []
         for text in batch:
-            if len(text) <= STREAM_CHARS and isinstance(text, str):
+            if len(text) <= stream_chars and isinstance(text, str):
                 short.append(text)
                 continue
             if short:
                 yield short
                 short = []
-            for _, span in iter_spans(text, trainer.span, cut_pieces=True):
+            for _, span in iter_spans(text, trainer.span, cut_pieces=True, stream_chars=stream_chars):
                 yield [span]
         if short:
             yield short
 
 
-def fit_texts(trainer, texts: Iterable[str]) -> Iterator[str]:
-    """``texts`` one by one, each longer than ``STREAM_CHARS`` characters as its spans (``training_batches``'s
+def fit_texts(trainer, texts: Iterable[str], stream_chars: int = STREAM_CHARS) -> Iterator[str]:
+    """``texts`` one by one, each longer than ``stream_chars`` characters as its spans (``training_batches``'s
     rule, pieces longer than that counted in parts): what a trainer's ``train(texts)`` counts."""
+    stream_chars = check_stream_chars(stream_chars)
     for text in texts:
-        if isinstance(text, str) and len(text) <= STREAM_CHARS:
+        if isinstance(text, str) and len(text) <= stream_chars:
             yield text
         else:
-            for _, span in iter_spans(text, trainer.span, cut_pieces=True):
+            for _, span in iter_spans(text, trainer.span, cut_pieces=True, stream_chars=stream_chars):
                 yield span
+
+
+def check_stream_chars(stream_chars) -> int:
+    """``stream_chars`` as a positive int, else a ConfigurationError naming it."""
+    return positive_int(stream_chars, "stream_chars")
 
 
 def byte_level_span(window: str, pos: int, document_id: str | None, final: bool, pattern: int

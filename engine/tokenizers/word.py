@@ -29,6 +29,7 @@ from engine.tokenizers.base import (
     register_tokenizer,
 )
 from engine.tokenizers.char import SPECIALS, describe_character, join_documents
+from engine.tokenizers.limits import STREAM_CHARS
 from engine.tokenizers.streaming import WordSplitSpans, encode_streaming, word_split_text_span
 
 __all__ = ["WordTokenizer", "WordTrainer", "WordAnalysis", "analyse_words", "count_word_types"]
@@ -184,11 +185,12 @@ class WordTokenizer(WordSplitSpans, Tokenizer):
             self.bos_id, self.eos_id, wrap,
         )
 
-    def encode_documents(self, texts, document_ids=None, *, progress=None):
+    def encode_documents(self, texts, document_ids=None, *, progress=None, stream_chars: int = STREAM_CHARS):
         texts, document_ids = check_texts(texts, document_ids, self.kind)
         self._unknown_total = 0
         values, offsets = encode_streaming(self, texts, document_ids,
-                                           lambda part, ids: self._encode_many(part, ids, wrap=True), progress)
+                                           lambda part, ids: self._encode_many(part, ids, wrap=True), progress,
+                                           stream_chars)
         self.last_unknown_count = self._unknown_total  # over the short documents and every span of the long ones
         return values, offsets
 
