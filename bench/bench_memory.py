@@ -149,6 +149,159 @@ def rows(quick: bool) -> list[dict]:
     )]
 
 
+# -- the bounds of issue 28: the type table, one unbroken piece, escaped long lines ----------------
+# Each runs in a child under LAUNCHER-like code that prints its own base and peak RSS (KiB), so the
+# rows are peak minus what the input itself holds.
+
+TYPE_COUNT = 1_000_000
+QUICK_TYPE_COUNT = 200_000
+BYTES_PER_TYPE_LIMIT = 48  # beyond the type's own bytes (engine.tokenizers.type_table: 40 by design)
+PIECE_MB = 32  # "ab" * 16M: one piece of 32 MB (quick: 8 MB)
+QUICK_PIECE_MB = 8
+# Peak beyond the text over the span (STREAM_CHARS characters) a fit cuts one piece into: a span of one
+# unbroken piece is one type of 2 Mi characters, whose merge training holds ~140 bytes per character
+# (the same peak at 8 and 32 MB pieces). Encoding is held to the same multiple: byte-level BPE merges
+# a piece window by window (engine.kernels.bpe_merge), what remains is ~5 bytes per byte of the piece.
+PIECE_SPAN_LIMIT = 160
+ESCAPED_LINE_MB = 64  # one JSONL line of runs of escaped backslashes, scaled down from 1,000 MB
+QUICK_ESCAPED_LINE_MB = 16
+
+TYPES_CHILD = """
+import resource, sys
+import numpy as np
+from engine.tokenizers.base import FitOptions, trainer_for
+from engine.tokenizers.streaming import training_batches
+from engine.tokenizers.type_table import count_types
+count, distinct = int(sys.argv[1]), sys.argv[2] == "distinct"
+rng = np.random.default_rng(28)
+vocabulary = ["".join(w) for w in rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size=(5000, 8)).tolist()]
+trainer = trainer_for("bpe", FitOptions(unknown="<unk>"))
+def batches():  # tiny documents of one 8-letter word: all distinct, or drawn from 5,000
+    for start in range(0, count, 10_000):
+        k = min(10_000, count - start)
+        letters = rng.integers(97, 123, size=(k, 8), dtype=np.uint8)
+        yield ([bytes(row).decode() for row in letters] if distinct else
+               [vocabulary[i] for i in rng.integers(0, 5000, size=k).tolist()])
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+table = count_types(trainer, training_batches(trainer, batches()), 2)
+print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, len(table), table.nbytes())
+"""
+
+PIECE_CHILD = """
+import resource, sys, time
+import numpy as np
+from engine.steps import fit_from_table
+from engine.tokenizers.base import FitOptions, trainer_for
+from engine.tokenizers.streaming import STREAM_CHARS, training_batches
+from engine.tokenizers.type_table import count_types
+kind, mb, step = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+trainer = trainer_for(kind, FitOptions(merges=50, unknown="<unk>"))
+small = trainer.train(["ab" * 1000 + " abba cab"])  # kernels compiled, a tokenizer to encode with
+small.encode("ab" * 10_000)
+text = "ab" * (mb * 500_000)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.perf_counter()
+if step == "fit":
+    table = count_types(trainer, training_batches(trainer, [[text]]), 2)
+    tok = trainer.train_from_table(table) if hasattr(trainer, "train_from_table") else trainer.train_from_counts(
+        table.types(), table.counts())
+else:
+    ids = small.encode(text)
+print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, STREAM_CHARS, time.perf_counter() - start)
+"""
+
+
+def _child_rss(code: str, *args: str) -> list[float]:
+    """Run ``code`` in a fresh interpreter: the numbers it prints (base and peak RSS in KiB first)."""
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"memory child {args} failed: {done.stderr[-2000:]}")
+    return [float(v) for v in done.stdout.split()]
+
+
+def type_table_bytes(count: int = TYPE_COUNT) -> dict:
+    """Peak RSS per distinct type beyond its own 8 bytes: ``count`` tiny documents of distinct random
+    8-letter words against the same count drawn from 5,000 words (same reading, same batches)."""
+    start = time.perf_counter()
+    base_d, peak_d, types_d, nbytes = _child_rss(TYPES_CHILD, str(count), "distinct")
+    seconds = time.perf_counter() - start
+    base_v, peak_v, types_v, _ = _child_rss(TYPES_CHILD, str(count), "vocabulary")
+    extra = ((peak_d - base_d) - (peak_v - base_v)) * 1024 / (types_d - types_v)
+    arrays = nbytes / types_d - 8
+    # The larger of the two: a peak difference can hide part of the table under the other run's
+    # transient peak, while the arrays' capacity is what the table holds at its largest.
+    return {"types": int(types_d), "peak_rss_mb": (peak_d - base_d) / 1024, "vocabulary_peak_rss_mb":
+            (peak_v - base_v) / 1024, "rss_bytes_per_type": extra - 8, "table_bytes_per_type": arrays,
+            "bytes_per_type": max(extra - 8, arrays), "seconds": seconds}
+
+
+def unbroken_piece(kind: str, step: str, mb: int = PIECE_MB) -> dict:
+    """Peak RSS beyond the text of fitting on (``step`` fit) or encoding (encode) one piece ``"ab" * N``
+    of ``mb`` MB with ``kind``, in bytes per byte of the span (``STREAM_CHARS`` characters) and of the piece."""
+    base, peak, span_chars, seconds = _child_rss(PIECE_CHILD, kind, str(mb), step)
+    extra = (peak - base) * 1024
+    return {"kind": kind, "step": step, "piece_mb": mb, "extra_mb": extra / 2**20, "span_bytes": span_chars,
+            "per_span_byte": extra / span_chars, "per_piece_byte": extra / (mb * 1e6), "seconds": seconds}
+
+
+def escaped_line(mb: int = ESCAPED_LINE_MB) -> Path:
+    """One JSONL line of ``mb`` MB whose text is runs of escaped backslashes (8 MiB of ``\\\\`` each,
+    4 Mi backslashes) between words: the reader finds its cuts by the parity of the backslashes."""
+    path = CACHE / f"escaped-{mb}.jsonl"
+    if not path.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        run = b"\\\\" * (1 << 22) + b" word "
+        with open(path, "wb") as fh:
+            fh.write(b'{"id": "escaped", "text": "')
+            for _ in range(max(1, mb * 10**6 // len(run))):
+                fh.write(run)
+            fh.write(b'"}\n')
+    return path
+
+
+def escaped_long_line(mb: int = ESCAPED_LINE_MB, *, threads: int = 2) -> dict:
+    """Peak RSS of prepare (byte-level BPE) on one ``mb`` MB line of escaped backslash runs."""
+    path = escaped_line(mb)
+    base, _ = peak_rss_of_prepare(tiny_documents(10_000), threads=threads, tokenizer="byte-bpe")
+    rss, seconds = peak_rss_of_prepare(path, threads=threads, tokenizer="byte-bpe", split="1,0,0")
+    return {"size_mb": path.stat().st_size / 1e6, "peak_rss_mb": rss, "base_rss_mb": base, "seconds": seconds}
+
+
+def bound_rows(quick: bool) -> list[dict]:
+    """For ``engine bench --only memory_bounds``: the type table's bytes per type, one unbroken piece
+    fitted and encoded (bytes of peak per byte of span), and an escaped long line against 1.5 GB."""
+    types = type_table_bytes(QUICK_TYPE_COUNT if quick else TYPE_COUNT)
+    out = [row(
+        f"fit type table: peak RSS per distinct type beyond its 8 bytes, {types['types']:,} random-letter types vs "
+        f"5,000 (bpe count_types, 2 threads; peak {types['peak_rss_mb']:,.0f} vs {types['vocabulary_peak_rss_mb']:,.0f} "
+        f"MB over the start, {types['rss_bytes_per_type']:.0f} B a type; the arrays' capacity "
+        f"{types['table_bytes_per_type']:.0f} B a type, the larger shown)",
+        types["seconds"], "the 48-byte bound", types["seconds"], ratio=types["bytes_per_type"],
+        at_most=BYTES_PER_TYPE_LIMIT, note="bytes per type", **types)]
+    mb = QUICK_PIECE_MB if quick else PIECE_MB
+    for kind in ("bpe", "byte-bpe"):
+        fit = unbroken_piece(kind, "fit", mb)
+        out.append(row(
+            f"fit {kind} on one unbroken piece 'ab' * {mb // 2}M ({mb} MB): peak RSS beyond the text "
+            f"({fit['extra_mb']:,.0f} MB) per byte of the {fit['span_bytes'] / 2**20:.0f} MiB span it is cut into",
+            fit["seconds"], f"{PIECE_SPAN_LIMIT}x the span", fit["seconds"], ratio=fit["per_span_byte"],
+            at_most=PIECE_SPAN_LIMIT, note="bytes per span byte", **fit))
+    encode = unbroken_piece("byte-bpe", "encode", mb)
+    out.append(row(
+        f"encode one unbroken piece 'ab' * {mb // 2}M ({mb} MB) with a trained byte-bpe: peak RSS beyond the text "
+        f"({encode['extra_mb']:,.0f} MB, {encode['per_piece_byte']:.1f} B per byte of the piece) per byte of the "
+        f"{encode['span_bytes'] / 2**20:.0f} MiB span",
+        encode["seconds"], f"{PIECE_SPAN_LIMIT}x the span", encode["seconds"], ratio=encode["per_span_byte"],
+        at_most=PIECE_SPAN_LIMIT, note="bytes per span byte", **encode))
+    line = escaped_long_line(QUICK_ESCAPED_LINE_MB if quick else ESCAPED_LINE_MB)
+    out.append(row(
+        f"prepare peak RSS, one {line['size_mb']:,.0f} MB JSONL line of escaped-backslash runs (scaled down from "
+        f"1,000 MB), byte-level BPE ({line['peak_rss_mb']:,.0f} MB; {line['base_rss_mb']:,.0f} MB on 10,000 tiny "
+        "documents)", line["seconds"], "the 1.5 GB bound of a 1,000 MB line", line["seconds"],
+        ratio=line["peak_rss_mb"] / 1024, at_most=LONG_PEAK_RSS_GB, note="peak RSS in GB", **line))
+    return out
+
+
 def report(results: list[dict]) -> str:
     lines = [f"{'corpus':>10}  {'peak RSS':>10}  {'time':>8}  {'MB/s':>7}"]
     for r in results:
@@ -194,7 +347,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="peak RSS of engine prepare at two corpus sizes")
     parser.add_argument("--quick", action="store_true", help="50 MB and 400 MB instead of 250 MB and 2,000 MB")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--only", choices=("corpus", "documents", "long"), help="one measurement only")
+    parser.add_argument("--only", choices=("corpus", "documents", "long", "bounds"), help="one measurement only")
     args = parser.parse_args()
     if args.only in (None, "corpus"):
         print(report(measure(QUICK_SIZES_MB if args.quick else SIZES_MB, threads=args.threads)))
@@ -202,3 +355,6 @@ if __name__ == "__main__":
         print(per_document(QUICK_DOCUMENT_COUNTS if args.quick else DOCUMENT_COUNTS, threads=args.threads))
     if args.only in (None, "long"):
         print(long_document(QUICK_ONE_DOCUMENT_MB if args.quick else ONE_DOCUMENT_MB, threads=args.threads))
+    if args.only in (None, "bounds"):
+        for measured in bound_rows(args.quick):
+            print(f"{measured['benchmark']}: {measured['ratio']:.2f} ({measured['target']})")

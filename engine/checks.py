@@ -5,6 +5,9 @@ thing and raises the same error class.
 - ``check_count``: an integer ``>= low`` named as the keyword it came from (``row_length=0: expected
   an integer >= 1``), ConfigurationError unless another class is asked for;
 - ``positive_int``: an integer in ``1..limit`` (window sizes, strides, sample counts);
+- ``byte_count``: a size in bytes, ``1..limit``: an int, or a string of digits with an optional unit
+  (``kB``/``MB``/``GB``/``TB``: powers of 1000; ``KiB``/``MiB``/``GiB``/``TiB``: powers of 1024), such as
+  ``--fit-sample 64MB`` (at most ``MAX_FIT_SAMPLE_BYTES``);
 - ``check_seed``: a SplitMix64 seed, ``0..2^64-1``;
 - ``check_batch_size``: rows per mini-batch (BatchError, the same in every epoch and mixture);
 - ``check_rank``: a rank and world size of a data-parallel split of a batch;
@@ -32,6 +35,11 @@ from engine.partition import Partition
 
 INT64_MAX = (1 << 63) - 1
 UINT64_MAX = (1 << 64) - 1
+# The largest --fit-sample: 2^48 bytes (256 TiB), far above any corpus one machine fits on, and checked
+# before anything is read.
+MAX_FIT_SAMPLE_BYTES = 1 << 48
+BYTE_UNITS = {"": 1, "B": 1, "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+              "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
 def as_int(value, name: str, *, expected: str = "an integer") -> int:
@@ -71,6 +79,25 @@ def positive_int(value, name: str, *, limit: int = INT64_MAX, why: str = "") -> 
     if number > limit:
         raise ConfigurationError(f"{name} is {number}, larger than the largest allowed value {limit}{why}")
     return number
+
+
+def byte_count(value, name: str, *, limit: int) -> int:
+    """A size in bytes in ``1..limit``: an int (never a bool), or a string of digits with an optional unit
+    of ``BYTE_UNITS`` (``"64MB"``, ``"1GiB"``, ``"1_000_000"``), else ConfigurationError naming ``name``."""
+    if isinstance(value, str):
+        text = value.strip().replace("_", "")
+        digits = len(text) - len(text.lstrip("+-0123456789"))
+        number, unit = text[:digits], text[digits:].strip()
+        try:
+            count = int(number) * BYTE_UNITS[unit]
+        except (ValueError, KeyError):
+            raise ConfigurationError(f"{name} must be a whole number of bytes (e.g. 1000000, 64MB or 1GiB; units: "
+                                     f"{', '.join(u for u in BYTE_UNITS if u)}), got {value!r}") from None
+    else:
+        count = as_int(value, name, expected="a whole number of bytes")
+    if not 1 <= count <= limit:
+        raise ConfigurationError(f"{name} must be 1..{limit:,} bytes, got {count:,}")
+    return count
 
 
 def check_seed(seed) -> int:

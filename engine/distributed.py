@@ -45,7 +45,7 @@ from engine.outputs import PartitionTally, PrepareResult, StagedOutputs
 from engine.tokenizers.type_table import TypeCounts
 from engine.prepare_options import PrepareOptions, check_option_names
 from engine.progress import Progress
-from engine.steps import Chunker, chunk_tally, fit_from_table, open_store_writer, run_checked
+from engine.steps import Chunker, capped_table, chunk_tally, fit_from_table, open_store_writer, run_checked
 from engine.tokenizers.base import Tokenizer, Trainer, UnknownInputError
 from engine.tokenizers.limits import STREAM_CHARS
 
@@ -376,13 +376,15 @@ def _run(options: PrepareOptions, concurrency: int, outputs: StagedOutputs) -> N
             with Progress(f"counting train for {options.tokenizer} (Ray)", unit="steps", quiet=options.quiet):
                 table = count_types(docs.map_batches(_only_train, batch_format="pyarrow"), trainer,
                                     concurrency=concurrency)
+            table, capped = capped_table(options, table)
             tok = fit_from_table(options, trainer, table)
         else:
-            tok = options.load_tokenizer()
+            tok, capped = options.load_tokenizer(), None
         write_store(encode(docs, tok, concurrency=concurrency, stream_chars=options.limits.stream_chars), options,
                     tok, check=check,
                     before_commit=lambda tallies: outputs.stage(
-                        tok, tallies, read=require_ray().get(counts.merged.remote(str(options.corpus)))))
+                        tok, tallies, read=require_ray().get(counts.merged.remote(str(options.corpus))),
+                        extra=None if capped is None else {"max_types": capped}))
 
 
 def run_on_ray(options: PrepareOptions) -> PrepareResult:

@@ -4,7 +4,9 @@ It runs the steps it shares with the Ray executor from ``engine.steps`` and neve
 ``engine.pipeline``, the dispatcher that imports it.
 
 ``run_local(options)``: pass 1 reads the corpus batch by batch and counts the train partition's
-types on ``threads`` threads (long texts span by span), the tokenizer is fitted from the table;
+types on ``threads`` threads (long texts span by span; with ``fit_sample``, only the fit sample's texts,
+``engine.corpus.fit_sample``, while the whole corpus is still read for the manifest's checks), the
+tokenizer is fitted from the table;
 pass 2 reads again, cuts each partition into chunks (``_chunks``: ``steps.Chunker``), encodes them
 on threads (``_Encoder`` in an ``OrderedPool``, results in order, each an ``_EncodedChunk``) and
 writes them through the store writer, tallying windows per chunk; ``tokenizer.json`` and
@@ -29,13 +31,14 @@ import numpy as np
 
 from engine.corpus import PARTITIONS, CorpusPartitions, Document, ManifestCheck, Partition, ReadReport, read_text_file
 from engine.corpus.documents import plural
+from engine.corpus.fit_sample import FitSample
 from engine.errors import CorpusError
 from engine.outputs import PartitionTally, PrepareResult, StagedOutputs
 from engine.parallel import OrderedPool, encode_lock, resolve_threads
 from engine.tokenizers.type_table import count_types
 from engine.prepare_options import PrepareLimits, PrepareOptions
 from engine.progress import Progress
-from engine.steps import Chunker, chunk_tally, fit_from_table, iter_corpus_batches, open_store_writer, window_counts
+from engine.steps import Chunker, capped_table, chunk_tally, fit_from_table, iter_corpus_batches, open_store_writer, window_counts
 from engine.store.layout import source_digest, utf8_length
 from engine.testhook import stop_point
 from engine.tokenizers.base import Tokenizer, UnknownInputError
@@ -88,9 +91,11 @@ def run_local(options: PrepareOptions) -> PrepareResult:
     threads = resolve_threads(options.threads)
     source = _Source(options)
     total_documents = None
+    sample = capped = None
     if options.fit is not None:
         trainer = options.trainer()
         seen = 0
+        sample = FitSample(options.fit_sample) if options.fit_sample is not None else None
 
         def train_texts() -> Iterator[list[str]]:
             nonlocal seen
@@ -99,10 +104,14 @@ def run_local(options: PrepareOptions) -> PrepareResult:
                     texts, held = [], 0
                     for d in batch:
                         train = source.assign(d.id) is Partition.TRAIN
+                        text = d.text
+                        if train and sample is not None:  # the fit sample rule: a prefix of the train text
+                            text = sample.take(d.id, text)
+                            train = text is not None
                         if train:  # a long text left in its file counts its parts as they are read
-                            texts.append(d.text if isinstance(d.text, str) else d.text.reporting(
+                            texts.append(text if isinstance(text, str) else text.reporting(
                                 lambda n: bar.update(0, n)))
-                        if not train or isinstance(d.text, str):
+                        if not train or isinstance(text, str):
                             held += len(d.text)
                     seen += len(batch)
                     bar.update(len(batch), held)
@@ -111,6 +120,7 @@ def run_local(options: PrepareOptions) -> PrepareResult:
 
         table = count_types(trainer, training_batches(trainer, train_texts(), options.limits.stream_chars), threads)
         source.checked()  # the manifest first: a wrong manifest is named, not an empty training text
+        table, capped = capped_table(options, table)
         tok = fit_from_table(options, trainer, table)
         stop_point("fitted")
         total_documents = seen
@@ -123,7 +133,9 @@ def run_local(options: PrepareOptions) -> PrepareResult:
         # tokenizer.json and report.json are staged before the store is renamed into place, and
         # renamed after it: a failure on the way leaves --out as it was.
         seconds = {"fit": fitted - started, "encode": time.perf_counter() - fitted}
-        outputs.stage(tok, tallies, seconds=seconds, read=source.reads[-1], resume=resume)
+        fitted_on = {"fit_sample": None if sample is None else sample.summary(), "max_types": capped}
+        outputs.stage(tok, tallies, seconds=seconds, read=source.reads[-1], resume=resume,
+                      extra={key: value for key, value in fitted_on.items() if value is not None})
 
     with StagedOutputs(options, threads=threads) as outputs:
         _encode_and_write(tok, source, tallies, options, threads, total_documents, before_commit)

@@ -65,8 +65,8 @@ def prepare(corpus_path: str | os.PathLike | None = None, splits_path: str | os.
     """Run the main job and return where everything went plus the report (also in ``report.json``).
 
     The keywords are ``PrepareOptions``'s fields (``tokenizer``, ``merges``, ``vocab_size``,
-    ``pattern``, ``tie_break``, ``context_length``, ``stride``, ``train_fraction``, ``hash_split``,
-    ``on_invalid_utf8``, ``skip_bad_lines``, ``threads``, ``resume``, ``quiet``, ``executor``,
+    ``pattern``, ``tie_break``, ``fit_sample``, ``max_types``, ``context_length``, ``stride``,
+    ``train_fraction``, ``hash_split``, ``on_invalid_utf8``, ``skip_bad_lines``, ``threads``, ``resume``, ``quiet``, ``executor``,
     ``ray_address``, ``limits``); any other name is a ConfigurationError naming the option it may mean
     (``check_option_names``). ``hash_split`` is ``{"train": 0.8, "validation": 0.1, "test": 0.1}``,
     ``(0.8, 0.1, 0.1)`` or ``"0.8,0.1,0.1"``. BPE kinds train 200 merges when given neither

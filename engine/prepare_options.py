@@ -182,7 +182,12 @@ class PrepareOptions:
     None: ``DEFAULT_CONTEXT_LENGTH`` (64), or ``BUNDLED_CONTEXT_LENGTH`` (32) for the bundled corpus. ``tokenizer``: a
     kind ``prepare`` fits (``fittable_kinds()``: char, word, bpe, byte-bpe) or a tokenizer file.
     ``merges``, ``vocab_size``, ``pattern``, ``tie_break``: what the fit reads (``FitOptions``;
-    None: the kind's default; ``pattern`` also names a tiktoken file's pre-tokenizer).
+    None: the kind's default; ``pattern`` also names a tiktoken file's pre-tokenizer). ``fit_sample``:
+    fit on at most this many UTF-8 bytes of the train partition (an int, or ``"64MB"``, ``"1GiB"``; stored
+    as the int; the fit sample rule of ``engine.corpus.fit_sample``; ``report["fit_sample"]`` says what
+    the sample held); None: the whole train partition. ``max_types``: fit on that many of the most
+    frequent types (word, byte-bpe; the type cap rule of ``engine.tokenizers.type_table``;
+    ``report["max_types"]`` says how many were dropped).
     ``text_column``/``id_column`` name the columns of a JSONL or Parquet/Arrow corpus (dotted for a
     nested field; without an id column, ids are made from file and row; ``report["read"]`` says so).
     ``corpus_format`` (jsonl, parquet, arrow, folder) overrides the format guessed from the corpus
@@ -208,6 +213,8 @@ class PrepareOptions:
     vocab_size: int | None = None
     pattern: str | None = None
     tie_break: str | None = None
+    fit_sample: int | str | None = None
+    max_types: int | None = None
     context_length: int | None = None
     stride: int = 1
     train_fraction: float = 0.9
@@ -253,7 +260,12 @@ class PrepareOptions:
             raise ConfigurationError("--ray-address applies to --executor ray only")
         if self.executor == "ray" and self.resume:
             raise ConfigurationError("--resume applies to --executor local only")
-        fit = FitOptions(self.merges, self.vocab_size, self.pattern, self.tie_break, UNKNOWN_TOKEN)
+        if self.executor == "ray" and self.fit_sample is not None:
+            raise ConfigurationError("--fit-sample applies to --executor local only (its sample is read in corpus "
+                                     "order on one machine)")
+        fit = FitOptions(self.merges, self.vocab_size, self.pattern, self.tie_break, UNKNOWN_TOKEN, self.fit_sample,
+                         self.max_types)
+        self._set("fit_sample", fit.fit_sample)
         if self.tokenizer in fittable_kinds():
             self._set("fit", fit)
             trainer_for(self.tokenizer, fit)  # the kind's own checks (e.g. a vocabulary too small), now
@@ -261,7 +273,7 @@ class PrepareOptions:
             raise ConfigurationError(f"--tokenizer {self.tokenizer!r}: expected one of "
                                      f"{', '.join(fittable_kinds())} or an existing tokenizer file")
         else:
-            for option in ("vocab_size", "tie_break"):
+            for option in ("vocab_size", "tie_break", "fit_sample", "max_types"):
                 if getattr(fit, option) is not None:
                     raise ConfigurationError(f"--{option.replace('_', '-')} applies when prepare fits a tokenizer "
                                              f"(--tokenizer {', '.join(fittable_kinds())}), not to a tokenizer file")

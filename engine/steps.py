@@ -7,7 +7,8 @@ on Ray); this module imports neither executor.
 - ``window_counts`` / ``chunk_tally``: what one encoded chunk adds to its partition's report row
   (``engine.outputs.PartitionTally``);
 - ``open_store_writer``: the store writer with the run's row-group and file sizes;
-- ``fit_from_table``: the tokenizer from the folded type table;
+- ``capped_table`` / ``fit_from_table``: the folded type table (its most frequent types, with
+  ``--max-types``) and the tokenizer fitted from it;
 - ``run_checked``: an executor run after ``--out`` is checked, an interrupt during a kernel made a
   ``KeyboardInterrupt``.
 """
@@ -32,7 +33,7 @@ _DEFAULT_LIMITS = PrepareLimits()
 
 __all__ = [
     "iter_corpus_batches", "Chunker", "window_counts", "chunk_tally", "PartitionTally", "open_store_writer",
-    "fit_from_table", "run_checked",
+    "capped_table", "fit_from_table", "run_checked",
 ]
 
 
@@ -103,6 +104,17 @@ def open_store_writer(options: PrepareOptions, tok: Tokenizer, *, check_unique: 
     return TokenStore.writer(options.store_path, tok, row_group_size=limits.store_row_group_rows,
                              max_rows_per_file=limits.store_file_rows, resume=options.resume,
                              check_unique=check_unique, bos=not (options.without_bos or tok.bos_id is None))
+
+
+def capped_table(options: PrepareOptions, table):
+    """``(table, report)``: with ``--max-types N``, the table of its N most frequent types (the type cap
+    rule of ``engine.tokenizers.type_table``) and what ``report.json`` records as ``max_types``; else
+    ``(table, None)``."""
+    limit = options.fit.max_types if options.fit is not None else None
+    if limit is None:
+        return table, None
+    capped = table.most_frequent(limit)
+    return capped, {"limit": limit, "types": len(table), "kept": len(capped), "dropped": len(table) - len(capped)}
 
 
 def fit_from_table(options: PrepareOptions, trainer: Trainer, table) -> Tokenizer:

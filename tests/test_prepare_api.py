@@ -129,10 +129,10 @@ def test_a_continuous_text_names_both_spellings(tmp_path):
 
 # -- option names ----------------------------------------------------------------------------------
 
-VALID = ("corpus_path, splits_path, out_dir, tokenizer, merges, vocab_size, pattern, tie_break, context_length, "
-         "stride, train_fraction, hash_split, on_invalid_utf8, skip_bad_lines, text_column, id_column, "
-         "corpus_format, threads, resume, quiet, executor, ray_address, limits, format, messages_column, "
-         "prompt_column, completion_column, chat_template, train_on, bos, eos")
+VALID = ("corpus_path, splits_path, out_dir, tokenizer, merges, vocab_size, pattern, tie_break, fit_sample, "
+         "max_types, context_length, stride, train_fraction, hash_split, on_invalid_utf8, skip_bad_lines, "
+         "text_column, id_column, corpus_format, threads, resume, quiet, executor, ray_address, limits, format, "
+         "messages_column, prompt_column, completion_column, chat_template, train_on, bos, eos")
 
 
 @pytest.mark.parametrize("keywords, message", [

@@ -82,3 +82,26 @@ def test_fnv1a_is_the_reference_hash():
 
     for data in (b"", b"a", b"hello world", bytes(range(256))):
         assert int(fnv1a(np.frombuffer(data, np.uint8), 0, len(data))) == plain(data)
+
+
+def naive_most_frequent(types, counts, limit):
+    """The type cap rule as a sort: count descending, first appearance on ties; kept in first-appearance order."""
+    ranked = sorted(range(len(types)), key=lambda i: (-counts[i], i))[:limit]
+    return [types[i] for i in sorted(ranked)], [counts[i] for i in sorted(ranked)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches_of(st.text(alphabet="ab\u00e9\u4e2d\U0001F600 ", min_size=1, max_size=6)), st.integers(1, 40),
+       st.lists(st.text(alphabet="abc", min_size=1, max_size=3), max_size=5, unique=True))
+def test_most_frequent_keeps_the_top_counts_ties_by_first_appearance(batches, limit, later):
+    table = TypeCounts()
+    for types, counts in batches:
+        table.add(types, np.array([c % 7 + 1 for c in counts], dtype=np.int64))  # many ties
+    types, counts = dict_table([(t, [c % 7 + 1 for c in cs]) for t, cs in batches])
+    capped = table.most_frequent(limit)
+    assert (capped.types(), capped.counts().tolist()) == naive_most_frequent(types, counts, limit)
+    # the capped table is a table: folding more types into it indexes the kept ones
+    kept_types, kept_counts = naive_most_frequent(types, counts, limit)
+    capped.add(later, np.ones(len(later), dtype=np.int64))
+    assert (capped.types(), capped.counts().tolist()) == dict_table([(kept_types, kept_counts),
+                                                                     (later, [1] * len(later))])

@@ -8,6 +8,7 @@ import click
 
 from engine.commands._messages import cli_spelling
 from engine.commands._options import column_options, corpus_format_option, json_option, split_options
+from engine.corpus.fit_sample import describe_fit_sample
 from engine.corpus.readers import INVALID_UTF8_POLICIES
 from engine.chat.encode import TRAIN_ON
 from engine.chat.records import FORMATS
@@ -89,6 +90,15 @@ def chat_options(fn):
 @click.option("--tie-break", "tie_break", type=click.Choice(list(TIE_BREAKS)), default=None,
               help="Equally frequent pairs: first (first occurrence) or hf (Hugging Face's order); "
                    "default first (bpe, byte-bpe).")
+@click.option("--fit-sample", "fit_sample", default=None, metavar="BYTES",
+              help="Fit on the first BYTES UTF-8 bytes of the train partition only: its documents in corpus order, "
+                   "the one that crosses BYTES cut at a character (the same sample for any --threads; held-out "
+                   "documents never count). A number of bytes or with a unit: 64MB, 1GiB. The summary and "
+                   "report.json say what the sample held. Example: --fit-sample 1GB")
+@click.option("--max-types", "max_types", default=None, type=int, metavar="N",
+              help="Fit on the N most frequent types only (pieces, words; ties by first appearance; word, "
+                   "byte-bpe): bounds what the fit builds from the type table. The summary and report.json say "
+                   "how many were dropped. Example: --max-types 1000000")
 @click.option("--context", "context_length", default=None, type=int,
               help="Context length T for window counts [default: 64; 32 for the bundled corpus, whose "
                    "documents are short].")
@@ -160,6 +170,11 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
     click.echo(f"tokenizer: {tok['kind']}, vocabulary {tok['vocab_size']:,}, hash {tok['hash'][:16]}")
     for note in tok["notes"]:
         click.echo(f"note: {note}")
+    _echo_fit_sample(report.get("fit_sample"))
+    capped = report.get("max_types")
+    if capped is not None:
+        click.echo(f"max types: kept {capped['kept']:,} of {capped['types']:,} types (at most {capped['limit']:,}; "
+                   f"{capped['dropped']:,} dropped)")
     _echo_read(report["read"])
     if report.get("chat") is None and "wrappers" in report:
         w = report["wrappers"]
@@ -175,6 +190,12 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
     click.echo(format_table(["partition", "documents", "characters", "tokens", "windows", "short", "tails"],
                             rows + [total]))
     click.echo(f"wrote {result.store_path}, {result.tokenizer_path}, {result.report_path}")
+
+
+def _echo_fit_sample(sample: dict | None) -> None:
+    """What the tokenizer was fitted on, when --fit-sample bounded it."""
+    if sample is not None:
+        click.echo(describe_fit_sample(sample))
 
 
 def _echo_chat(chat: dict | None) -> None:

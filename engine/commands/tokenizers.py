@@ -9,9 +9,10 @@ import click
 
 from engine.checks import check_out_file
 from engine.commands._options import column_options, json_option, split_options
+from engine.corpus.fit_sample import FitSample, describe_fit_sample
 from engine.corpus.readers import INVALID_UTF8_POLICIES
 from engine.errors import ConfigurationError, CorpusError
-from engine.tokenizers.base import TIE_BREAKS, is_engine_tokenizer_file
+from engine.tokenizers.base import TIE_BREAKS, FitOptions, is_engine_tokenizer_file
 from engine.tokenizers.bpe import LEVELS
 from engine.tokenizers.pretokenize import PATTERNS, canonical_pattern
 
@@ -69,8 +70,10 @@ def compare(text_file: Path, train_fraction: float, merges: int, context: int, p
 
 
 def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | None, train_fraction: float,
-                    text_column: str = "text", id_column: str | None = None) -> list[str]:
-    """The texts of the TRAIN partition only."""
+                    text_column: str = "text", id_column: str | None = None, fit_sample: int | None = None
+                    ) -> tuple[list[str], dict | None]:
+    """The texts of the TRAIN partition only (with ``fit_sample``: its fit sample, the rule of
+    ``engine.corpus.fit_sample``), and the sample's summary (None without one)."""
     from engine.corpus import (
         Corpus, CorpusPartitions, Partition, SplitManifest, check_columns_apply, is_continuous_text, read_text_file,
     )
@@ -93,7 +96,11 @@ def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | No
     documents = partitions.documents(Partition.TRAIN)
     if not documents:
         raise CorpusError(f"{corpus_path}: the train partition is empty; nothing to fit the tokenizer on")
-    return [doc.text for doc in documents]
+    if fit_sample is None:
+        return [doc.text for doc in documents], None
+    sample = FitSample(fit_sample)
+    texts = [text for text in (sample.take(doc.id, doc.text) for doc in documents) if text is not None]
+    return texts, sample.summary()
 
 
 @command.command(name="train")
@@ -113,10 +120,17 @@ def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | No
 @click.option("--unknown", default=None, help="Word tokenizer: map unseen pieces to this token (e.g. '<unk>').")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Tokenizer file to write.")
+@click.option("--fit-sample", "fit_sample", default=None, metavar="BYTES",
+              help="Fit on the first BYTES UTF-8 bytes of the train partition only (its documents in corpus order, "
+                   "the one that crosses BYTES cut at a character); a number of bytes or with a unit: 64MB, 1GiB.")
+@click.option("--max-types", "max_types", default=None, type=int, metavar="N",
+              help="Fit on the N most frequent types only (ties by first appearance; --kind word, --kind bpe "
+                   "--level byte).")
 @click.option("--force", is_flag=True, help="Replace --out even if it is not an engine tokenizer file.")
 def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: int | None, pattern: str,
           tie_break: str, splits: str | None, hash_split: dict | None, train_fraction: float, text_column: str,
-          id_column: str | None, unknown: str | None, out_path: Path, force: bool) -> None:
+          id_column: str | None, unknown: str | None, fit_sample: str | None, max_types: int | None, out_path: Path,
+          force: bool) -> None:
     """Fit a tokenizer on the TRAIN partition of CORPUS and save it.
 
     \b
@@ -124,28 +138,52 @@ def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: i
       engine tokenizers train data/tinyshakespeare.txt --kind bpe --merges 200 --out bpe.json
       engine tokenizers train corpus.jsonl --splits splits.json --kind word --unknown '<unk>' --out word.json
       engine tokenizers train corpus.jsonl --hash-split 0.98,0.01,0.01 --kind bpe --level byte --vocab-size 4096 --out b.json
+      engine tokenizers train big.jsonl --hash-split 0.98,0.01,0.01 --kind bpe --fit-sample 1GB --out b.json
     """
     from engine.tokenizers.bpe import BpeTrainer
     from engine.tokenizers.char import CharTokenizer
     from engine.tokenizers.word import WordTokenizer
 
     pattern = canonical_pattern(pattern, "--pattern")
+    bounds = FitOptions(fit_sample=fit_sample, max_types=max_types)  # checked before anything is read
+    if max_types is not None and not (kind == "word" or (kind == "bpe" and level == "byte")):
+        raise ConfigurationError(f"--max-types applies to --kind word and --kind bpe --level byte, not --kind {kind}"
+                                 + (" --level char" if kind == "bpe" else ""))
 
     if kind != "bpe" and (merges is not None or vocab_size is not None or level != "char"):
         raise ConfigurationError(f"--merges/--vocab-size/--level apply to --kind bpe, not --kind {kind}")
     if kind != "word" and unknown is not None:
         raise ConfigurationError(f"--unknown applies to --kind word, not --kind {kind}")
     check_out_file(out_path, force=force, is_ours=is_engine_tokenizer_file, what="an engine tokenizer file")
-    texts = _training_texts(corpus, splits, hash_split, train_fraction, text_column, id_column)
+    texts, sample = _training_texts(corpus, splits, hash_split, train_fraction, text_column, id_column,
+                                    bounds.fit_sample)
+    if merges is None and vocab_size is None and kind == "bpe":
+        merges = 200
+    capped = None
     if kind == "char":
         tokenizer = CharTokenizer.fit(texts)
+    elif bounds.max_types is not None:  # the type cap rule: count, keep the most frequent, fit on those
+        from engine.tokenizers.streaming import training_batches
+        from engine.tokenizers.type_table import count_types
+
+        trainer = (WordTokenizer.trainer(FitOptions(unknown=unknown)) if kind == "word" else
+                   BpeTrainer(merges, level=level, vocab_size=vocab_size, pattern=pattern, tie_break=tie_break))
+        table = count_types(trainer, training_batches(trainer, [texts]), 1)
+        if not len(table):
+            raise CorpusError(f"{corpus}: the train partition holds no text; nothing to fit the tokenizer on")
+        capped = table.most_frequent(bounds.max_types)
+        tokenizer = (trainer.train_from_table(capped) if hasattr(trainer, "train_from_table") else
+                     trainer.train_from_counts(capped.types(), capped.counts()))
     elif kind == "word":
         tokenizer = WordTokenizer.fit(texts, unknown=unknown)
     else:
-        if merges is None and vocab_size is None:
-            merges = 200
         tokenizer = BpeTrainer(merges, level=level, vocab_size=vocab_size, pattern=pattern, tie_break=tie_break).train(texts)
     tokenizer.save(out_path)
+    if sample is not None:
+        click.echo(describe_fit_sample(sample))
+    if capped is not None:
+        click.echo(f"max types: kept {len(capped):,} of {len(table):,} types (at most {bounds.max_types:,}; "
+                   f"{len(table) - len(capped):,} dropped)")
     click.echo(f"{tokenizer.kind} tokenizer: {tokenizer.vocab_size:,} ids, hash {tokenizer.hash[:12]}, "
                f"written to {out_path}")
 

@@ -11,7 +11,9 @@
 - ``engine.corpus.collection``: ``Corpus``, the documents in memory, in order, indexed by id;
 - ``engine.corpus.splits``: ``Partition``, ``SplitManifest`` (lists or a hash rule),
   ``ManifestCheck`` (the manifest's rules over streamed documents) and ``CorpusPartitions``
-  (including the positional split of one continuous text).
+  (including the positional split of one continuous text);
+- ``engine.corpus.fit_sample``: ``FitSample``, the start of the train partition a bounded fit reads
+  (``--fit-sample BYTES``).
 """
 
 from types import ModuleType as _ModuleType

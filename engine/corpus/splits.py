@@ -13,7 +13,8 @@ The split rules (cited as "the split rules of engine.corpus.splits"):
 - A hash split (``SplitManifest.by_hash``: each id hashed with a fixed function into the ratios)
   serves corpora too large for a manifest.
 - Only training documents may fit anything: tokenizer merges, vocabularies, statistics used for
-  fitting (``prepare`` and ``engine tokenizers train`` read the train partition only).
+  fitting (``prepare`` and ``engine tokenizers train`` read the train partition only; with
+  ``--fit-sample``, its start: the fit sample rule of ``engine.corpus.fit_sample``).
 
 ``SplitManifest`` names every document's partition (explicit lists from JSON, or a rule hashing
 ids); ``manifest.partition(corpus)`` checks it names every document exactly once and gives

@@ -21,6 +21,19 @@ others), with identical results.
 The encoders merge pieces of up to ``LONG_WORD`` symbols in their own pass (``merge_short``) and
 write longer ones unmerged, recording them (``record_long``); ``merge_long_pieces`` then merges
 those in place. A call without long pieces (most calls) never runs, nor compiles, the long path.
+
+One byte-level piece longer than ``window`` symbols (``merge_long_pieces_windowed``; the encoder's
+``PieceCacheLimits.long_piece_window``, 1 Mi by default: DNA,
+base64, ``"ab" * 75_000_000``) is merged window by window, so its scratch is that of a window, not
+of the piece (about 50 bytes a symbol): each window of ``window`` symbols is merged
+alone and its tokens kept up to the last token end at or before three quarters of it (no merge of
+the window crossed it; the last quarter is look-ahead); the next window starts there. Two kept
+runs join only when the last token ``t1`` of one and the first ``t2`` of the next, merged from
+their own bytes, give exactly ``[t1, t2]``: the first merge of the whole piece that would cross the
+cut would meet the same symbols there, so then no merge crosses it and the ids are those of the
+piece merged at once. Where a window holds no token end in its first three quarters, or a join
+fails (a token of the vocabulary reaches back across the cut, as ``a…ac`` tokens do for a run of
+``a`` before ``c``), the piece is merged at once, as before.
 """
 
 from __future__ import annotations
@@ -32,7 +45,7 @@ from engine.kernels import kernel
 __all__ = [
     "EMPTY_KEY", "NO_PRIORITY", "LONG_WORD", "GOLDEN", "FNV_OFFSET", "hash_span", "same_span", "pair_slot", "key_slot",
     "build_pair_table", "first_entry_table", "merge_word", "merge_short", "merge_short_first", "record_long",
-    "merge_long_pieces",
+    "merge_long_pieces", "merge_long_pieces_windowed",
 ]
 
 EMPTY_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -470,9 +483,28 @@ def merge_long_pieces(out, out_offsets, long_pieces, count, first_id, ordered, p
     piece of more than ``LONG_WORD`` symbols. Each is merged (``_merge_long``) and the ids after it
     move left to close the gap; ``out_offsets`` is updated. Returns the new number of ids.
     """
+    return _merge_pieces(out, out_offsets, long_pieces, count, first_id, ordered, pairs, nexts, made, priorities,
+                         np.zeros(0, dtype=np.int64), np.int64(0))
+
+
+@kernel
+def merge_long_pieces_windowed(out, out_offsets, long_pieces, count, pairs, nexts, made, priorities, symbol_lengths,
+                               window):
+    """``merge_long_pieces`` for byte-level BPE (symbols are token ids, not ordered), a piece longer than
+    ``window`` symbols merged window by window (``_merge_windowed``: the rule in the module docstring), so its
+    scratch is that of a window. ``symbol_lengths[t]``: the bytes of token ``t``."""
+    return _merge_pieces(out, out_offsets, long_pieces, count, np.int64(0), False, pairs, nexts, made, priorities,
+                         symbol_lengths, window)
+
+
+@kernel
+def _merge_pieces(out, out_offsets, long_pieces, count, first_id, ordered, pairs, nexts, made, priorities,
+                  symbol_lengths, window):
     longest = 0
     for j in range(count):
         longest = max(longest, long_pieces[j, 1])
+    if window > 0:
+        longest = min(longest, window)
     parts = np.empty(longest, dtype=np.int64)
     saved = np.empty(count, dtype=np.int64)  # ids saved by pieces 0..j
     write = np.int64(0)
@@ -483,11 +515,18 @@ def merge_long_pieces(out, out_offsets, long_pieces, count, first_id, ordered, p
         for i in range(start - read):  # the ids between two long pieces move left as one run
             out[write + i] = out[read + i]
         write += start - read
-        for i in range(length):
-            parts[i] = np.int64(out[start + i]) - first_id
-        m = _merge_long(parts, length, ordered, pairs, nexts, made, priorities)
-        for i in range(m):
-            out[write + i] = parts[i] + first_id
+        m = np.int64(-1)
+        if window > 0 and length > window:
+            m = _merge_windowed(out, start, length, window, parts, pairs, nexts, made, priorities, symbol_lengths,
+                                write)
+        if m < 0:  # short enough, or the windows found no certain cut: the piece at once
+            if length > parts.shape[0]:
+                parts = np.empty(length, dtype=np.int64)
+            for i in range(length):
+                parts[i] = np.int64(out[start + i]) - first_id
+            m = _merge_long(parts, length, ordered, pairs, nexts, made, priorities)
+            for i in range(m):
+                out[write + i] = parts[i] + first_id
         write += m
         read = start + length
         saved[j] = read - write
@@ -502,3 +541,66 @@ def merge_long_pieces(out, out_offsets, long_pieces, count, first_id, ordered, p
         if j > 0:
             out_offsets[d] -= saved[j - 1]
     return write + total - read
+
+
+@kernel
+def _merge_windowed(out, start, length, window, parts, pairs, nexts, made, priorities, symbol_lengths, write):
+    """Merge the piece ``out[start:start + length]`` (byte-level symbols) window by window into
+    ``out[write:]``; the number of ids, or -1 (``out`` unchanged) when a cut cannot be certified.
+
+    Each step merges the next ``window`` symbols alone and keeps its tokens up to the last token end at or
+    before three quarters of the window (the merge of those symbols alone: no merge crossed that end);
+    the kept tokens of consecutive steps join when the last token ``t1`` of one and the first ``t2``
+    of the next merge, from their own symbols, into exactly ``[t1, t2]``. Then no merge of the whole
+    piece crosses the cut (the first merge of the whole piece that would cross it is, in the same
+    local state, a merge of ``t1``'s and ``t2``'s symbols), so the ids are those of the whole piece.
+    """
+    kept = np.empty(max(window, 16), dtype=np.int64)  # the piece's ids, until all cuts are certified
+    used = 0
+    original = np.empty(window, dtype=np.int64)  # the window's symbols before its merge
+    last = np.empty(64, dtype=np.int64)  # the symbols of the previous step's last kept token
+    last_length = 0
+    pos = 0
+    while pos < length:
+        n = min(window, length - pos)
+        for i in range(n):
+            original[i] = np.int64(out[start + pos + i])
+            parts[i] = original[i]
+        k = _merge_long(parts, n, False, pairs, nexts, made, priorities)
+        take, cut = k, n
+        if pos + n < length:
+            take, cut, covered = 0, 0, 0
+            for t in range(k):
+                covered += symbol_lengths[parts[t]]
+                if covered > n - n // 4:
+                    break
+                take, cut = t + 1, covered
+            if take == 0:
+                return -1
+        if used > 0:
+            first_length = symbol_lengths[parts[0]]
+            pair = np.empty(last_length + first_length, dtype=np.int64)
+            for i in range(last_length):
+                pair[i] = last[i]
+            for i in range(first_length):
+                pair[last_length + i] = original[i]
+            merged = _merge_long(pair, last_length + first_length, False, pairs, nexts, made, priorities)
+            if merged != 2 or pair[0] != kept[used - 1] or pair[1] != parts[0]:
+                return -1
+        if used + take > kept.shape[0]:
+            grown = np.empty(max(2 * kept.shape[0], used + take), dtype=np.int64)
+            for i in range(used):
+                grown[i] = kept[i]
+            kept = grown
+        for t in range(take):
+            kept[used + t] = parts[t]
+        used += take
+        last_length = symbol_lengths[parts[take - 1]]
+        if last_length > last.shape[0]:
+            last = np.empty(last_length, dtype=np.int64)
+        for i in range(last_length):
+            last[i] = original[cut - last_length + i]
+        pos += cut
+    for i in range(used):
+        out[write + i] = kept[i]
+    return used

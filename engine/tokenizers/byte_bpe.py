@@ -36,7 +36,7 @@ from engine.checks import check_count
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import (build_pair_table, build_piece_table, encode_bytes, new_piece_cache,
                                        self_merging_tokens)
-from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces
+from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces_windowed
 from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
 from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.base import (MAX_VOCAB_SIZE, FitOptions, Tokenizer, _iter_texts, check_file_id, check_ids,
@@ -76,7 +76,7 @@ class ByteBpeTokenizer(Tokenizer):
 
     kind = "bpe-byte"
     fit_name = "byte-bpe"
-    fit_options = frozenset({"merges", "vocab_size", "pattern", "tie_break"})
+    fit_options = frozenset({"merges", "vocab_size", "pattern", "tie_break", "max_types"})
     thread_safe_encode = True
 
     def __init__(
@@ -158,6 +158,7 @@ class ByteBpeTokenizer(Tokenizer):
         for i, t in enumerate(self.tokens):
             if t is not None:
                 lengths[i] = len(t)
+        self._token_lengths = lengths  # bytes of each id: a long piece's windows cut at token ends
         self._token_offsets = np.zeros(size + 1, dtype=np.int64)
         np.cumsum(lengths, out=self._token_offsets[1:])
         self._token_pool = np.frombuffer(b"".join(t for t in self.tokens if t is not None), dtype=np.uint8)
@@ -218,9 +219,9 @@ class ByteBpeTokenizer(Tokenizer):
             )
         finally:
             self._piece_caches.append(cache)
-        if long_count:
-            count = merge_long_pieces(out, out_offsets, long_pieces, long_count, 0, False, pairs, nexts, made,
-                                      priorities)
+        if long_count:  # pieces longer than cache.long_piece_window bytes are merged window by window
+            count = merge_long_pieces_windowed(out, out_offsets, long_pieces, long_count, pairs, nexts, made,
+                                               priorities, self._token_lengths, self.cache.long_piece_window)
         return out[:count], out_offsets
 
     def _encode(self, text: str, document_id: str | None) -> np.ndarray:

@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from engine.checks import positive_int
 from engine.errors import ConfigurationError
 
-__all__ = ["STREAM_CHARS", "TRAIN_BATCH_BYTES", "PieceCacheLimits", "WordCacheLimits", "TrainLimits"]
+__all__ = ["STREAM_CHARS", "TRAIN_BATCH_BYTES", "LONG_PIECE_WINDOW", "PieceCacheLimits", "WordCacheLimits", "TrainLimits"]
 
 # Documents longer than this many characters are encoded span by span (spans of about this size).
 # Kernels hold ~40 bytes of scratch per character: 2M characters keep a span near 80 MB.
 STREAM_CHARS = 1 << 21
+# Bytes of one piece that byte-level BPE merges at a time (a longer piece: window by window).
+LONG_PIECE_WINDOW = 1 << 20
 # Bytes of training text a byte-level BPE trainer counts at a time.
 TRAIN_BATCH_BYTES = 4 << 20
 
@@ -47,11 +49,14 @@ class PieceCacheLimits:
     """A byte-level BPE tokenizer's cache of merged pieces (``engine.kernels.bpe_encode.new_piece_cache``),
     one per thread that encodes: ``slots`` rows (a power of two >= 64; the cache empties at three
     quarters full: 98k pieces by default), ``pool_bytes`` bytes of the pieces longer than a key and
-    ``pool_ids`` ids of the merged pieces. About 6 MB each with the defaults; bounded whatever the input."""
+    ``pool_ids`` ids of the merged pieces. About 6 MB each with the defaults; bounded whatever the input.
+    ``long_piece_window``: a piece longer than this many bytes is merged window by window, with the ids of
+    the whole piece (``engine.kernels.bpe_merge``: the rule; about 50 bytes of scratch per byte of a window)."""
 
     slots: int = 1 << 17
     pool_bytes: int = 1 << 20
     pool_ids: int = 1 << 18
+    long_piece_window: int = LONG_PIECE_WINDOW
 
     def __post_init__(self) -> None:
         _check_fields(self)

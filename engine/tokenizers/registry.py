@@ -24,6 +24,8 @@ from engine.errors import ConfigurationError, TokenizerError
 # small (2^24 ids: tens of MB), so a corrupt id or a mistyped size is refused before anything is
 # allocated instead of ending in MemoryError.
 MAX_VOCAB_SIZE = 1 << 24
+# The largest --max-types: 2^40 types, far above what any type table holds.
+MAX_TYPES = 1 << 40
 
 __all__ = [
     "KIND_MODULES", "register_tokenizer", "fittable_kinds", "fittable_class", "trainer_for", "FitOptions",
@@ -66,7 +68,7 @@ def _import_kinds() -> None:
 
 TIE_BREAKS = ("first", "hf")
 DEFAULT_MERGES = 200  # merges a BPE fit trains when given neither merges nor a vocabulary size
-_IGNORABLE = frozenset({"merges", "unknown"})
+_IGNORABLE = frozenset({"merges", "unknown", "fit_sample"})  # fit_sample: every kind (the pipeline reads it)
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,13 @@ class FitOptions:
 
     ``merges``: merges to train; ``vocab_size``: ids to stop at (specials included); ``pattern``:
     the byte-level pre-tokenizer (``gpt2``, ``cl100k``, ``o200k`` or a regex); ``tie_break``: ``first`` or ``hf``;
-    ``unknown``: the token unseen pieces map to, for kinds that have one. None: the kind's default.
+    ``unknown``: the token unseen pieces map to, for kinds that have one; ``fit_sample``: fit on at most
+    this many UTF-8 bytes of the train partition (the fit sample rule of ``engine.corpus.fit_sample``; an
+    int or a string such as ``"64MB"``, stored as the int; every kind; the callers that read the
+    training text, ``prepare`` and ``engine tokenizers train``, apply it). None: the kind's default
+    (``fit_sample`` None: the whole train partition). ``max_types``: fit on the ``max_types`` most
+    frequent types only (the type cap rule of ``engine.tokenizers.type_table``; kinds whose encoders
+    take any text or have an unknown token: word, byte-bpe); ``1..MAX_TYPES``.
     """
 
     merges: int | None = None
@@ -83,9 +91,11 @@ class FitOptions:
     pattern: str | None = None
     tie_break: str | None = None
     unknown: str | None = None
+    fit_sample: int | str | None = None
+    max_types: int | None = None
 
     def __post_init__(self) -> None:
-        from engine.checks import as_int
+        from engine.checks import MAX_FIT_SAMPLE_BYTES, as_int, byte_count, positive_int
         from engine.tokenizers.pretokenize import canonical_pattern
 
         for name, flag in (("merges", "--merges"), ("vocab_size", "--vocab-size")):
@@ -96,6 +106,11 @@ class FitOptions:
                     raise ConfigurationError(f"{flag} must be 0..{MAX_VOCAB_SIZE} (a vocabulary holds at most "
                                              f"{MAX_VOCAB_SIZE} ids), got {value}")
                 object.__setattr__(self, name, value)
+        if self.max_types is not None:
+            object.__setattr__(self, "max_types", positive_int(self.max_types, "--max-types", limit=MAX_TYPES))
+        if self.fit_sample is not None:
+            object.__setattr__(self, "fit_sample", byte_count(self.fit_sample, "--fit-sample",
+                                                              limit=MAX_FIT_SAMPLE_BYTES))
         if self.pattern is not None:
             try:
                 object.__setattr__(self, "pattern", canonical_pattern(self.pattern, "--pattern"))
@@ -112,7 +127,7 @@ class FitOptions:
 
     def given(self) -> list[str]:
         """Names of the options that are set (not None)."""
-        return [name for name in ("merges", "vocab_size", "pattern", "tie_break", "unknown")
+        return [name for name in ("merges", "vocab_size", "pattern", "tie_break", "unknown", "fit_sample", "max_types")
                 if getattr(self, name) is not None]
 
 

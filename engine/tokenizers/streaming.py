@@ -31,7 +31,9 @@ Safe places:
 Fitting is the one place a piece may be cut: a training text with no safe place in ``stream_chars``
 characters (one unbroken run: DNA, base64, minified code, ``"ab" * 75_000_000``) is counted as parts
 of ``stream_chars`` characters (``fit_texts``), so fitting holds a bounded span whatever the piece
-length; encoding never cuts a piece.
+length; encoding never cuts a piece (byte-level BPE merges a piece longer than
+``PieceCacheLimits.long_piece_window`` bytes window by window, with the ids of the whole piece: the
+rule of ``engine.kernels.bpe_merge``).
 
 ``progress(nbytes)``, if given, is called after each span with its UTF-8 size.
 """

@@ -12,6 +12,12 @@ int64 start, an int64 count, a uint64 hash and at most two int64 index slots (th
 most half full). A table of Python objects (a dict of str or bytes) costs about 280 bytes per type,
 which is what decides the peak when a corpus has millions of distinct words (1M tiny documents of
 random letters). Cost: O(types' bytes) per batch, never O(tokens).
+
+The type cap (``--max-types N``, ``TypeCounts.most_frequent``): the fit reads the ``N`` most frequent
+types of the whole table, by count (highest first), ties by first appearance; the kept types keep
+their counts and their order of first appearance, the rest are dropped. Counts are those of the whole
+stream, so the kept types are the same for any thread count and any batching. The cap bounds what
+the fit builds from the table (BPE's pair tables, a word vocabulary), not the table itself.
 """
 
 from __future__ import annotations
@@ -98,6 +104,32 @@ class TypeCounts:
 
     def counts(self) -> np.ndarray:
         return self._counts[: self._used].copy()
+
+    def most_frequent(self, limit: int) -> "TypeCounts":
+        """The table of the ``limit`` most frequent types (the type cap rule, ``--max-types``): types by
+        count, highest first, ties by first appearance (the earlier kept); the kept types keep their
+        counts and their order of first appearance (renumbered 0..limit-1), the others are dropped.
+        ``self`` when it holds at most ``limit`` types."""
+        if self._used <= limit:
+            return self
+        counts = self._counts[: self._used]
+        kept = np.lexsort((np.arange(self._used), -counts))[:limit]
+        kept.sort()  # first-appearance order
+        starts = self.starts
+        lengths = starts[kept + 1] - starts[kept]
+        out = TypeCounts()
+        out.text = self.text
+        out._starts = np.zeros(limit + 1, dtype=np.int64)
+        np.cumsum(lengths, out=out._starts[1:])
+        total = int(out._starts[-1])
+        # byte j of the new pool is byte (start of its type) + (j - new start of its type) of the old one
+        out._pool = self._pool[np.repeat(starts[kept] - out._starts[:-1], lengths) + np.arange(total)]
+        out._counts = counts[kept].copy()
+        out._hashes = self._hashes[kept].copy()
+        out._slots = np.zeros(1 << max(int(2 * limit - 1).bit_length(), 12), dtype=np.int64)
+        rehash(out._slots, out._hashes, limit)
+        out._used, out._pool_used = limit, total
+        return out
 
     def nbytes(self) -> int:
         """Bytes the table's arrays hold now (allocated, not only used)."""

@@ -92,7 +92,7 @@ class WordTokenizer(WordSplitSpans, Tokenizer):
 
     kind = "word"
     fit_name = "word"
-    fit_options = frozenset({"unknown"})
+    fit_options = frozenset({"unknown", "max_types"})
 
     def __init__(self, pieces: list[str], *, unknown: str | None = None):
         if isinstance(pieces, str) or not isinstance(pieces, (list, tuple)) or not all(isinstance(p, str) for p in pieces):
