@@ -54,6 +54,17 @@ def prepare_thresholds(line: int, string: int = 60, part: int = 23, block: int =
 TINY = thresholds(300)
 
 
+def read_whole_and_long(path, limits: ReadLimits, **options) -> list:
+    """The documents (or the error) of ``path`` read with every line whole, then with long lines scanned."""
+    results = []
+    for long in (False, True):
+        try:
+            results.append([(d.id, str(d.text)) for d in iter_jsonl(path, long_lines=long, limits=limits, **options)])
+        except CorpusError as exc:
+            results.append(str(exc))
+    return results
+
+
 def store_schema():
     return pa.schema([pa.field("id", pa.string()), pa.field("tokens", TOKENS_TYPE)], metadata={"engine.k": "v"})
 
@@ -146,14 +157,8 @@ def test_parts_never_cut_an_escape_a_pair_or_a_character(tmp_path, body):
 def test_lines_the_scan_cannot_take_read_as_whole_lines_do(tmp_path, line, policy):
     path = tmp_path / "c.jsonl"
     path.write_bytes(line + b'{"id": "b", "text": "' + b"z" * 400 + b'"}\n')
-    results = []
-    for long in (False, True):
-        try:
-            results.append([(d.id, str(d.text)) for d in iter_jsonl(path, on_invalid_utf8=policy, long_lines=long,
-                                                                      limits=TINY)])
-        except CorpusError as exc:
-            results.append(str(exc))
-    assert results[0] == results[1]
+    whole, long = read_whole_and_long(path, TINY, on_invalid_utf8=policy)
+    assert whole == long
 
 
 def test_a_file_changed_under_a_long_text_is_an_error(tmp_path):
@@ -291,15 +296,8 @@ def test_inputs_the_fuzzer_found_read_as_whole_lines_do(tmp_path, data, policy, 
     limits = thresholds(48, 12, 16, 24)  # what the fuzz target uses
     path = tmp_path / "c.jsonl"
     path.write_bytes(data)
-    results = []
-    for long in (False, True):
-        try:
-            results.append([(d.id, str(d.text)) for d in iter_jsonl(path, on_invalid_utf8=policy,
-                                                                      skip_bad_lines=skip_bad_lines, long_lines=long,
-                                                                      limits=limits)])
-        except CorpusError as exc:
-            results.append(str(exc))
-    assert results[0] == results[1]
+    whole, long = read_whole_and_long(path, limits, on_invalid_utf8=policy, skip_bad_lines=skip_bad_lines)
+    assert whole == long
 
 
 @pytest.mark.parametrize("run", ["\\" * 5000, "a" + "\\" * 4999, "\\\"" * 2500, "\\" * 4999 + "\u00e9"])
@@ -409,14 +407,8 @@ def test_lines_with_number_arrays_read_as_whole_lines_do(tmp_path, array, skip_b
             + b'], "z": 1}\n{"id": "c", "text": "after"}\n')
     path = tmp_path / "c.jsonl"
     path.write_bytes(data)
-    results = []
-    for long in (False, True):
-        try:
-            results.append([(d.id, str(d.text)) for d in iter_jsonl(path, skip_bad_lines=skip_bad_lines,
-                                                                      long_lines=long, limits=TINY)])
-        except CorpusError as exc:
-            results.append(str(exc))
-    assert results[0] == results[1]
+    whole, long = read_whole_and_long(path, TINY, skip_bad_lines=skip_bad_lines)
+    assert whole == long
 
 
 def test_format_detection_reads_a_long_first_line_by_its_skeleton(tmp_path):
