@@ -39,7 +39,8 @@ from engine.tokenizers.type_table import count_types
 from engine.prepare_options import PrepareLimits, PrepareOptions
 from engine.progress import Progress
 from engine.steps import Chunker, capped_table, chunk_tally, fit_from_table, iter_corpus_batches, open_store_writer, window_counts
-from engine.store.layout import source_digest, utf8_length
+from engine.store.layout import source_digest
+from engine.utf8 import utf8_length
 from engine.testhook import stop_point
 from engine.tokenizers.base import Tokenizer, UnknownInputError
 from engine.tokenizers.streaming import encode_long, training_batches

@@ -33,7 +33,8 @@ DYNAMIC_IMPORTS = {
 # Lowest first. A module may import its own layer and the layers below it, never one above; the
 # cycle test keeps imports inside one layer one way.
 LAYERS = [
-    ("basic types and checks", ["engine", "engine.errors", "engine.partition", "engine.store_files", "engine.checks",
+    ("basic types and checks", ["engine", "engine.errors", "engine.partition", "engine.store_files", "engine.utf8",
+                                "engine.checks",
                                 "engine.testhook", "engine.progress", "engine.parallel", "engine.numba_internals"]),
     ("kernels", ["engine.kernel_cache", "engine.kernels", "engine.kernels.*", "engine.cuda", "engine.cuda.*"]),
     ("corpus and tokenizers", ["engine.corpus", "engine.corpus.*", "engine.tokenizers", "engine.tokenizers.*",
@@ -203,7 +204,7 @@ def test_kernels_import_only_kernels():
 
 def test_leaves_import_nothing_of_engine():
     graph, _ = import_graph()
-    for leaf in ("engine", "engine.errors", "engine.partition", "engine.store_files"):
+    for leaf in ("engine", "engine.errors", "engine.partition", "engine.store_files", "engine.utf8"):
         assert graph[leaf] == {}, leaf
     assert set(graph["engine.checks"]) == {"engine.errors", "engine.partition"}
 

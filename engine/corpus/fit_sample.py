@@ -29,17 +29,9 @@ from typing import Iterator
 
 from engine.checks import MAX_FIT_SAMPLE_BYTES
 from engine.corpus.documents import plural
+from engine.utf8 import utf8_length
 
-__all__ = ["MAX_FIT_SAMPLE_BYTES", "FitSample", "CutText", "utf8_size", "utf8_prefix", "describe_fit_sample"]
-
-
-def utf8_size(text) -> int:
-    """UTF-8 bytes of ``text`` (lone surrogates three bytes each); a text left in its file knows its size."""
-    if not isinstance(text, str):
-        return text.utf8_bytes
-    if text.isascii():
-        return len(text)
-    return len(text.encode("utf-8", "surrogatepass"))
+__all__ = ["MAX_FIT_SAMPLE_BYTES", "FitSample", "CutText", "utf8_prefix", "describe_fit_sample"]
 
 
 def utf8_prefix(text: str, nbytes: int) -> str:
@@ -66,7 +58,7 @@ class CutText:
     def parts(self) -> Iterator[str]:
         left = self.utf8_bytes
         for part in self.text.parts():
-            size = utf8_size(part)
+            size = utf8_length(part)
             if size > left:
                 part = utf8_prefix(part, left)
                 if part:
@@ -109,7 +101,7 @@ class FitSample:
             if len(text):
                 self.left_out += 1
             return None
-        size = utf8_size(text)
+        size = utf8_length(text)
         left = self.limit - self.bytes
         if size <= left:
             self.documents += 1
@@ -119,7 +111,7 @@ class FitSample:
         self.full = True
         self.left_out += 1  # the rest of this document
         cut = utf8_prefix(text, left) if isinstance(text, str) else None
-        nbytes = utf8_size(cut) if cut is not None else self._part_prefix_bytes(text, left)
+        nbytes = utf8_length(cut) if cut is not None else self._part_prefix_bytes(text, left)
         if nbytes == 0:
             return None
         self.documents += 1
@@ -132,9 +124,9 @@ class FitSample:
         """Bytes of the prefix of whole characters of a part-by-part text that fits in ``left`` bytes."""
         taken = 0
         for part in text.parts():
-            size = utf8_size(part)
+            size = utf8_length(part)
             if taken + size > left:
-                return taken + utf8_size(utf8_prefix(part, left - taken))
+                return taken + utf8_length(utf8_prefix(part, left - taken))
             taken += size
         return taken
 

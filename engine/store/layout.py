@@ -14,6 +14,7 @@ from engine.buffers import EncodedDocument
 from engine.partition import Partition
 from engine.checks import check_partition
 from engine.errors import StoreError
+from engine.utf8 import TEXT_SLICE, utf8_length
 from engine.store_files import MANIFEST_NAME, RESUME_NAME, STORE_NAME, TOKENIZER_NAME  # re-exported
 
 __all__ = [
@@ -52,10 +53,6 @@ def sha256_file(path: Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-# Long texts are encoded to UTF-8 this many characters at a time (no copy of a whole long document).
-TEXT_SLICE = 1 << 20
-
-
 def store_location(path: str | os.PathLike) -> Path:
     """``path``, or ``path/store`` when ``path`` is the output folder of ``engine prepare`` (a folder
     with no manifest of its own whose ``store`` is a store): wherever a store is opened by path."""
@@ -69,16 +66,6 @@ def check_store_dir(path: Path) -> None:
     """StoreError unless ``path`` is a directory: the one message for a store that is not there."""
     if not path.is_dir():
         raise StoreError(f"{path}: no token store here (directory not found)")
-
-
-def utf8_length(text: str) -> int:
-    """Bytes of ``text`` in UTF-8 (lone surrogates as three bytes each), without encoding it whole.
-    A text left in its file (``engine.corpus.long_lines.LongText``) knows its size."""
-    if not isinstance(text, str):
-        return text.utf8_bytes
-    if text.isascii():
-        return len(text)
-    return sum(len(text[i:i + TEXT_SLICE].encode("utf-8", "surrogatepass")) for i in range(0, len(text), TEXT_SLICE))
 
 
 def source_digest(doc_id: str, text: str) -> bytes:

@@ -27,6 +27,7 @@ import numpy as np
 from engine.checks import positive_int
 from engine.errors import ConfigurationError, TokenizerError
 from engine.tokenizers.limits import STREAM_CHARS
+from engine.utf8 import utf8_length
 from engine.tokenizers.registry import (  # noqa: F401  (re-exported: kinds import them from here)
     DEFAULT_MERGES, KIND_MODULES, MAX_VOCAB_SIZE, TIE_BREAKS, FitOptions, Trainer, _import_kinds, _REGISTRY,
     fittable_class,
@@ -112,9 +113,7 @@ class Tokenizer(ABC):
 
     def _encode_span(self, span, document_id: str | None, pos: int) -> tuple[np.ndarray, int]:
         """Content ids of one span from ``_span`` and its UTF-8 size (for progress)."""
-        size = len(span) if span.isascii() else sum(len(span[i:i + (1 << 20)].encode("utf-8", "surrogatepass"))
-                                                    for i in range(0, len(span), 1 << 20))
-        return self._encode(span, document_id), size
+        return self._encode(span, document_id), utf8_length(span)
 
     # -- shared behaviour -------------------------------------------------------------------
     def encode(self, text: str) -> np.ndarray:
