@@ -11,6 +11,7 @@ the file itself (one reader is never shared between threads).
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -73,22 +74,14 @@ def token_batches(store: TokenStore, partition: Partition | str, *, threads: int
         return
     groups = _row_groups(store, part)
     with ThreadPoolExecutor(threads, thread_name_prefix="engine-decode") as pool:
-        pending = deque(pool.submit(_decode, *where) for where in _take(groups, threads))
+        pending = deque(pool.submit(_decode, *where) for where in itertools.islice(groups, threads))
         try:
             while pending:
                 batches = pending.popleft().result()
-                pending.extend(pool.submit(_decode, *where) for where in _take(groups, 1))
+                pending.extend(pool.submit(_decode, *where) for where in itertools.islice(groups, 1))
                 yield from batches
                 del batches
         finally:
             for future in pending:
                 future.cancel()
 
-
-def _take(items: Iterator, count: int) -> list:
-    taken = []
-    for item in items:
-        taken.append(item)
-        if len(taken) == count:
-            break
-    return taken
