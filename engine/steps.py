@@ -28,6 +28,7 @@ from engine.prepare_options import PrepareLimits, PrepareOptions
 from engine.progress import Progress
 from engine.store import TokenStore
 from engine.tokenizers.base import Tokenizer, Trainer
+from engine.tokenizers.type_table import cap_types, train_on_table
 
 _DEFAULT_LIMITS = PrepareLimits()
 
@@ -107,14 +108,8 @@ def open_store_writer(options: PrepareOptions, tok: Tokenizer, *, check_unique: 
 
 
 def capped_table(options: PrepareOptions, table):
-    """``(table, report)``: with ``--max-types N``, the table of its N most frequent types (the type cap
-    rule of ``engine.tokenizers.type_table``) and what ``report.json`` records as ``max_types``; else
-    ``(table, None)``."""
-    limit = options.fit.max_types if options.fit is not None else None
-    if limit is None:
-        return table, None
-    capped = table.most_frequent(limit)
-    return capped, {"limit": limit, "types": len(table), "kept": len(capped), "dropped": len(table) - len(capped)}
+    """``(table, report)``: ``cap_types`` with the run's ``--max-types`` (``engine.tokenizers.type_table``)."""
+    return cap_types(table, options.fit.max_types if options.fit is not None else None)
 
 
 def fit_from_table(options: PrepareOptions, trainer: Trainer, table) -> Tokenizer:
@@ -123,9 +118,7 @@ def fit_from_table(options: PrepareOptions, trainer: Trainer, table) -> Tokenize
         raise CorpusError(f"{options.corpus}: the train partition holds no text; nothing to fit the tokenizer on "
                           "(every document is in validation or test, or empty)")
     with Progress(f"fitting {options.tokenizer}", unit="types", quiet=options.quiet) as bar:
-        train_from_table = getattr(trainer, "train_from_table", None)  # reads the table's arrays, no objects
-        tok = train_from_table(table) if train_from_table is not None else trainer.train_from_counts(
-            table.types(), table.counts())
+        tok = train_on_table(trainer, table)
         bar.update(len(table))
     return tok
 

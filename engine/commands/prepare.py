@@ -15,6 +15,7 @@ from engine.chat.records import FORMATS
 from engine.prepare_options import EXECUTORS
 from engine.tokenizers.base import TIE_BREAKS
 from engine.tokenizers.pretokenize import PATTERNS
+from engine.tokenizers.type_table import describe_max_types
 
 
 def format_table(headers: list[str], rows: list[list]) -> str:
@@ -171,10 +172,8 @@ def command(corpus, splits, hash_split, train_fraction, as_json, **options):
     for note in tok["notes"]:
         click.echo(f"note: {note}")
     _echo_fit_sample(report.get("fit_sample"))
-    capped = report.get("max_types")
-    if capped is not None:
-        click.echo(f"max types: kept {capped['kept']:,} of {capped['types']:,} types (at most {capped['limit']:,}; "
-                   f"{capped['dropped']:,} dropped)")
+    if report.get("max_types") is not None:
+        click.echo(describe_max_types(report["max_types"]))
     _echo_read(report["read"])
     if report.get("chat") is None and "wrappers" in report:
         w = report["wrappers"]

@@ -15,6 +15,7 @@ from engine.errors import ConfigurationError, CorpusError
 from engine.tokenizers.base import TIE_BREAKS, FitOptions, is_engine_tokenizer_file
 from engine.tokenizers.bpe import LEVELS
 from engine.tokenizers.pretokenize import PATTERNS, canonical_pattern
+from engine.tokenizers.type_table import cap_types, count_types, describe_max_types, train_on_table
 
 
 @click.group(name="tokenizers")
@@ -164,16 +165,14 @@ def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: i
         tokenizer = CharTokenizer.fit(texts)
     elif bounds.max_types is not None:  # the type cap rule: count, keep the most frequent, fit on those
         from engine.tokenizers.streaming import training_batches
-        from engine.tokenizers.type_table import count_types
 
         trainer = (WordTokenizer.trainer(FitOptions(unknown=unknown)) if kind == "word" else
                    BpeTrainer(merges, level=level, vocab_size=vocab_size, pattern=pattern, tie_break=tie_break))
         table = count_types(trainer, training_batches(trainer, [texts]), 1)
         if not len(table):
             raise CorpusError(f"{corpus}: the train partition holds no text; nothing to fit the tokenizer on")
-        capped = table.most_frequent(bounds.max_types)
-        tokenizer = (trainer.train_from_table(capped) if hasattr(trainer, "train_from_table") else
-                     trainer.train_from_counts(capped.types(), capped.counts()))
+        table, capped = cap_types(table, bounds.max_types)
+        tokenizer = train_on_table(trainer, table)
     elif kind == "word":
         tokenizer = WordTokenizer.fit(texts, unknown=unknown)
     else:
@@ -182,8 +181,7 @@ def train(corpus: Path, kind: str, merges: int | None, level: str, vocab_size: i
     if sample is not None:
         click.echo(describe_fit_sample(sample))
     if capped is not None:
-        click.echo(f"max types: kept {len(capped):,} of {len(table):,} types (at most {bounds.max_types:,}; "
-                   f"{len(table) - len(capped):,} dropped)")
+        click.echo(describe_max_types(capped))
     click.echo(f"{tokenizer.kind} tokenizer: {tokenizer.vocab_size:,} ids, hash {tokenizer.hash[:12]}, "
                f"written to {out_path}")
 

@@ -29,7 +29,7 @@ import numpy as np
 from engine.kernels.type_table import intern_batch, rehash
 from engine.parallel import OrderedPool, resolve_threads
 
-__all__ = ["TypeCounts", "count_types"]
+__all__ = ["TypeCounts", "count_types", "cap_types", "describe_max_types", "train_on_table"]
 
 BYTES_PER_TYPE = 40  # beyond the type's own bytes: start, count, hash, two index slots
 
@@ -151,3 +151,27 @@ def count_types(trainer, batches: Iterable[list[str]], threads: int | None = Non
     for types, counts in OrderedPool(trainer.count_types, resolve_threads(threads)).map(iter(batches)):
         table.add(types, counts)
     return table
+
+
+def cap_types(table: TypeCounts, limit: int | None) -> tuple[TypeCounts, dict | None]:
+    """``(table, report)``: with a ``limit`` (``--max-types N``), the table of its N most frequent types
+    (``TypeCounts.most_frequent``'s rule) and what ``report.json`` records as ``max_types``; else
+    ``(table, None)``."""
+    if limit is None:
+        return table, None
+    capped = table.most_frequent(limit)
+    return capped, {"limit": limit, "types": len(table), "kept": len(capped), "dropped": len(table) - len(capped)}
+
+
+def describe_max_types(report: dict) -> str:
+    """The summary line of a ``cap_types`` report."""
+    return (f"max types: kept {report['kept']:,} of {report['types']:,} types (at most {report['limit']:,}; "
+            f"{report['dropped']:,} dropped)")
+
+
+def train_on_table(trainer, table: TypeCounts):
+    """The tokenizer ``trainer`` fits on ``table``: from its arrays where the trainer reads them
+    (``train_from_table``), else from the types and counts as objects."""
+    train_from_table = getattr(trainer, "train_from_table", None)
+    return train_from_table(table) if train_from_table is not None else trainer.train_from_counts(
+        table.types(), table.counts())
