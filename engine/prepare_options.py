@@ -98,13 +98,15 @@ def default_corpus_paths() -> tuple[Path, Path]:
 
 
 def _is_hf_json(path: Path) -> bool:
-    import json
+    """True for a Hugging Face tokenizer.json or a tekken.json: files whose special tokens any may wrap."""
+    from engine.checks import parse_json
+    from engine.tokenizers.interop import looks_like_tekken
 
     try:
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        obj = parse_json(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):  # JSONLimitError is a ValueError
         return False
-    return isinstance(obj, dict) and "model" in obj and "format" not in obj
+    return isinstance(obj, dict) and "model" in obj and "format" not in obj or looks_like_tekken(obj)
 
 
 # -- options -----------------------------------------------------------------------------------
@@ -430,8 +432,8 @@ class PrepareOptions:
             return self._with_eos(tok)
         if not _is_hf_json(self.tokenizer_file):
             raise ConfigurationError(f"--bos/--eos {wanted_bos!r}/{wanted_eos!r}: {self.tokenizer_file} fixes its "
-                                     f"wrappers ({tok.bos!r}/{tok.eos!r}); only a Hugging Face tokenizer.json takes "
-                                     "others (--bos none works with any file)")
+                                     f"wrappers ({tok.bos!r}/{tok.eos!r}); only a Hugging Face tokenizer.json or a "
+                                     "tekken.json takes others (--bos none works with any file)")
         notes = tok.notes
         tok = load_hf_file(source, bos=wanted_bos, eos=wanted_eos)
         tok.notes = notes

@@ -316,3 +316,128 @@ def test_hf_tokenizer_json_without_specials_gets_endoftext_like_tiktoken(tmp_pat
         assert ids[doc_id] == [size] + tok.encode(text, add_special_tokens=False).ids + [size], doc_id
     assert f"note: the file names no special tokens: <|endoftext|> added as id {size}, wrapping every document" in output
     assert load_tokenizer(path).specials == {"<|endoftext|>": size}
+
+
+def test_empty_rank_is_reserved(three, tmp_path, shakespeare_text):
+    """Whisper's rank files write one rank as ``=`` (the empty token); tiktoken reads it as a rank no
+    text encodes to, and so does engine: same ids, the rank decodes to nothing, the added
+    ``<|endoftext|>`` comes after it, and writing the file back keeps the rank."""
+    from tiktoken.load import load_tiktoken_bpe
+
+    _, ours, _, _ = three
+    lines = save_tiktoken(ours, tmp_path / "r.tiktoken").read_text().splitlines()
+    size = len(ours.tokens)  # the next rank
+    path = tmp_path / "whisper-like.tiktoken"
+    path.write_text("\n".join(lines + [f"= {size}"]) + "\n")
+    tok = load_tiktoken(path)
+    ranks = load_tiktoken_bpe(str(path))
+    assert ranks[b""] == size
+    enc = tiktoken.Encoding("reserved", pat_str=PATTERNS["gpt2"], mergeable_ranks=ranks, special_tokens={})
+    text = shakespeare_text[:50_000] + "".join(ADVERSARIAL)
+    assert tok.encode(text).tolist() == enc.encode_ordinary(text)
+    assert tok.specials == {"<|endoftext|>": size + 1} and tok.eos_id == size + 1
+    assert tok.decode_bytes([size]) == b"" == enc.decode_bytes([size])
+    assert tok.notes[-1] == f"1 empty rank(s) kept as reserved ids that no text encodes to ({size})"
+    saved = save_tiktoken(tok, tmp_path / "again.tiktoken").read_text().splitlines()
+    assert saved == ["= 0"] + lines + [f"= {size}"]  # every id below the last keeps its place (0 was a gap)
+    again = load_tiktoken(tmp_path / "again.tiktoken")
+    assert again.tokens == tok.tokens and again.specials == tok.specials
+    path.write_text("\n".join(lines + [f"= {size}", f"= {size}"]) + "\n")
+    with pytest.raises(TokenizerError, match=f":{len(lines) + 2}: rank {size} appears twice"):
+        load_tiktoken(path)
+    path.write_text("\n".join(lines + [f"= {size}"]) + "\n")
+    with pytest.raises(TokenizerError, match=f"special token '<x>' id {size} is already a reserved"):
+        load_tiktoken(path, special_tokens={"<x>": size})
+
+
+TEKKEN_PATTERN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?"
+                  r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|"
+                  r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def tekken_file(path, vocab, *, n_special, vocab_size, specials=None):
+    """A tekken.json as Mistral writes them: the ranks in order, their regex, maybe the specials."""
+    import base64 as b64
+
+    data = {"config": {"pattern": TEKKEN_PATTERN, "num_vocab_tokens": len(vocab), "default_vocab_size": vocab_size,
+                       "default_num_special_tokens": n_special, "version": "v3" if specials is None else "v7"},
+            "vocab": [{"rank": r, "token_bytes": b64.b64encode(t).decode(), "token_str": t.decode("utf-8", "replace")}
+                      for r, t in enumerate(vocab)]}
+    if specials is not None:
+        data["special_tokens"] = [{"rank": i, "token_str": s, "is_control": True} for i, s in enumerate(specials)]
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tekken_vocab(three):
+    """Ranks in tekken's order: the 256 bytes by value, then every longer token in merge order."""
+    _, ours, _, _ = three
+    return [bytes([b]) for b in range(256)] + [t for t in ours.tokens if t is not None and len(t) > 1]
+
+
+@pytest.mark.parametrize("listed", [False, True])
+def test_tekken_file_encodes_as_mistral_does(listed, tekken_vocab, tmp_path, shakespeare_text):
+    """Mistral's Tekkenizer is tiktoken over the first default_vocab_size - n_special ranks, each id
+    shifted by n_special; specials listed by the file (or the 20 implicit ones), then fillers."""
+    vocab = tekken_vocab
+    n_special, kept = (8, len(vocab) - 500) if listed else (20, len(vocab))
+    specials = ["<unk>", "<s>", "</s>"] if listed else None
+    path = tekken_file(tmp_path / "tekken.json", vocab, n_special=n_special, vocab_size=n_special + kept,
+                       specials=specials)
+    tok = load_tokenizer(path)
+    enc = tiktoken.Encoding("tekken", pat_str=TEKKEN_PATTERN, mergeable_ranks={t: r for r, t in enumerate(vocab[:kept])},
+                            special_tokens={})
+    text = shakespeare_text[:60_000] + "".join(ADVERSARIAL) + "".join(O200K_TEXTS) + " 12345 ٣٤ x1y"
+    assert tok.encode(text).tolist() == [i + n_special for i in enc.encode_ordinary(text)]
+    assert (tok.bos, tok.bos_id, tok.eos, tok.eos_id) == ("<s>", 1, "</s>", 2)
+    assert tok.vocab_size == n_special + kept
+    names = sorted(tok.specials, key=tok.specials.get)
+    if listed:
+        assert names == ["<unk>", "<s>", "</s>", "<SPECIAL_3>", "<SPECIAL_4>", "<SPECIAL_5>", "<SPECIAL_6>", "<SPECIAL_7>"]
+    else:
+        assert names[:4] == ["<unk>", "<s>", "</s>", "[INST]"] and names[-1] == "[TOOL_CONTENT]" and len(names) == 20
+    assert tok.decode(tok.encode(text)) == text
+    out = tmp_path / "engine.json"
+    result = CliRunner().invoke(main, ["tokenizers", "import", str(path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert load_tokenizer(out) == tok
+    result = CliRunner().invoke(main, ["tokenizers", "import", str(path), "--bos", "<unk>", "--eos", "<unk>",
+                                       "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (load_tokenizer(out).bos_id, load_tokenizer(out).eos_id) == (0, 0)
+    renamed = path.rename(tmp_path / "tekken.data")  # no .json name: --format says what it is
+    result = CliRunner().invoke(main, ["tokenizers", "import", str(renamed), "--format", "tekken", "--out", str(out)])
+    assert result.exit_code == 0 and "imported tekken" in result.output, result.output
+    assert load_tokenizer(out) == tok
+
+
+def test_tekken_file_works_directly_in_prepare(tmp_path, tekken_vocab):
+    path = tekken_file(tmp_path / "tekken.json", tekken_vocab, n_special=20, vocab_size=20 + len(tekken_vocab))
+    enc = tiktoken.Encoding("tekken", pat_str=TEKKEN_PATTERN,
+                            mergeable_ranks={t: r for r, t in enumerate(tekken_vocab)}, special_tokens={})
+    _, _, texts = corpus_texts()
+    ids, _ = prepared_ids(tmp_path, path)
+    for doc_id, text in texts.items():
+        assert ids[doc_id] == [1] + [i + 20 for i in enc.encode_ordinary(text)] + [2], doc_id
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (lambda d: d["vocab"].__setitem__(3, {**d["vocab"][3], "rank": 4}), r"vocab\[3\]: rank 4 is out of order"),
+    (lambda d: d["config"].__setitem__("default_vocab_size", 10 ** 6), "default_vocab_size 1000000 must lie between"),
+    (lambda d: d["config"].__setitem__("default_num_special_tokens", 1.5), "default_num_special_tokens: id 1.5 is float"),
+    (lambda d: d["vocab"].__setitem__(300, {**d["vocab"][300], "token_bytes": "!!"}), "is not valid base64"),
+    (lambda d: d.__setitem__("special_tokens", [{"rank": 0, "token_str": "<s>"}, {"rank": 1, "token_str": "<s>"}]),
+     "special token '<s>' appears twice"),
+    (lambda d: d.__setitem__("special_tokens", [{"rank": 0, "token_str": "<unk>"}]), "bos token '<s>' is not a special"),
+    (lambda d: d["config"].__setitem__("pattern", "(?<=a)b"), "config.pattern"),
+])
+def test_bad_tekken_files_are_named(change, fragment, tekken_vocab, tmp_path):
+    path = tekken_file(tmp_path / "tekken.json", tekken_vocab, n_special=20, vocab_size=20 + len(tekken_vocab))
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(TokenizerError, match=fragment):
+        load_tokenizer(path)
+    result = CliRunner().invoke(main, ["tokenizers", "import", str(path), "--out", str(tmp_path / "o.json")])
+    assert result.exit_code == 2 and "tekken.json" in result.output

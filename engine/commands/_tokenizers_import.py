@@ -1,5 +1,5 @@
-"""``engine tokenizers import``: turn a tiktoken rank file, a tokenizer.json or a SentencePiece .model into an
-engine tokenizer file."""
+"""``engine tokenizers import``: turn a tiktoken rank file, a tokenizer.json, a tekken.json or a SentencePiece
+.model into an engine tokenizer file."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def _parse_specials(values: tuple[str, ...]) -> dict[str, int] | None:
 
 def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str | None,
             special: tuple[str, ...], out: Path, force: bool) -> None:
-    """Import FILE (tiktoken rank file, tokenizer.json, a model folder holding one, or a SentencePiece
-    BPE .model) as an engine tokenizer.
+    """Import FILE (tiktoken rank file, tokenizer.json, a model folder holding one, Mistral's
+    tekken.json, or a SentencePiece BPE .model) as an engine tokenizer.
 
     The tokenizer keeps the ids of FILE; --bos and --eos name the special tokens that wrap each
     document: give both (they may be the same token) or neither (then the file's: post_processor, tokenizer_config.json).
@@ -56,6 +56,7 @@ def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str
           --special '<|endoftext|>=100257' --out cl100k.tokenizer.json
       engine tokenizers import hf/tokenizer.json --bos '<bos>' --eos '<eos>' --out bpe.json
       engine tokenizers import llama/tokenizer.model --out llama.tokenizer.json
+      engine tokenizers import mistral-nemo/tekken.json --out nemo.tokenizer.json
       engine tokenizers import models/Llama-2-7b/ --out llama2.tokenizer.json
     """
     from engine.tokenizers.hf_pipeline import load_hf_file
@@ -71,6 +72,12 @@ def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str
         if special:
             raise TokenizerError("--special applies to tiktoken files only (a SentencePiece model lists its pieces)")
         tokenizer = load_sentencepiece(file, bos="" if bos is None else bos, eos="" if eos is None else eos)
+    elif fmt == "tekken":
+        from engine.tokenizers.interop import load_tekken
+
+        if special:
+            raise TokenizerError("--special applies to tiktoken files only (a tekken file lists its special tokens)")
+        tokenizer = load_tekken(file, bos=bos, eos=eos)
     elif fmt == "tiktoken":
         tokenizer = load_tiktoken(file, pattern=canonical_pattern(pattern, "--pattern"),
                                   special_tokens=_parse_specials(special), bos=bos, eos=eos)
@@ -87,8 +94,10 @@ def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str
 
 import_command = click.command("import")(
     click.argument("file", type=click.Path(path_type=Path))(
-        click.option("--format", "fmt", type=click.Choice(["tiktoken", "tokenizer.json", "sentencepiece"]), default=None,
-                     help="Input format (default: detected from the extension and content).")(
+        click.option("--format", "fmt", default=None,
+                     type=click.Choice(["tiktoken", "tokenizer.json", "tekken", "sentencepiece"]),
+                     help="Input format (default: detected from the extension and content; a .json file that is "
+                          "Mistral's tekken.json is read as one).")(
             click.option("--pattern", default="gpt2", show_default=True, metavar="NAME|REGEX",
                          help=f"Pre-tokenizer of a tiktoken file (tokenizer.json names its own): {', '.join(PATTERNS)} "
                               "or any regex, e.g. --pattern '\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+|\\s+'.")(

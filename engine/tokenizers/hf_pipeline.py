@@ -53,7 +53,7 @@ from engine.kernels.hf_bpe import (build_pair_set, build_span_table, cut_pieces,
                                    new_char_cache)
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_file_id, check_ids, register_tokenizer
 from engine.tokenizers.byte_bpe import bytes_to_unicode
-from engine.tokenizers.interop import _added_tokens, load_hf_tokenizer_json
+from engine.tokenizers.interop import _added_tokens, load_hf_tokenizer_json, load_tekken, looks_like_tekken
 from engine.tokenizers.hf_components import (AddedToken, AddedVocabulary, build_decoder, build_normalizer,
                                              parse_pre_tokenizer, post_processor_wrappers)
 from engine.tokenizers.hf_steps import run_steps, whole_text
@@ -475,6 +475,8 @@ def load_hf_file(path: str | os.PathLike, *, bos: str | None = None, eos: str | 
                 data = parse_json(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, ValueError):  # named by load_hf_pipeline below
                 data = None
+        if looks_like_tekken(data):  # Mistral's tekken.json: ranks, their regex and the special tokens
+            return load_tekken(path, bos=bos, eos=eos, data=data)
         added = data.get("added_tokens") if isinstance(data, dict) else None
         if isinstance(added, list) and all(isinstance(t, dict) and t.get("special") for t in added):
             try:

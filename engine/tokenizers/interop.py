@@ -19,6 +19,16 @@ refused by name, never approximated. The tokens that wrap documents are named by
 (``bos=`` and ``eos=`` together, or neither: then ``<|endoftext|>`` for both, or ``<bos>``/``<eos>``,
 or the one special token there is); naming only one of them is an error.
 
+- tekken (Mistral's ``tekken.json``): ``config`` (``pattern``, ``default_vocab_size``,
+  ``default_num_special_tokens``), ``vocab`` (``{"rank", "token_bytes", "token_str"}`` in rank
+  order) and, in newer files, ``special_tokens`` (``{"rank", "token_str", ...}``). As Mistral's own
+  ``Tekkenizer`` reads it: the first ``default_num_special_tokens`` ids are the special tokens (the
+  file's list, else the 20 that older files leave implicit: ``<unk>``, ``<s>``, ``</s>``, ``[INST]``
+  ...), the rest filled with ``<SPECIAL_{id}>``; rank ``r`` of the vocabulary is id
+  ``default_num_special_tokens + r``; only the first ``default_vocab_size -
+  default_num_special_tokens`` ranks are kept; the pattern is any regex. Documents are wrapped in
+  ``<s>`` / ``</s>`` unless the caller names others.
+
 Every loader raises ``TokenizerError`` naming the file (and line for tiktoken) on bad input.
 """
 
@@ -89,6 +99,7 @@ def load_tiktoken(path: str | os.PathLike, *, pattern: str = "gpt2", special_tok
         raise TokenizerError(f"{path}: cannot read tiktoken file: {exc.strerror}") from None
     ranks: dict[int, bytes] = {}
     seen: dict[bytes, int] = {}
+    reserved: set[int] = set()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -96,8 +107,8 @@ def load_tiktoken(path: str | os.PathLike, *, pattern: str = "gpt2", special_tok
         if len(fields) != 2:
             got = line[:60].decode("utf-8", "replace")
             raise TokenizerError(f"{path}:{number}: expected '<base64 token> <rank>', got {got!r}")
-        try:
-            token = base64.b64decode(fields[0].encode("ascii", "replace"), validate=True)
+        try:  # "=" is the empty token (Whisper's files reserve a rank that way): see below
+            token = b"" if fields[0] == "=" else base64.b64decode(fields[0].encode("ascii", "replace"), validate=True)
         except (binascii.Error, ValueError):
             raise TokenizerError(f"{path}:{number}: {fields[0][:40]!r} is not valid base64") from None
         try:
@@ -107,32 +118,40 @@ def load_tiktoken(path: str | os.PathLike, *, pattern: str = "gpt2", special_tok
         if rank < 0 or rank >= MAX_VOCAB_SIZE:
             raise TokenizerError(f"{path}:{number}: rank {rank} is outside 0..{MAX_VOCAB_SIZE - 1} "
                                  f"(ids are uint32 and a vocabulary holds at most {MAX_VOCAB_SIZE} ids)")
-        if not token:
-            raise TokenizerError(f"{path}:{number}: expected a non-empty token")
-        if rank in ranks:
+        if rank in ranks or rank in reserved:
             raise TokenizerError(f"{path}:{number}: rank {rank} appears twice")
+        if not token:  # a reserved rank: no text encodes to it and it decodes to nothing, as in tiktoken
+            reserved.add(rank)
+            continue
         if token in seen:
             raise TokenizerError(f"{path}:{number}: token {token!r} appears twice (first with rank {seen[token]})")
         ranks[rank] = token
         seen[token] = rank
     if not ranks:
         raise TokenizerError(f"{path}: no ranks found (expected lines '<base64 token> <rank>')")
-    size = max(ranks) + 1
+    size = max(max(ranks), max(reserved, default=-1)) + 1
     try:
         specials = check_special_ids(dict(special_tokens) if special_tokens else {ENDOFTEXT: size})
     except TokenizerError as exc:
         raise TokenizerError(f"{path}: {exc}") from None
     for name, i in specials.items():
-        if i in ranks:
-            raise TokenizerError(f"{path}: special token {name!r} id {i} is already the rank of {ranks[i]!r}")
+        if i in ranks or i in reserved:
+            what = "a reserved (empty) rank" if i in reserved else f"the rank of {ranks[i]!r}"
+            raise TokenizerError(f"{path}: special token {name!r} id {i} is already {what}")
     bos, eos = _choose_wrappers(specials, bos, eos, str(path))
     tokens = [ranks.get(i) for i in range(size)]
     try:
         tokenizer = ByteBpeTokenizer(tokens, merges=None, specials=specials, pattern=pattern, bos=bos, eos=eos)
     except TokenizerError as exc:  # the vocabulary itself (a missing single byte, ...): name the file
         raise TokenizerError(f"{path}: {exc}") from None
-    tokenizer.notes = () if special_tokens else (_added_endoftext(size),)
+    tokenizer.notes = (() if special_tokens else (_added_endoftext(size),)) + (
+        (_reserved_ranks(reserved),) if reserved else ())
     return tokenizer
+
+
+def _reserved_ranks(reserved: set[int]) -> str:
+    shown = ", ".join(str(i) for i in sorted(reserved)[:5]) + (", ..." if len(reserved) > 5 else "")
+    return f"{len(reserved)} empty rank(s) kept as reserved ids that no text encodes to ({shown})"
 
 
 def _added_endoftext(token_id: int) -> str:
@@ -140,9 +159,13 @@ def _added_endoftext(token_id: int) -> str:
 
 
 def save_tiktoken(tokenizer: ByteBpeTokenizer, path: str | os.PathLike) -> Path:
-    """Write the byte tokens as ``<base64> <id>`` lines (specials are not part of the format)."""
+    """Write the byte tokens as ``<base64> <id>`` lines (specials are not part of the format); an id
+    of the vocabulary that is neither a token nor a special (a reserved rank) is written ``= <id>``,
+    the empty token, so every rank keeps its place when the file is read back."""
     path = Path(path)
-    lines = [f"{base64.b64encode(t).decode('ascii')} {i}\n" for i, t in enumerate(tokenizer.tokens) if t is not None]
+    specials = set(tokenizer.specials.values())
+    lines = [f"{base64.b64encode(t).decode('ascii')} {i}\n" if t is not None else f"= {i}\n"
+             for i, t in enumerate(tokenizer.tokens) if t is not None or i not in specials]
     path.write_text("".join(lines), encoding="ascii")
     return path
 
@@ -329,3 +352,92 @@ def save_hf_tokenizer_json(tokenizer: ByteBpeTokenizer, path: str | os.PathLike)
     }
     path.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
     return path
+
+
+# The special tokens of a tekken file that lists none (Mistral's files of version v7 and before).
+TEKKEN_IMPLICIT_SPECIALS = (
+    "<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]",
+    "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]", "[PREFIX]", "[MIDDLE]",
+    "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]",
+)
+
+
+def looks_like_tekken(data: object) -> bool:
+    """True for a parsed JSON object shaped as a tekken file (``config`` with a pattern, ``vocab`` a list)."""
+    return (isinstance(data, dict) and isinstance(data.get("config"), dict) and "pattern" in data["config"]
+            and isinstance(data.get("vocab"), list) and "model" not in data and "format" not in data)
+
+
+def load_tekken(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None,
+                data: object = None) -> ByteBpeTokenizer:
+    """Read Mistral's ``tekken.json`` (the rules are in this module's docstring); ``data``: the file
+    already parsed by the caller. Ids equal ``Tekkenizer.encode(text, bos=False, eos=False)``."""
+    path = Path(path)
+    source = str(path)
+    try:
+        if data is None:
+            data = parse_json(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise TokenizerError(f"{source}: cannot read tekken file: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TokenizerError(f"{source}: not valid JSON ({exc})") from None
+    except JSONLimitError as exc:
+        raise TokenizerError(f"{source}: JSON past engine's limits: {exc}") from None
+    if not looks_like_tekken(data):
+        raise TokenizerError(f"{source}: expected a tekken file (an object with \"config\" naming a \"pattern\" "
+                             "and a \"vocab\" list)")
+    config = data["config"]
+    pattern = config["pattern"]
+    if not isinstance(pattern, str):
+        raise TokenizerError(f"{source}: config.pattern is {type(pattern).__name__}, expected a regex string")
+    pattern = canonical_pattern(pattern, f"{source}: config.pattern")
+    vocab_size = check_file_id(config.get("default_vocab_size"), f"{source}: config.default_vocab_size")
+    n_special = check_file_id(config.get("default_num_special_tokens"), f"{source}: config.default_num_special_tokens")
+    vocab = data["vocab"]
+    if not n_special <= vocab_size <= len(vocab) + n_special:
+        raise TokenizerError(f"{source}: config.default_vocab_size {vocab_size} must lie between "
+                             f"default_num_special_tokens ({n_special}) and that plus the {len(vocab)} vocab entries")
+    tokens: list[bytes | None] = [None] * vocab_size
+    for rank, entry in enumerate(vocab[:vocab_size - n_special]):
+        where = f"{source}: vocab[{rank}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("token_bytes"), str):
+            raise TokenizerError(f"{where}: expected an object with a base64 \"token_bytes\" string")
+        if check_file_id(entry.get("rank"), f"{where}.rank") != rank:
+            raise TokenizerError(f"{where}: rank {entry['rank']} is out of order (expected {rank})")
+        try:
+            token = base64.b64decode(entry["token_bytes"].encode("ascii", "replace"), validate=True)
+        except (binascii.Error, ValueError):
+            raise TokenizerError(f"{where}: token_bytes {entry['token_bytes'][:40]!r} is not valid base64") from None
+        if not token:
+            raise TokenizerError(f"{where}: token_bytes is empty (expected at least one byte)")
+        tokens[n_special + rank] = token
+    listed = data.get("special_tokens")
+    if listed is None:
+        names = list(TEKKEN_IMPLICIT_SPECIALS[:n_special])
+    else:
+        if not isinstance(listed, list):
+            raise TokenizerError(f"{source}: special_tokens is {type(listed).__name__}, expected a list")
+        names = []
+        for k, entry in enumerate(listed):
+            where = f"{source}: special_tokens[{k}]"
+            if not isinstance(entry, dict) or not isinstance(entry.get("token_str"), str):
+                raise TokenizerError(f"{where}: expected an object with a \"token_str\" string")
+            if check_file_id(entry.get("rank"), f"{where}.rank") != k:
+                raise TokenizerError(f"{where}: rank {entry['rank']} is out of order (expected {k})")
+            names.append(entry["token_str"])
+    if len(names) > n_special:
+        raise TokenizerError(f"{source}: {len(names)} special tokens listed, more than "
+                             f"config.default_num_special_tokens ({n_special})")
+    names += [f"<SPECIAL_{i}>" for i in range(len(names), n_special)]
+    specials: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in specials:
+            raise TokenizerError(f"{source}: special token {name!r} appears twice (ids {specials[name]} and {i})")
+        specials[name] = i
+    if bos is None and eos is None:
+        bos, eos = "<s>", "</s>"
+    bos, eos = _choose_wrappers(specials, bos, eos, source)
+    try:
+        return ByteBpeTokenizer(tokens, merges=None, specials=specials, pattern=pattern, bos=bos, eos=eos)
+    except TokenizerError as exc:
+        raise TokenizerError(f"{source}: {exc}") from None

@@ -2,7 +2,8 @@
 
 An engine file (``Tokenizer.save``, rebuilt by ``engine.tokenizers.base.tokenizer_from_json``), a
 Hugging Face ``tokenizer.json`` with a BPE model or a model folder holding one
-(``engine.tokenizers.hf_pipeline.load_hf_file``), a tiktoken rank file (``engine.tokenizers.interop``),
+(``engine.tokenizers.hf_pipeline.load_hf_file``), a tiktoken rank file or Mistral's ``tekken.json``
+(``engine.tokenizers.interop``),
 or a SentencePiece ``.model`` file (a protobuf ``ModelProto``, ``engine.tokenizers.sentencepiece``).
 It sits above them all: interop builds byte-level BPE tokenizers on
 ``base``, so the dispatch over every format lives here rather than in ``base``.
@@ -18,7 +19,7 @@ from engine.checks import JSONLimitError, parse_json
 from engine.errors import ConfigurationError, TokenizerError
 from engine.tokenizers.base import Tokenizer, _import_kinds, tokenizer_from_json
 from engine.tokenizers.hf_pipeline import load_hf_file
-from engine.tokenizers.interop import load_tiktoken
+from engine.tokenizers.interop import load_tekken, load_tiktoken, looks_like_tekken
 from engine.tokenizers.pretokenize import canonical_pattern
 from engine.tokenizers.sentencepiece import SentencePieceTokenizer
 from engine.tokenizers.spm_model import looks_like_model, parse_model
@@ -30,12 +31,14 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
     """Load a tokenizer file, recognised by its content: an engine file (``Tokenizer.save``), a
     Hugging Face ``tokenizer.json`` with a BPE model (or a model folder: ``tokenizer.json`` with
     ``tokenizer_config.json`` / ``special_tokens_map.json``), a tiktoken rank file
-    (``<base64 token> <rank>`` lines), or a SentencePiece ``.model`` file of type BPE (a protobuf
-    ModelProto, ``engine.tokenizers.sentencepiece``). A tiktoken file does not name its
-    pre-tokenizer: ``pattern`` (a name or any regex) does, else it is ``cl100k`` for a file of exactly
-    100,256 ranks (cl100k_base), ``o200k`` for
-    one of exactly 199,998 ranks (o200k_base) and ``gpt2`` otherwise. Files without special tokens
-    get ``<|endoftext|>`` after the last id (``tokenizer.notes`` says so)."""
+    (``<base64 token> <rank>`` lines), Mistral's ``tekken.json`` (ranks and their regex), or a
+    SentencePiece ``.model`` file of type BPE (a protobuf ModelProto,
+    ``engine.tokenizers.sentencepiece``). A tiktoken file does not name its pre-tokenizer:
+    ``pattern`` (a name or any regex) does, else it is ``cl100k`` for a file of exactly 100,256
+    ranks (cl100k_base), ``o200k`` for one of exactly 199,998 ranks (o200k_base) and ``gpt2``
+    otherwise. Files without special tokens get ``<|endoftext|>`` after the last id
+    (``tokenizer.notes`` says so); an empty token (``=``, as Whisper's files reserve a rank) is a
+    reserved id that no text encodes to."""
     _import_kinds()  # registered before dispatching on "kind"
     path = Path(path)
     if path.is_dir():  # a model folder: tokenizer.json and its tokenizer_config.json / special_tokens_map.json
@@ -70,6 +73,8 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
                              "('<base64 token> <rank>' lines)") from None
     if isinstance(obj, dict) and "model" in obj and "format" not in obj:
         tok = load_hf_file(path, data=obj)
+    elif looks_like_tekken(obj):
+        tok = load_tekken(path, data=obj)
     else:
         tok = tokenizer_from_json(obj, str(path))
     return _check_pattern(tok, pattern, path)
