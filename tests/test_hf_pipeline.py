@@ -312,6 +312,29 @@ def test_model_folder_wrappers(tmp_path):
     assert llama3.default_bos == "<|begin_of_text|>" and llama3.default_eos == "<|end_of_text|>"
 
 
+@pytest.mark.parametrize("specials, eos, note", [
+    (["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>"], "<｜end▁of▁sentence｜>", None),  # DeepSeek's
+    (["<EOT>", "<META>", "<SOS>"], "<EOT>", None),  # Anthropic's
+    (["<BOS_TOKEN>", "<EOS_TOKEN>", "</s>"], "</s>", None),  # the first of the conventional ones
+    (["<a>", "<b>"], "<|endoftext|>", "none of the file's 2 special tokens is a conventional end token (<|endoftext|>, "
+                                      "</s>, <eos>, <|end_of_text|>...): <|endoftext|> added as id 402, wrapping every "
+                                      "document (--bos/--eos name the file's own)"),
+])
+def test_a_file_alone_ends_documents_with_a_conventional_end_token(specials, eos, note):
+    """No post_processor and no tokenizer_config.json: the end token is a conventional one the file has;
+    a file with none gets <|endoftext|> after its last id, and the note says why."""
+    data = base_file()
+    size = max(data["model"]["vocab"].values()) + 1
+    data["added_tokens"] = [{"id": size + k, "content": name, "special": True, "single_word": False, "lstrip": False,
+                             "rstrip": False, "normalized": False} for k, name in enumerate(specials)]
+    tok = HfBpeTokenizer(data)
+    assert tok.default_eos == eos and tok.eos == eos
+    if note is None:
+        assert tok.eos_id == size + specials.index(eos)
+    else:
+        assert size + len(specials) == 402 and tok.eos_id == 402 and tok.notes[0] == note
+
+
 def test_gpt2_shaped_files_stay_byte_bpe(tmp_path):
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     tok = Tokenizer(models.BPE())

@@ -29,7 +29,8 @@ else by the file's: ``default_bos`` is the ``bos_token`` of ``tokenizer_config.j
 writes before a text (None: the tokenizer adds no BOS, as Qwen's); ``default_eos`` is the
 ``eos_token`` of ``tokenizer_config.json`` / ``special_tokens_map.json``, else the token the
 ``post_processor`` writes after a text, else a conventional end token among the specials
-(``<|endoftext|>``, ``</s>``, ``<eos>``, ``<|end_of_text|>``), else the only special token.
+(``<|endoftext|>``, ``</s>``, ``<eos>``, ``<|end_of_text|>``, DeepSeek's ``<｜end▁of▁sentence｜>``,
+``<EOS_TOKEN>``, ``<EOT>``: the first of these the file has), else the only special token.
 Without a BOS, documents start with the EOS token (GPT-2 style); a file with no special token at
 all gets ``<|endoftext|>`` after its last id. ``decode(ids)`` runs the file's decoder (special
 tokens decode to nothing), so ``decode(encode(t))`` is ``t`` as normalized, byte for byte.
@@ -62,7 +63,10 @@ from engine.tokenizers.pretokenize import utf8_bytes
 __all__ = ["HfBpeTokenizer", "load_hf_pipeline", "load_hf_file", "read_model_folder", "encode_with_specials"]
 
 ENDOFTEXT = "<|endoftext|>"
-_END_TOKENS = (ENDOFTEXT, "</s>", "<eos>", "<|end_of_text|>")
+# Conventional end tokens, in order of preference: GPT-2 / Qwen / Phi, Llama 2 / Mistral, Gemma, Llama 3,
+# DeepSeek, Command-R, Anthropic's.
+_END_TOKENS = (ENDOFTEXT, "</s>", "<eos>", "<|end_of_text|>", "<\uff5cend\u2581of\u2581sentence\uff5c>", "<EOS_TOKEN>",
+               "<EOT>")
 _NO_BOOL = object()
 
 
@@ -195,8 +199,13 @@ class HfBpeTokenizer(Tokenizer):
             self._special_ids = np.append(self._special_ids, True)
             self.specials[ENDOFTEXT] = self.extra_token
             default_eos = ENDOFTEXT
-            notes.append(f"the file names no special tokens: {ENDOFTEXT} added as id {self.extra_token}, "
-                         "wrapping every document")
+            if self.specials.keys() - {ENDOFTEXT}:
+                notes.append(f"none of the file's {len(self.specials) - 1} special tokens is a conventional end token "
+                             f"({', '.join(_END_TOKENS[:4])}...): {ENDOFTEXT} added as id {self.extra_token}, "
+                             "wrapping every document (--bos/--eos name the file's own)")
+            else:
+                notes.append(f"the file names no special tokens: {ENDOFTEXT} added as id {self.extra_token}, "
+                             "wrapping every document")
         else:
             self.extra_token = None
         self.default_bos, self.default_eos = default_bos, default_eos
