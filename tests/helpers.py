@@ -1,5 +1,6 @@
 """Small helpers shared by several test files (one definition each)."""
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -79,3 +80,20 @@ def rank_slices(source, world_size, collect, state=None, num_workers=0, stop_aft
                 record.append(sum(part, []))
         joined.append(tuple(record))
     return joined, states
+
+
+@functools.lru_cache(maxsize=1)
+def newer_than_tables() -> frozenset[int]:
+    """Code points the ``regex`` module (Unicode 18.0) classifies otherwise than engine's tables
+    (Unicode 16.0, as tiktoken and Oniguruma have it): those assigned after 16.0, and U+0295 (Ll in
+    16.0, Lo in 18.0). Tests that take ``regex`` as their oracle leave these out;
+    ``tests/test_unicode_version.py`` checks them against the references themselves."""
+    import regex
+
+    from engine.tokenizers.regex import compile_regex
+
+    text = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF)
+    data = text.encode()
+    ours = {ord(data[s:e].decode()) for s, e in compile_regex(r"\p{Cn}").find_spans(data).tolist()}
+    theirs = {ord(m.group()) for m in regex.finditer(r"\p{Cn}", text)}
+    return frozenset(ours - theirs) | {0x0295}

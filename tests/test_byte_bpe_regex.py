@@ -158,7 +158,8 @@ def test_regex_equal_to_a_named_pattern_is_that_name():
 
     tok = ByteBpeTrainer(merges=5, pattern=NAMED["cl100k"]).train(["hello world"])
     assert tok.pattern == "cl100k"
-    with pytest.raises(TokenizerError, match=r"'gpt5' is unknown \(expected one of: gpt2, cl100k, o200k, or a regex"):
+    with pytest.raises(TokenizerError, match=r"'gpt5' is unknown \(expected one of: gpt2, cl100k, o200k, llama3, qwen2, "
+                                             r"tekken, or a regex"):
         ByteBpeTokenizer([bytes([b]) for b in range(256)], specials={"<bos>": 256, "<eos>": 257}, pattern="gpt5")
 
 

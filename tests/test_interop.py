@@ -2,6 +2,7 @@
 in engine, tiktoken and HF; `prepare --tokenizer FILE` and `load_tokenizer` recognise engine files,
 Hugging Face tokenizer.json and tiktoken rank files by their content."""
 
+import base64
 import json
 from pathlib import Path
 
@@ -441,3 +442,23 @@ def test_bad_tekken_files_are_named(change, fragment, tekken_vocab, tmp_path):
         load_tokenizer(path)
     result = CliRunner().invoke(main, ["tokenizers", "import", str(path), "--out", str(tmp_path / "o.json")])
     assert result.exit_code == 2 and "tekken.json" in result.output
+
+
+def test_family_pattern_names_are_their_regexes(tekken_vocab, tmp_path):
+    """pattern="llama3" / "qwen2" / "tekken" stand for those families' regexes (the tokenizer holds the regex)."""
+    from engine.tokenizers.pretokenize import REGEX_NAMES, canonical_pattern
+
+    assert REGEX_NAMES["tekken"] == TEKKEN_PATTERN
+    assert canonical_pattern("tekken") == TEKKEN_PATTERN and canonical_pattern("qwen2") == REGEX_NAMES["qwen2"]
+    ranks = tmp_path / "r.tiktoken"
+    ranks.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for r, t in enumerate(tekken_vocab)))
+    text = "I'M 12345 don'T  x\n\n ٣٤ αβγ"
+    for name in ("llama3", "qwen2", "tekken"):
+        tok = load_tiktoken(ranks, pattern=name)
+        enc = tiktoken.Encoding(name, pat_str=REGEX_NAMES[name], special_tokens={},
+                                mergeable_ranks={t: r for r, t in enumerate(tekken_vocab)})
+        assert tok.pattern == REGEX_NAMES[name] and tok.encode(text).tolist() == enc.encode_ordinary(text)
+    result = CliRunner().invoke(main, ["tokenizers", "import", str(ranks), "--pattern", "llama3", "--out",
+                                       str(tmp_path / "l3.json")])
+    assert result.exit_code == 0, result.output
+    assert load_tokenizer(tmp_path / "l3.json").pattern == REGEX_NAMES["llama3"]

@@ -222,7 +222,8 @@ def test_cli_unknown_character_is_one_line_and_byte_bpe_encodes_it(tmp_path, abc
     ({"tokenizer": "byte-bpe", "vocab_size": -1}, ConfigurationError,
      "--vocab-size must be 0..16777216 (a vocabulary holds at most 16777216 ids), got -1"),
     ({"tokenizer": "byte-bpe", "pattern": "gpt4"}, ConfigurationError, "--pattern 'gpt4' is unknown (expected one of: "
-                                                                       "gpt2, cl100k, o200k, or a regex; a bare word is "
+                                                                       "gpt2, cl100k, o200k, llama3, qwen2, tekken, or a "
+                                                                       "regex; a bare word is "
                                                                        "taken for a misspelt name)"),
     ({"tokenizer": "byte-bpe", "tie_break": "last"}, ConfigurationError, "--tie-break 'last' is unknown (expected one "
                                                                          "of: first, hf)"),

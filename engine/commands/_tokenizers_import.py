@@ -10,7 +10,7 @@ import click
 from engine.checks import check_out_file
 from engine.errors import TokenizerError
 from engine.tokenizers.base import is_engine_tokenizer_file
-from engine.tokenizers.pretokenize import PATTERNS, canonical_pattern
+from engine.tokenizers.pretokenize import PATTERN_NAMES, canonical_pattern
 
 __all__ = ["import_command", "detect_format"]
 
@@ -99,7 +99,7 @@ import_command = click.command("import")(
                      help="Input format (default: detected from the extension and content; a .json file that is "
                           "Mistral's tekken.json is read as one).")(
             click.option("--pattern", default="gpt2", show_default=True, metavar="NAME|REGEX",
-                         help=f"Pre-tokenizer of a tiktoken file (tokenizer.json names its own): {', '.join(PATTERNS)} "
+                         help=f"Pre-tokenizer of a tiktoken file (tokenizer.json names its own): {', '.join(PATTERN_NAMES)} "
                               "or any regex, e.g. --pattern '\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+|\\s+'.")(
                 click.option("--bos", default=None, help="Special token written before each document (with --eos).")(
                     click.option("--eos", default=None, help="Special token written after each document (with --bos).")(

@@ -14,7 +14,7 @@ from engine.chat.encode import TRAIN_ON
 from engine.chat.records import FORMATS
 from engine.prepare_options import EXECUTORS
 from engine.tokenizers.base import TIE_BREAKS
-from engine.tokenizers.pretokenize import PATTERNS
+from engine.tokenizers.pretokenize import PATTERN_NAMES
 from engine.tokenizers.type_table import describe_max_types
 
 
@@ -86,7 +86,7 @@ def chat_options(fn):
               help="BPE vocabulary size to stop at, specials included (bpe, byte-bpe).")
 @click.option("--pattern", default=None, metavar="NAME|REGEX",
               help=f"Byte-level pre-tokenizer (byte-bpe; default gpt2), or the one a tiktoken file uses: "
-                   f"{', '.join(PATTERNS)} or any regex, e.g. "
+                   f"{', '.join(PATTERN_NAMES)} or any regex, e.g. "
                    "--pattern '\\p{L}+|\\p{N}{1,3}|\\s+|[^\\s\\p{L}\\p{N}]+'.")
 @click.option("--tie-break", "tie_break", type=click.Choice(list(TIE_BREAKS)), default=None,
               help="Equally frequent pairs: first (first occurrence) or hf (Hugging Face's order); "

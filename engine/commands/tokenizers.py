@@ -14,7 +14,7 @@ from engine.corpus.readers import INVALID_UTF8_POLICIES
 from engine.errors import ConfigurationError, CorpusError
 from engine.tokenizers.base import TIE_BREAKS, FitOptions, is_engine_tokenizer_file
 from engine.tokenizers.bpe import LEVELS
-from engine.tokenizers.pretokenize import PATTERNS, canonical_pattern
+from engine.tokenizers.pretokenize import PATTERN_NAMES, canonical_pattern
 from engine.tokenizers.type_table import cap_types, count_types, describe_max_types, train_on_table
 
 
@@ -111,7 +111,7 @@ def _training_texts(corpus_path: Path, splits: str | None, hash_split: dict | No
 @click.option("--level", type=click.Choice(LEVELS), default="char", show_default=True, help="BPE level.")
 @click.option("--vocab-size", type=int, default=None, help="BPE: stop at this many ids (specials included).")
 @click.option("--pattern", default="gpt2", show_default=True, metavar="NAME|REGEX",
-              help=f"Byte-level BPE pre-tokenizer: {', '.join(PATTERNS)} or any regex, e.g. "
+              help=f"Byte-level BPE pre-tokenizer: {', '.join(PATTERN_NAMES)} or any regex, e.g. "
                    "--pattern '[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
                    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+'.")
 @click.option("--tie-break", type=click.Choice(list(TIE_BREAKS)), default="first", show_default=True,

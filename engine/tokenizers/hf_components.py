@@ -1,7 +1,8 @@
 """The components of a Hugging Face ``tokenizer.json``, read and checked, as Hugging Face runs them.
 
-- Normalizers (``normalizer``): ``NFC``, ``NFD``, ``NFKC``, ``NFKD`` (Python's ``unicodedata``),
-  ``Lowercase`` (each character's own lower case: no final-sigma rule), ``Strip`` (Unicode
+- Normalizers (``normalizer``): ``NFC``, ``NFD``, ``NFKC``, ``NFKD`` (Python's ``unicodedata``, except
+  that a character Hugging Face's older table lacks stays as it is: ``_unicode``), ``Lowercase``
+  (each character's own lower case, as Rust gives it: no final-sigma rule), ``Strip`` (Unicode
   White_Space at either end), ``Prepend`` (before a non-empty text), ``Replace`` (every
   non-overlapping occurrence of a string or of a regex, leftmost first), ``Sequence``.
 - Pre-tokenizers (``pre_tokenizer``), read into steps that ``hf_pipeline`` runs over UTF-8 bytes
@@ -71,29 +72,20 @@ _WHITESPACE = "".join(map(chr, WHITE_SPACE))
 
 @functools.lru_cache(maxsize=1)
 def char_flags() -> np.ndarray:
-    """uint8 flags per code point, from the ``regex`` module's Unicode data (``unicode_tables``,
-    ``unicode_properties``): ``NUMERIC`` (``\\p{N}``: Rust's ``is_numeric``), ``WHITE``
-    (White_Space: Rust's ``is_whitespace``), ``PUNCT`` (ASCII punctuation or ``\\p{P}``: the
-    ``Punctuation`` pre-tokenizer's test), ``WORD`` (Oniguruma's ``\\w``, the ``Whitespace``
-    pre-tokenizer's: the ``regex`` module's ``\\w`` without ZWNJ/ZWJ, with ``\\p{No}``) and
-    ``WORD_RS`` (the Rust ``regex`` crate's ``\\w``, which ``single_word`` tests: the ``regex``
-    module's)."""
-    from engine.tokenizers.unicode_properties import CATEGORIES, CATEGORY_RUNS, WORD_RANGES
+    """uint8 flags per code point, as Hugging Face's components test characters (each set asked of
+    ``tokenizers`` itself, ``engine.tokenizers.hf_unicode``): ``NUMERIC`` (Rust's ``is_numeric``, the
+    ``Digits`` pre-tokenizer's), ``WHITE`` (White_Space: Rust's ``is_whitespace``), ``PUNCT`` (the
+    ``Punctuation`` pre-tokenizer's: ASCII punctuation and an older Unicode's ``\\p{P}``), ``WORD``
+    and ``WORD_RS`` (the Rust ``regex`` crate's ``\\w``, which ``Whitespace`` and ``single_word``
+    test)."""
+    from engine.tokenizers.hf_unicode import DIGIT_RANGES, PUNCTUATION_RANGES, WORD_RANGES
 
     classes = code_point_classes()
-    size = classes.shape[0]
-    firsts = np.array([first for first, _ in CATEGORY_RUNS] + [size], dtype=np.int64)
-    category = np.repeat(np.array([k for _, k in CATEGORY_RUNS], dtype=np.uint8), np.diff(firsts))
-    punctuation = np.array([name.startswith("P") for name in CATEGORIES], dtype=np.bool_)
-    flags = np.zeros(size, dtype=np.uint8)
-    flags[(classes & 2) != 0] |= NUMERIC
+    flags = np.zeros(classes.shape[0], dtype=np.uint8)
     flags[(classes & 4) != 0] |= WHITE
-    flags[punctuation[category]] |= PUNCT
-    flags[np.frombuffer(b"!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", dtype=np.uint8)] |= PUNCT
-    for first, last in WORD_RANGES:
-        flags[first:last + 1] |= WORD | WORD_RS
-    flags[[0x200C, 0x200D]] &= ~np.uint8(WORD)
-    flags[category == CATEGORIES.index("No")] |= WORD
+    for ranges, flag in ((DIGIT_RANGES, NUMERIC), (PUNCTUATION_RANGES, PUNCT), (WORD_RANGES, WORD | WORD_RS)):
+        for first, last in ranges:
+            flags[first:last + 1] |= flag
     flags.flags.writeable = False
     return flags
 
@@ -156,10 +148,19 @@ def find_all(pattern, text: str) -> list[tuple[int, int]]:
 
 # -- normalizers --------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=1)
+def _lower_table() -> dict[int, str]:
+    from engine.tokenizers.hf_unicode import LOWERCASE
+
+    return dict(LOWERCASE)
+
+
 def _lowercase(text: str) -> str:
-    if "\u03a3" not in text:  # Python's only context-dependent lower case is the final sigma
+    """Each character's own lower case as Hugging Face's ``Lowercase`` gives it (Rust's
+    ``to_lowercase``, from ``hf_unicode.LOWERCASE``, whatever Python's Unicode): no final-sigma rule."""
+    if text.isascii():
         return text.lower()
-    return "".join(c.lower() for c in text)
+    return text.translate(_lower_table())
 
 
 def _replace(pattern, content: str) -> Callable[[str], str]:
@@ -181,9 +182,45 @@ def _replace(pattern, content: str) -> Callable[[str], str]:
     return run
 
 
+@functools.lru_cache(maxsize=1)
+def _opaque() -> re.Pattern:
+    """Code points Hugging Face's normalizers leave as they are although Python's ``unicodedata``
+    may normalize them: those with Unicode 16.0 normalization data its table lacks
+    (``hf_unicode.NORMALIZATION_OPAQUE_RANGES``) and, on a Python whose Unicode is newer than 16.0,
+    every code point 16.0 leaves unassigned."""
+    from engine.tokenizers.hf_unicode import NORMALIZATION_OPAQUE_RANGES
+
+    ranges = list(NORMALIZATION_OPAQUE_RANGES)
+    if tuple(int(p) for p in unicodedata.unidata_version.split(".")) > (16, 0, 0):
+        from engine.tokenizers.unicode_properties import CATEGORIES, CATEGORY_RUNS
+
+        unassigned = CATEGORIES.index("Cn")
+        bounds = [first for first, _ in CATEGORY_RUNS[1:]] + [0x110000]
+        ranges += [(first, bounds[k] - 1) for k, (first, cat) in enumerate(CATEGORY_RUNS) if cat == unassigned]
+    return re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in sorted(ranges)) + "]")
+
+
 def _unicode(form: str) -> Callable[[str], str]:
-    def run(text: str) -> str:
+    """``unicodedata.normalize(form, ·)`` as Hugging Face's normalizer gives it: its table is older
+    than Python's, so a character it does not know (``_opaque``) stays as it is, and (having no
+    decomposition, combining class or composition there) nothing normalizes across it: the text
+    between such characters is normalized part by part."""
+    def normalize(text: str) -> str:
         return text if unicodedata.is_normalized(form, text) else unicodedata.normalize(form, text)
+
+    def run(text: str) -> str:
+        if text.isascii():
+            return text
+        opaque = _opaque()
+        if opaque.search(text) is None:
+            return normalize(text)
+        parts, at = [], 0
+        for match in opaque.finditer(text):
+            parts.append(normalize(text[at:match.start()]))
+            parts.append(match.group())
+            at = match.end()
+        parts.append(normalize(text[at:]))
+        return "".join(parts)
     return run
 
 

@@ -61,13 +61,25 @@ TIKTOKEN_SPELLINGS = {
      r"""|\s*[\r\n]|\s+(?!\S)|\s"""): "cl100k",
 }
 _NAMES = {PATTERNS["gpt2"]: "gpt2", PATTERNS["cl100k"]: "cl100k", PATTERNS["o200k"]: "o200k", **TIKTOKEN_SPELLINGS}
+# Names for the regexes of other model families: a name stands for its regex (which the regex compiler
+# runs; no scanner of its own), so a tokenizer made with ``pattern="llama3"`` holds the regex itself.
+REGEX_NAMES = {
+    "llama3": (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+               r"\s*[\r\n]+|\s+(?!\S)|\s+"),
+    "qwen2": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "tekken": (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?"
+               r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|"
+               r"\s*[\r\n]+|\s+(?!\S)|\s+"),
+}
+PATTERN_NAMES = (*PATTERNS, *REGEX_NAMES)  # every name a pattern= / --pattern takes
 
 
 _BARE_WORD = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def canonical_pattern(pattern: str, source: str = "pattern") -> str:
-    """The name of ``pattern`` if it is one (or spells one), else the regex itself once it compiles
+    """The name of ``pattern`` if it is one (or spells one), else the regex itself once it compiles (a
+    name of ``REGEX_NAMES`` gives its regex)
     (``TokenizerError`` naming an unsupported construct; ``source`` says where the pattern came from).
     A bare word (letters, digits, ``_.-``) that is no name is refused as a misspelt name: no
     pre-tokenizer regex is a plain word."""
@@ -75,14 +87,15 @@ def canonical_pattern(pattern: str, source: str = "pattern") -> str:
         raise TokenizerError(f"{source}: expected a pattern name or a regex string, got {type(pattern).__name__}")
     if pattern in _CODES:
         return pattern
+    pattern = REGEX_NAMES.get(pattern, pattern)
     name = _NAMES.get(pattern)
     if name is not None:
         return name
     if not pattern:
-        raise TokenizerError(f"{source}: an empty pre-tokenizer pattern (expected one of: {', '.join(_CODES)}, "
+        raise TokenizerError(f"{source}: an empty pre-tokenizer pattern (expected one of: {', '.join(PATTERN_NAMES)}, "
                              "or a regex)")
     if _BARE_WORD.fullmatch(pattern):
-        raise TokenizerError(f"{source} {pattern!r} is unknown (expected one of: {', '.join(_CODES)}, or a regex; "
+        raise TokenizerError(f"{source} {pattern!r} is unknown (expected one of: {', '.join(PATTERN_NAMES)}, or a regex; "
                              "a bare word is taken for a misspelt name)")
     compile_regex(pattern, source=source)
     return pattern

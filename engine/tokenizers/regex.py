@@ -25,11 +25,12 @@ brackets, nested classes and ``&&``, ``\\h \\R \\X \\K`` and other escapes, a gr
 empty string under ``* + {m,}``, and under ``(?i)`` any literal or class that full case folding
 would let Oniguruma match across several characters (``ß`` and ``ss``, ``ﬁ`` and ``fi``...).
 
-Classes come from ``unicode_ranges`` / ``unicode_properties`` (the ``regex`` module's Unicode data):
-``\\s`` is White_Space, ``\\d`` is ``\\p{Nd}``, ``\\w`` is ``regex``'s word class (Alphabetic, marks,
-``\\p{Nd}``, ``\\p{Pc}``, ZWJ/ZWNJ). Oniguruma's ``\\w`` differs from it on U+200C/U+200D (not words
-there) and on the other numbers ``\\p{No}`` (words there); other differences between the two are
-Unicode versions (characters assigned after Oniguruma's tables). ``(?i)`` uses simple case folding
+Classes come from ``unicode_ranges`` / ``unicode_properties``: Unicode 16.0, the version tiktoken and
+Oniguruma classify by (a code point assigned later is ``\\p{Cn}``, as there; checked against both in
+``tests/test_unicode_version.py``). ``\\s`` is White_Space, ``\\d`` is ``\\p{Nd}``, ``\\w`` is the word
+class of tiktoken and the ``regex`` module (Alphabetic, marks, ``\\p{Nd}``, ``\\p{Pc}``, ZWJ/ZWNJ).
+Oniguruma's ``\\w`` differs from it on eight code points: U+200C/U+200D are not words there, and
+the Latin-1 numbers ``² ³ ¹ ¼ ½ ¾`` (U+00B2, U+00B3, U+00B9, U+00BC..U+00BE) are. ``(?i)`` uses simple case folding
 (``unicode_properties.FOLD_CLASSES``: for each character, what ``(?i)`` makes it match in ``regex``).
 
 Matching (``Regex.find_spans``) is leftmost-first backtracking, as both engines do; see
