@@ -462,3 +462,24 @@ def test_family_pattern_names_are_their_regexes(tekken_vocab, tmp_path):
                                        str(tmp_path / "l3.json")])
     assert result.exit_code == 0, result.output
     assert load_tokenizer(tmp_path / "l3.json").pattern == REGEX_NAMES["llama3"]
+
+
+def test_a_word_class_regex_is_read_as_oniguruma_reads_it(tekken_vocab, tmp_path, shakespeare_text):
+    """\\w and \\b mean Oniguruma's in a tokenizer.json: such a file loads as a pipeline (which compiles
+    Oniguruma's), equal to Hugging Face on the code points where the two readings differ; a
+    tokenizer trained with such a pattern is not exported as a tokenizer.json it would not equal."""
+    from engine.tokenizers.byte_bpe import ByteBpeTrainer
+
+    pattern = r"\w+|[^\w\s]+|\s+"
+    ours = ByteBpeTrainer(vocab_size=400, pattern=pattern).train([shakespeare_text[:50_000]])
+    with pytest.raises(TokenizerError, match=r"uses \\w or \\b, which Hugging Face's Oniguruma reads otherwise"):
+        save_hf_tokenizer_json(ours, tmp_path / "no.json")
+    plain = ByteBpeTrainer(vocab_size=400, pattern="cl100k").train([shakespeare_text[:50_000]])
+    data = json.loads(save_hf_tokenizer_json(plain, tmp_path / "t.json").read_text())
+    data["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = pattern
+    (tmp_path / "t.json").write_text(json.dumps(data))
+    tok = load_tokenizer(tmp_path / "t.json")
+    assert tok.kind == "hf-bpe"
+    hf = HfTokenizer.from_file(str(tmp_path / "t.json"))
+    text = "a\u200db x²y ¼½ word\u200cjoin " + shakespeare_text[:2000]
+    assert tok.encode(text).tolist() == hf.encode(text, add_special_tokens=False).ids

@@ -280,9 +280,19 @@ def test_escape_classes_and_case_folding_equal_regex_module_on_every_code_point(
 
 
 def test_oniguruma_word_class_differs_only_as_documented():
-    # \w: Oniguruma counts other numbers (²) as words and joiners (ZWJ) not; the regex module the reverse.
+    # \w: Oniguruma counts the Latin-1 numbers (²) as words and joiners (ZWJ) not; the regex module the
+    # reverse; dialect="oniguruma" (a tokenizer.json regex) takes Oniguruma's, \b with it.
     assert compile_regex("\\w+").find_spans("a\u200d²".encode()).tolist() == [[0, 4]]
     assert onig_ends("\\w+", "a\u200d²") == [1, 4, 6]
+    onig = compile_regex("\\w+", dialect="oniguruma")
+    assert onig.find_spans("a\u200d²".encode(), iteration="oniguruma").tolist() == [[0, 1], [4, 6]]
+    assert compile_regex("\\b²", dialect="oniguruma").find_spans(" ²".encode()).tolist() == [[1, 3]]
+    assert compile_regex("\\b²").find_spans(" ²".encode()).tolist() == []
+    assert onig != compile_regex("\\w+") and onig == compile_regex("\\w+", dialect="oniguruma")
+    import pickle
+    assert pickle.loads(pickle.dumps(onig)) == onig
+    with pytest.raises(TokenizerError, match="dialect 'pcre'"):
+        compile_regex("a", dialect="pcre")
 
 
 @pytest.mark.parametrize("pattern, text, ends", [

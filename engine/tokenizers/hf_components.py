@@ -120,7 +120,7 @@ def compile_pattern(pattern, what: str, source: str):
         if kind == "Regex" and isinstance(value, str):
             from engine.tokenizers.regex import compile_regex  # the regex engine is its own module
             try:
-                return "regex", compile_regex(value)
+                return "regex", compile_regex(value, dialect="oniguruma")
             except TokenizerError as exc:
                 raise TokenizerError(f"{source}: {what} regex {value!r}: {exc}") from None
     raise TokenizerError(f"{source}: {what} pattern {_name(pattern)} is not supported "

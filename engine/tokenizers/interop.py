@@ -45,6 +45,7 @@ from engine.errors import TokenizerError
 from engine.tokenizers.base import MAX_VOCAB_SIZE, check_encodable, check_file_id, check_special_ids
 from engine.tokenizers.byte_bpe import ByteBpeTokenizer, bytes_to_unicode
 from engine.tokenizers.pretokenize import PATTERNS, canonical_pattern
+from engine.tokenizers.regex import reads_alike
 
 __all__ = ["load_tiktoken", "save_tiktoken", "load_hf_tokenizer_json", "save_hf_tokenizer_json", "merges_from_ranks"]
 
@@ -207,7 +208,11 @@ def _pattern_of(pre_tokenizer, source: str) -> str:
             pattern = steps[0].get("pattern")
             regex = pattern.get("Regex") if isinstance(pattern, dict) else None
             if isinstance(regex, str) and steps[0].get("behavior") == "Isolated" and not steps[0].get("invert"):
-                return canonical_pattern(regex, f"{source}: pre_tokenizer Split regex")
+                pattern = canonical_pattern(regex, f"{source}: pre_tokenizer Split regex")
+                if pattern not in PATTERNS and not reads_alike(pattern):  # the pipeline reads it as Oniguruma does
+                    raise TokenizerError(f"{source}: pre_tokenizer Split regex {regex!r} uses \\w or \\b, which "
+                                         "Oniguruma reads otherwise than tiktoken (8 code points)")
+                return pattern
     raise TokenizerError(
         f"{source}: unsupported pre_tokenizer {json.dumps(pre_tokenizer)[:200]}; expected ByteLevel(use_regex=true) "
         "or Sequence[Split(Regex, Isolated, invert=false), ByteLevel(use_regex=false)]")
@@ -323,6 +328,10 @@ def save_hf_tokenizer_json(tokenizer: ByteBpeTokenizer, path: str | os.PathLike)
     table = bytes_to_unicode()
     text = ["".join(table[b] for b in t) if t is not None else None for t in tokenizer.tokens]
     merges = tokenizer.merges if tokenizer.merges is not None else merges_from_ranks(tokenizer.tokens)
+    if tokenizer.pattern not in PATTERNS and not reads_alike(tokenizer.pattern):
+        raise TokenizerError(f"pattern {tokenizer.pattern!r} uses \\w or \\b, which Hugging Face's Oniguruma reads "
+                             "otherwise than this tokenizer (U+00B2, U+00B3, U+00B9, U+00BC..U+00BE, U+200C, "
+                             "U+200D): its tokenizer.json would not encode identically")
     if tokenizer.pattern == "gpt2":
         pre = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     else:

@@ -30,7 +30,8 @@ Oniguruma classify by (a code point assigned later is ``\\p{Cn}``, as there; che
 ``tests/test_unicode_version.py``). ``\\s`` is White_Space, ``\\d`` is ``\\p{Nd}``, ``\\w`` is the word
 class of tiktoken and the ``regex`` module (Alphabetic, marks, ``\\p{Nd}``, ``\\p{Pc}``, ZWJ/ZWNJ).
 Oniguruma's ``\\w`` differs from it on eight code points: U+200C/U+200D are not words there, and
-the Latin-1 numbers ``² ³ ¹ ¼ ½ ¾`` (U+00B2, U+00B3, U+00B9, U+00BC..U+00BE) are. ``(?i)`` uses simple case folding
+the Latin-1 numbers ``² ³ ¹ ¼ ½ ¾`` (U+00B2, U+00B3, U+00B9, U+00BC..U+00BE) are; a regex compiled
+with ``dialect="oniguruma"`` (every regex of a tokenizer.json) takes Oniguruma's. ``(?i)`` uses simple case folding
 (``unicode_properties.FOLD_CLASSES``: for each character, what ``(?i)`` makes it match in ``regex``).
 
 Matching (``Regex.find_spans``) is leftmost-first backtracking, as both engines do; see
@@ -48,7 +49,7 @@ from engine.kernels.regex_vm import (ASSERT, ATOMIC, ATOMIC_END, A_NWORDB, A_WOR
                                      MATCH, RUN, RUN_GREEDY, RUN_LAZY, RUN_POSSESSIVE, SPLIT, SPLIT_GUARD, SPLIT_GUARD2,
                                      RegexProgram,
                                      find_matches)
-from engine.tokenizers.regex_syntax import MAX_CP, Parser, class_sets, escape_class, first_set, nullable
+from engine.tokenizers.regex_syntax import DIALECTS, MAX_CP, Parser, class_sets, escape_class, first_set, nullable
 
 __all__ = ["Regex", "compile_regex", "MAX_CLASSES"]
 
@@ -113,7 +114,7 @@ class _Compiler:
         elif kind == "empty":
             pass
         elif kind == "assert":
-            word = self.class_bit(escape_class("w")) if node[1] in (A_WORDB, A_NWORDB) else 0
+            word = self.class_bit(escape_class("w", self.parser.dialect)) if node[1] in (A_WORDB, A_NWORDB) else 0
             self.emit(ASSERT, node[1], word)
         elif kind == "cat":
             for n in node[1]:
@@ -266,12 +267,15 @@ def _class_tables(masks: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 class Regex:
     """A compiled pre-tokenizer regex: ``pattern`` (its source), ``program`` (what kernels take)."""
 
-    def __init__(self, pattern: str, source: str = "pattern"):
+    def __init__(self, pattern: str, source: str = "pattern", dialect: str = "regex"):
         if not isinstance(pattern, str):
             raise TokenizerError(f"{source}: expected the regex as a string, got {type(pattern).__name__}")
+        if dialect not in DIALECTS:
+            raise TokenizerError(f"{source}: dialect {dialect!r} (expected one of {', '.join(DIALECTS)})")
         self.pattern = pattern
         self.source = source
-        parser = Parser(pattern, source)
+        self.dialect = dialect
+        parser = Parser(pattern, source, dialect)
         tree = parser.parse()
         compiler = _Compiler(parser)
         for mask in class_sets(tree):  # the pattern's own classes take bits before the branch guards
@@ -288,17 +292,16 @@ class Regex:
         self.program = RegexProgram(code, stage1, stage2, np.int64(first_bit), np.int64(max(compiler.memo, 1)))
 
     def __reduce__(self):
-        return (compile_regex, (self.pattern,), None) if self.source == "pattern" else (
-            _compile_with_source, (self.pattern, self.source))
+        return (_compile_with_source, (self.pattern, self.source, self.dialect))
 
     def __repr__(self) -> str:
-        return f"Regex({self.pattern!r})"
+        return f"Regex({self.pattern!r})" if self.dialect == "regex" else f"Regex({self.pattern!r}, {self.dialect!r})"
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Regex) and other.pattern == self.pattern
+        return isinstance(other, Regex) and (other.pattern, other.dialect) == (self.pattern, self.dialect)
 
     def __hash__(self) -> int:
-        return hash(self.pattern)
+        return hash((self.pattern, self.dialect))
 
     def find_spans(self, data, *, iteration: str = "regex") -> np.ndarray:
         """Byte ``[start, end)`` (int64, shape (k, 2)) of the matches of valid UTF-8 ``data`` (bytes or a
@@ -330,11 +333,20 @@ def _as_buffer(data) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _compile_with_source(pattern: str, source: str) -> Regex:
-    return Regex(pattern, source)
+def _compile_with_source(pattern: str, source: str, dialect: str = "regex") -> Regex:
+    return Regex(pattern, source, dialect)
 
 
-def compile_regex(pattern: str, *, source: str = "pattern") -> Regex:
+def compile_regex(pattern: str, *, source: str = "pattern", dialect: str = "regex") -> Regex:
     """Compile ``pattern`` (cached); ``source`` names where it came from in error messages
-    (e.g. ``"tokenizer.json pre_tokenizer"``). Unsupported constructs raise ``TokenizerError``."""
-    return _compile_with_source(pattern, source)
+    (e.g. ``"tokenizer.json pre_tokenizer"``); ``dialect="oniguruma"`` gives ``\\w`` (and ``\\b``)
+    Oniguruma's meaning, as a tokenizer.json regex has it. Unsupported constructs raise
+    ``TokenizerError``."""
+    return _compile_with_source(pattern, source, dialect)
+
+
+def reads_alike(pattern: str) -> bool:
+    """True when ``pattern`` means the same under both dialects (it uses no ``\\w``, ``\\W`` or ``\\b``
+    whose classes take the eight code points where Oniguruma and tiktoken differ)."""
+    a, b = compile_regex(pattern).program, compile_regex(pattern, dialect="oniguruma").program
+    return all(np.array_equal(x, y) for x, y in zip(a, b))

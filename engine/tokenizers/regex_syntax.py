@@ -76,8 +76,17 @@ def _property(name: str) -> np.ndarray | None:
     return mask
 
 
+# Oniguruma's \w (what a tokenizer.json regex means): tiktoken's and the regex module's, but for the
+# Latin-1 numbers it takes (² ³ ¹ ¼ ½ ¾) and the joiners it leaves (U+200C, U+200D), as asked of it in
+# tests/test_unicode_version.py.
+ONIGURUMA_WORD_ADDS = (0xB2, 0xB3, 0xB9, 0xBC, 0xBD, 0xBE)
+ONIGURUMA_WORD_LEAVES = (0x200C, 0x200D)
+DIALECTS = ("regex", "oniguruma")
+
+
 @functools.lru_cache(maxsize=None)
-def escape_class(letter: str) -> np.ndarray:
+def escape_class(letter: str, dialect: str = "regex") -> np.ndarray:
+    """The code points of ``\\s \\S \\d \\D \\w \\W`` (``dialect`` "oniguruma": its ``\\w``)."""
     from engine.tokenizers.unicode_properties import WORD_RANGES
     from engine.tokenizers.unicode_tables import WHITE_SPACE
 
@@ -87,7 +96,10 @@ def escape_class(letter: str) -> np.ndarray:
     elif letter in "dD":
         mask = _property("Nd").copy()
     else:
-        mask = _ranges_mask(WORD_RANGES)
+        mask = _ranges_mask(WORD_RANGES).copy()
+        if dialect == "oniguruma":
+            mask[list(ONIGURUMA_WORD_ADDS)] = True
+            mask[list(ONIGURUMA_WORD_LEAVES)] = False
     if letter.isupper():
         mask = ~mask
     mask.flags.writeable = False
@@ -130,10 +142,11 @@ def _fold_closure(mask: np.ndarray) -> np.ndarray:
 # -- parser ---------------------------------------------------------------------------------------
 
 class Parser:
-    def __init__(self, pattern: str, source: str):
+    def __init__(self, pattern: str, source: str, dialect: str = "regex"):
         self.p = pattern
         self.i = 0
         self.source = source
+        self.dialect = dialect
 
     def error(self, what: str, at: int | None = None) -> TokenizerError:
         at = self.i if at is None else at
@@ -261,7 +274,7 @@ class Parser:
         if c in simple:
             return self.literal(simple[c], icase, start), chr(simple[c])
         if c in "sSdDwW":
-            return ("set", escape_class(c), "\\" + c), None
+            return ("set", escape_class(c, self.dialect), "\\" + c), None
         if c in "pP":
             return ("set", self.property(c == "P", start), self.p[start:self.i]), None
         if c == "x":
