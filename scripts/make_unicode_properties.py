@@ -8,7 +8,8 @@ tiktoken and Oniguruma classify by (``scripts/unicode_source.py``):
 - the scripts ``\\p{Han}``, ``\\p{Latin}``... (``Script``, not ``Script_Extensions``, which is what
   ``regex`` and Oniguruma mean by ``\\p{Han}``) for the scripts listed in ``SCRIPTS``;
 - ``\\w`` (``regex``'s word characters);
-- for each character, the others ``(?i)`` makes it match, from ``regex`` itself;
+- for each character, the others ``(?i)`` makes it match, from ``regex`` itself (less the Turkic
+  pairs I/ı and i/İ, which tiktoken and Oniguruma do not make);
 
 the last three from the ``regex`` module, for the code points Unicode 16.0 assigns (one it leaves
 unassigned is in no script, no word character, and folds to nothing). Run it when the references
@@ -31,6 +32,10 @@ SCRIPTS = ("Latin", "Greek", "Cyrillic", "Armenian", "Hebrew", "Arabic", "Syriac
            "Gurmukhi", "Gujarati", "Oriya", "Tamil", "Telugu", "Kannada", "Malayalam", "Sinhala", "Thai", "Lao",
            "Tibetan", "Myanmar", "Georgian", "Hangul", "Ethiopic", "Cherokee", "Khmer", "Mongolian", "Hiragana",
            "Katakana", "Bopomofo", "Han", "Yi", "Common", "Inherited")
+
+
+# Pairs the regex module's (?i) makes and tiktoken's and Oniguruma's do not (Turkic dotted and dotless i).
+TURKIC = {0x49: {0x131}, 0x69: {0x130}, 0x131: {0x49}}
 
 
 def runs_of(pattern: str, text: str, assigned: list[bool]) -> list[tuple[int, int]]:
@@ -62,7 +67,8 @@ def main() -> None:
     cased_text = "".join(map(chr, cased))
     folds = []
     for cp in cased:  # (?i) is not transitive in regex: İ matches i, I does not match İ; one entry per character
-        others = sorted({ord(m.group()) for m in regex.finditer(r"(?i)\U%08x" % cp, cased_text)} - {cp})
+        others = sorted({ord(m.group()) for m in regex.finditer(r"(?i)\U%08x" % cp, cased_text)} - {cp}
+                        - TURKIC.get(cp, set()))
         if others:
             folds.append((cp, *others))
 

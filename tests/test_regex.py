@@ -273,7 +273,7 @@ def test_property_classes_equal_regex_module_on_every_code_point(prop):
 def test_escape_classes_and_case_folding_equal_regex_module_on_every_code_point():
     text = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF)
     data = text.encode()
-    newer = newer_than_tables()
+    newer = newer_than_tables() | {0x130, 0x131}  # the regex module's Turkic (?i) pairs are not the references'
     for pattern in ("\\s", "\\d", "\\w", "\\S", ".", "(?i:[a-z])", "(?i)k", "(?i:\\u00e5)", "(?i:[α-ω])"):
         ours = {ord(data[s:e].decode()) for s, e in compile_regex(pattern).find_spans(data).tolist()}
         assert ours - newer == {ord(m.group()) for m in regex.finditer(pattern, text)} - newer, pattern

@@ -144,3 +144,31 @@ def test_normalizers_equal_tokenizers_on_runs_of_marks(text):
     for form in ("NFC", "NFKC", "NFD", "Lowercase"):
         ours, _ = build_normalizer({"type": form}, "test")
         assert ours(text) == getattr(hf.normalizers, form)().normalize_str(text), form
+
+
+def test_case_insensitive_matches_equal_both_references():
+    """(?i)c matches what tiktoken's and Oniguruma's (?i) match, for every cased character engine
+    takes (one whose full case folding has several characters is refused by name); the regex
+    module's Turkic pairs I/ı and i/İ are not theirs."""
+    from engine.errors import TokenizerError
+    from engine.tokenizers.unicode_properties import FOLD_CLASSES
+
+    cased = sorted({c for group in FOLD_CLASSES for c in group} | {0x130, 0x131})
+    text = "".join(map(chr, cased))
+    data = text.encode()
+    checked, bad = 0, []
+    for cp in cased:
+        pattern = "(?i:\\x{%x})" % cp
+        try:
+            ours = {ord(data[a:b].decode()) for a, b in compile_regex(pattern).find_spans(data).tolist()}
+        except TokenizerError:
+            continue
+        enc = tiktoken.Encoding("probe", pat_str=pattern, mergeable_ranks={bytes([b]): b for b in range(256)},
+                                special_tokens={})
+        theirs = {ord(ch) for ch in bytes(enc.encode_ordinary(text)).decode()}
+        split = hf.pre_tokenizers.Split(hf.Regex(pattern), behavior="removed")
+        onig = set(cased) - {ord(ch) for piece, _ in split.pre_tokenize_str(text) for ch in piece}
+        checked += 1
+        if not ours == theirs == onig:
+            bad.append((hex(cp), sorted(map(hex, ours)), sorted(map(hex, theirs)), sorted(map(hex, onig))))
+    assert checked > 2800 and not bad, bad[:5]
