@@ -183,21 +183,25 @@ def _replace(pattern, content: str) -> Callable[[str], str]:
 
 
 @functools.lru_cache(maxsize=1)
-def _opaque() -> re.Pattern:
-    """Code points Hugging Face's normalizers leave as they are although Python's ``unicodedata``
-    may normalize them: those with Unicode 16.0 normalization data its table lacks
-    (``hf_unicode.NORMALIZATION_OPAQUE_RANGES``) and, on a Python whose Unicode is newer than 16.0,
-    every code point 16.0 leaves unassigned."""
+def _opaque() -> np.ndarray:
+    """bool per code point: those Hugging Face's normalizers leave as they are although Python's
+    ``unicodedata`` may normalize them: the code points with Unicode 16.0 normalization data its
+    table lacks (``hf_unicode.NORMALIZATION_OPAQUE_RANGES``) and, on a Python whose Unicode is
+    newer than 16.0, every code point 16.0 leaves unassigned."""
     from engine.tokenizers.hf_unicode import NORMALIZATION_OPAQUE_RANGES
 
-    ranges = list(NORMALIZATION_OPAQUE_RANGES)
+    table = np.zeros(0x110000, dtype=np.bool_)
+    for first, last in NORMALIZATION_OPAQUE_RANGES:
+        table[first:last + 1] = True
     if tuple(int(p) for p in unicodedata.unidata_version.split(".")) > (16, 0, 0):
         from engine.tokenizers.unicode_properties import CATEGORIES, CATEGORY_RUNS
 
-        unassigned = CATEGORIES.index("Cn")
         bounds = [first for first, _ in CATEGORY_RUNS[1:]] + [0x110000]
-        ranges += [(first, bounds[k] - 1) for k, (first, cat) in enumerate(CATEGORY_RUNS) if cat == unassigned]
-    return re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in sorted(ranges)) + "]")
+        for k, (first, category) in enumerate(CATEGORY_RUNS):
+            if category == CATEGORIES.index("Cn"):
+                table[first:bounds[k]] = True
+    table.flags.writeable = False
+    return table
 
 
 def _unicode(form: str) -> Callable[[str], str]:
@@ -211,14 +215,15 @@ def _unicode(form: str) -> Callable[[str], str]:
     def run(text: str) -> str:
         if text.isascii():
             return text
-        opaque = _opaque()
-        if opaque.search(text) is None:
+        cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        at_opaque = np.flatnonzero(_opaque()[cps])
+        if not at_opaque.shape[0]:
             return normalize(text)
         parts, at = [], 0
-        for match in opaque.finditer(text):
-            parts.append(normalize(text[at:match.start()]))
-            parts.append(match.group())
-            at = match.end()
+        for i in at_opaque.tolist():
+            parts.append(normalize(text[at:i]))
+            parts.append(text[i])
+            at = i + 1
         parts.append(normalize(text[at:]))
         return "".join(parts)
     return run
