@@ -5,10 +5,12 @@ model hub: Llama 3 and Llama 4 (tiktoken rank files, ``llama-models``), Mistral'
 models v1, v2, v3, v7 and its ``tekken.json`` files (``mistral-common``), cl100k_base, o200k_base
 and r50k_base rank files and DeepSeek's and Anthropic's ``tokenizer.json`` (``litellm``), Whisper's
 multilingual rank file (``openai-whisper``). ``--fetch`` downloads those packages (``pip download
---no-deps``) and unpacks the files into DIR; the comparison then encodes Tiny Shakespeare, the
+--no-deps``), unpacks the files into DIR and makes ``tokenizer.json`` files of Llama 3, o200k and
+Mistral v1 / v3 with transformers' own converters (as the Hub's were made); the comparison then encodes Tiny Shakespeare, the
 script's own mixed-script samples and random strings over a hostile alphabet with engine and with
 the reference (tiktoken ``encode_ordinary`` with the family's regex, ``sentencepiece``,
-Hugging Face ``tokenizers`` ``encode(text, add_special_tokens=False)``; tekken: tiktoken over the
+Hugging Face ``tokenizers`` ``encode(text, add_special_tokens=False)`` with ``encode_special_tokens``
+on, since a special token's text inside a document is text; tekken: tiktoken over the
 kept ranks, shifted by the special tokens, as Mistral's ``Tekkenizer`` does) and prints one line per
 file: texts equal, and the first difference if any. Exit status 1 when any text differs.
 
@@ -71,6 +73,15 @@ FILES = [
     ("tekken", "mistral-common", "mistral_common/data/tekken_240911.json", "tekken_240911.json", "tekken", None),
     ("tekken-0718", "mistral-common", "mistral_common/data/tekken_240718.json", "tekken_240718.json", "tekken", None),
 ]
+# tokenizer.json files that transformers makes from the files above (as the Hub's are made): (name, source
+# in DIR, file in DIR, how).
+CONVERTED = [
+    ("llama3-hf", "llama3.tiktoken", "llama3-hf.json", "tiktoken"),
+    ("o200k-hf", "o200k_base.tiktoken", "o200k-hf.json", "tiktoken"),
+    ("mistral-v1-hf", "mistral-v1.model", "mistral-v1-hf.json", "sentencepiece"),
+    ("mistral-v3-hf", "mistral-v3.model", "mistral-v3-hf.json", "sentencepiece"),
+]
+NAMES = [f[0] for f in FILES] + [c[0] for c in CONVERTED]
 
 SAMPLES = [
     "The quick brown fox — don't YOU'LL we'Re 'S 1234567 ١٢٣ Ⅻ", "Ελληνικά κείμενα, με τόνους: άέήίόύώ ΐΰ.",
@@ -109,6 +120,29 @@ def fetch(folder: Path) -> None:
                     data = t.extractfile(member).read()
             (folder / target).write_bytes(data)
             print(f"{name}: {package} {inner} -> {folder / target}")
+    convert(folder)
+
+
+def convert(folder: Path) -> None:
+    """The ``CONVERTED`` tokenizer.json files, made by transformers' own converters."""
+    regex = {f[3]: f[5] for f in FILES}
+    for name, source, target, how in CONVERTED:
+        if how == "tiktoken":
+            from transformers.convert_slow_tokenizer import TikTokenConverter
+
+            tok = TikTokenConverter(vocab_file=str(folder / source), pattern=regex[source]).converted()
+            tok.save(str(folder / target))
+        else:
+            from transformers import LlamaTokenizerFast
+
+            with tempfile.TemporaryDirectory() as tmp:
+                (Path(tmp) / "tokenizer.model").write_bytes((folder / source).read_bytes())
+                LlamaTokenizerFast.from_pretrained(tmp).save_pretrained(Path(tmp) / "out")
+                (folder / target).write_bytes((Path(tmp) / "out" / "tokenizer.json").read_bytes())
+        size = len(json.loads((folder / target).read_text(encoding="utf-8"))["model"]["vocab"])
+        if size < 1000:  # a converter that silently made an empty model would make every comparison vacuous
+            raise SystemExit(f"{name}: transformers made a tokenizer.json of {size} tokens from {source}")
+        print(f"{name}: transformers' converter, {source} -> {folder / target} ({size} tokens)")
 
 
 def reference(kind: str, path: Path, regex: str | None):
@@ -128,6 +162,7 @@ def reference(kind: str, path: Path, regex: str | None):
         from tokenizers import Tokenizer
 
         hf = Tokenizer.from_file(str(path))
+        hf.encode_special_tokens = True  # a special token's text in a document is text, as engine encodes it
         return lambda text: hf.encode(text, add_special_tokens=False).ids
     import tiktoken  # tekken: Mistral's Tekkenizer is tiktoken over the kept ranks, shifted by the specials
 
@@ -144,14 +179,17 @@ def compare(path: Path, kind: str, regex: str | None, corpus: list[str]) -> tupl
     """Texts whose ids are equal, and the first difference (None when all are)."""
     tok = load_tokenizer(path, pattern=regex if kind == "tiktoken" else None)
     ref = reference(kind, path, regex)
-    equal, first = 0, None
+    equal, first, empty = 0, None, 0
     for i, text in enumerate(corpus):
         got, want = tok.encode(text).tolist(), list(ref(text))
+        empty += bool(text) and not want
         if got == want:
             equal += 1
         elif first is None:
             k = next((j for j in range(min(len(got), len(want))) if got[j] != want[j]), min(len(got), len(want)))
             first = f"text {i} {text[:40]!r}: at token {k} engine {got[k:k + 4]} reference {want[k:k + 4]}"
+    if empty > len(corpus) // 10 and first is None:  # equal because both give nothing is no comparison
+        first = f"the reference gives no ids for {empty} of the {len(corpus)} texts: is {path.name} a real vocabulary?"
     return equal, first
 
 
@@ -159,14 +197,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="folder of the files (written by --fetch)")
     parser.add_argument("--fetch", action="store_true", help="download the packages and unpack the files first")
-    parser.add_argument("--only", default=None, help="comma-separated names: " + ",".join(f[0] for f in FILES))
+    parser.add_argument("--only", default=None, help="comma-separated names: " + ",".join(NAMES))
     args = parser.parse_args(argv)
     if args.fetch:
         fetch(args.folder)
     wanted = None if args.only is None else set(args.only.split(","))
     corpus = texts()
     failed = False
-    for name, _, _, target, kind, regex in FILES:
+    for name, _, _, target, kind, regex in FILES + [(c[0], None, None, c[2], "tokenizer.json", None) for c in CONVERTED]:
         if wanted is not None and name not in wanted:
             continue
         path = args.folder / target
