@@ -23,7 +23,10 @@
   ``TokenStoreWriter.write_chunk``, so the store is the local store, byte for byte.
 
 The driver holds one block at a time plus the type table: O(documents + types), never
-O(tokens). Everything that is O(tokens) (reading, splitting, counting, encoding) runs on the cluster.
+O(tokens). Everything that is O(tokens) (reading, splitting, counting, encoding) runs on the cluster,
+but for a fit on a fit sample (``--fit-sample BYTES``, ``sample_types``): the sample is the start of
+the train partition in corpus order, so the driver takes it from the blocks as they arrive and counts
+it itself, at most ``BYTES`` of text, as the local executor does.
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ from engine.corpus.shards import CorpusShards, corpus_shards
 from engine.errors import ConfigurationError, CorpusError, EngineError
 from engine.local import run_local
 from engine.outputs import PartitionTally, PrepareResult, StagedOutputs
-from engine.tokenizers.type_table import TypeCounts
+from engine.corpus.fit_sample import FitSample
+from engine.tokenizers.streaming import training_batches
+from engine.tokenizers.type_table import TypeCounts, count_types as count_local_types
 from engine.prepare_options import PrepareOptions, check_option_names
 from engine.progress import Progress
 from engine.steps import Chunker, capped_table, chunk_tally, fit_from_table, open_store_writer, run_checked
@@ -50,7 +55,7 @@ from engine.tokenizers.base import Tokenizer, Trainer, UnknownInputError
 from engine.tokenizers.limits import STREAM_CHARS
 
 __all__ = [
-    "require_ray", "read_corpus", "assign_splits", "count_types", "encode", "write_store", "run_on_ray",
+    "require_ray", "read_corpus", "assign_splits", "count_types", "sample_types", "encode", "write_store", "run_on_ray",
     "prepare_on_ray",
 ]
 
@@ -259,6 +264,25 @@ def count_types(dataset, trainer: Trainer, *, concurrency: int | None = None) ->
     return table
 
 
+def sample_types(dataset, trainer: Trainer, sample: FitSample, *, stream_chars: int = STREAM_CHARS,
+                 threads: int | None = None) -> TypeCounts:
+    """The types of the fit sample of ``dataset`` (train documents, in corpus order): the fit sample
+    rule of ``engine.corpus.fit_sample`` needs that order, so the sample is taken on the driver as the
+    blocks arrive (at most its bound of text; past it only each document's emptiness is read, for
+    ``left_out``), then counted there as the local executor counts it."""
+    texts: list[str] = []
+    with _blocks(dataset.select_columns(["id", "text"])) as blocks:
+        for batch in blocks:
+            if sample.full:
+                sample.left_out += int(pc.sum(pc.greater(pc.utf8_length(batch.column("text")), 0)).as_py() or 0)
+                continue
+            for doc_id, text in zip(batch.column("id").to_pylist(), batch.column("text").to_pylist()):
+                taken = sample.take(doc_id, text)
+                if taken is not None:
+                    texts.append(taken)
+    return count_local_types(trainer, training_batches(trainer, [texts], stream_chars), threads)
+
+
 def _check_ids(docs, check: ManifestCheck) -> None:
     """An explicit manifest against the corpus ids, before anything is fitted (ids only reach the driver)."""
     with _blocks(docs.select_columns(["id"])) as blocks:
@@ -373,18 +397,24 @@ def _run(options: PrepareOptions, concurrency: int, outputs: StagedOutputs) -> N
             if not manifest.is_hash_split:
                 _check_ids(docs, check)
             check = None  # checked above (a hash split has nothing to check): pass 2 trusts the split column
+            train = docs.map_batches(_only_train, batch_format="pyarrow")
+            sample = None if options.fit_sample is None else FitSample(options.fit_sample)
             with Progress(f"counting train for {options.tokenizer} (Ray)", unit="steps", quiet=options.quiet):
-                table = count_types(docs.map_batches(_only_train, batch_format="pyarrow"), trainer,
-                                    concurrency=concurrency)
+                if sample is None:
+                    table = count_types(train, trainer, concurrency=concurrency)
+                else:
+                    table = sample_types(train, trainer, sample, stream_chars=options.limits.stream_chars,
+                                         threads=options.threads)
             table, capped = capped_table(options, table)
             tok = fit_from_table(options, trainer, table)
         else:
-            tok, capped = options.load_tokenizer(), None
+            tok, capped, sample = options.load_tokenizer(), None, None
+        fitted_on = {"fit_sample": None if sample is None else sample.summary(), "max_types": capped}
         write_store(encode(docs, tok, concurrency=concurrency, stream_chars=options.limits.stream_chars), options,
                     tok, check=check,
                     before_commit=lambda tallies: outputs.stage(
                         tok, tallies, read=require_ray().get(counts.merged.remote(str(options.corpus))),
-                        extra=None if capped is None else {"max_types": capped}))
+                        extra={key: value for key, value in fitted_on.items() if value is not None} or None))
 
 
 def run_on_ray(options: PrepareOptions) -> PrepareResult:

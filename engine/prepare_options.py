@@ -262,9 +262,6 @@ class PrepareOptions:
             raise ConfigurationError("--ray-address applies to --executor ray only")
         if self.executor == "ray" and self.resume:
             raise ConfigurationError("--resume applies to --executor local only")
-        if self.executor == "ray" and self.fit_sample is not None:
-            raise ConfigurationError("--fit-sample applies to --executor local only (its sample is read in corpus "
-                                     "order on one machine)")
         fit = FitOptions(self.merges, self.vocab_size, self.pattern, self.tie_break, UNKNOWN_TOKEN, self.fit_sample,
                          self.max_types)
         self._set("fit_sample", fit.fit_sample)

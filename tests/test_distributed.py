@@ -72,6 +72,22 @@ def test_ray_byte_bpe_store_equals_local_store(tmp_path):
     assert manifest(on_ray) == manifest(local)  # byte-identical Parquet files
 
 
+@pytest.mark.parametrize("kind, limit", [("byte-bpe", 1500), ("bpe", 10 ** 6), ("word", 1)])
+def test_ray_fit_sample_equals_local(tmp_path, kind, limit):
+    """--fit-sample on Ray: the same sample (the start of the train partition in corpus order, the
+    document that crosses the bound cut), the same tokenizer, the same report and store."""
+    corpus_path, splits_path = default_corpus_paths()
+    options = dict(tokenizer=kind, context_length=8, quiet=True, fit_sample=limit,
+                   **({"vocab_size": 300} if kind == "byte-bpe" else {"merges": 30} if kind == "bpe" else {}))
+    on_ray = prepare_on_ray(corpus_path, splits_path, tmp_path / "ray", **options)
+    local = prepare(corpus_path, splits_path, tmp_path / "local", threads=2, **options)
+    assert on_ray.report["fit_sample"] == local.report["fit_sample"]
+    assert on_ray.report["fit_sample"]["whole_train_partition"] is (limit == 10 ** 6)
+    assert on_ray.report["tokenizer"]["hash"] == local.report["tokenizer"]["hash"]
+    manifest = lambda r: json.loads((r.store_path / "_engine.json").read_text())  # noqa: E731
+    assert manifest(on_ray) == manifest(local)
+
+
 def test_count_words_char_level_equals_local_table(train_texts):
     ds = ray.data.from_arrow(pa.table({"text": train_texts}))
     trainer = BpeTrainer(40)

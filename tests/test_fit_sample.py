@@ -273,8 +273,6 @@ def test_units_and_where_the_bound_applies(corpus, tmp_path):
     (tmp_path / "o" / "tokenizer.json").rename(tok)
     with pytest.raises(ConfigurationError, match="--fit-sample applies when prepare fits a tokenizer"):
         prepare(path, splits, tmp_path / "p", tokenizer=str(tok), fit_sample=10, quiet=True)
-    with pytest.raises(ConfigurationError, match="--fit-sample applies to --executor local only"):
-        prepare(path, splits, tmp_path / "p", executor="ray", fit_sample=10, quiet=True)
 
 
 # -- the type cap (--max-types) -----------------------------------------------------------------
