@@ -32,24 +32,25 @@ OUT = Path(__file__).resolve().parent.parent / "engine" / "tokenizers" / "hf_uni
 CODE_POINTS = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF and cp != 0x20]
 
 
-def isolated(pre_tokenizer) -> list[bool]:
-    """Code points ``c`` that the pre-tokenizer cuts out of ``"a" + c + "a"`` as a piece of their own."""
+def _pieces(pre_tokenizer, start_at: int, length: int) -> list[bool]:
+    """Code points ``c`` for which the pre-tokenizer gives a piece of ``length`` characters starting
+    ``start_at`` characters into ``"a" + c + "a"``."""
     text = " ".join("a" + chr(cp) + "a" for cp in CODE_POINTS)
     flags = [False] * 0x110000
     for _, (start, end) in pre_tokenizer.pre_tokenize_str(text):
-        if start % 4 == 1 and end - start == 1:
+        if start % 4 == start_at and end - start == length:
             flags[CODE_POINTS[start // 4]] = True
     return flags
+
+
+def isolated(pre_tokenizer) -> list[bool]:
+    """Code points ``c`` that the pre-tokenizer cuts out of ``"a" + c + "a"`` as a piece of their own."""
+    return _pieces(pre_tokenizer, 1, 1)
 
 
 def inside_word(pre_tokenizer) -> list[bool]:
     """Code points ``c`` for which ``"a" + c + "a"`` stays one piece."""
-    text = " ".join("a" + chr(cp) + "a" for cp in CODE_POINTS)
-    flags = [False] * 0x110000
-    for _, (start, end) in pre_tokenizer.pre_tokenize_str(text):
-        if start % 4 == 0 and end - start == 3:
-            flags[CODE_POINTS[start // 4]] = True
-    return flags
+    return _pieces(pre_tokenizer, 0, 3)
 
 
 def lowercase() -> list[tuple[int, str]]:

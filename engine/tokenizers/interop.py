@@ -218,21 +218,25 @@ def _pattern_of(pre_tokenizer, source: str) -> str:
         "or Sequence[Split(Regex, Isolated, invert=false), ByteLevel(use_regex=false)]")
 
 
+def _json_file(path: Path, what: str):
+    """The parsed JSON of ``path`` (``engine.checks.parse_json``'s limits), or a TokenizerError naming it."""
+    try:
+        return parse_json(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise TokenizerError(f"{path}: cannot read {what}: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TokenizerError(f"{path}: not valid JSON ({exc})") from None
+    except JSONLimitError as exc:
+        raise TokenizerError(f"{path}: JSON past engine's limits: {exc}") from None
+
+
 def load_hf_tokenizer_json(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None,
                            data: object = None) -> ByteBpeTokenizer:
     """Read a Hugging Face ``tokenizer.json`` with a byte-level BPE model (``data``: the file already
     parsed by the caller, which is then not read again; ``path`` names it in messages)."""
     path = Path(path)
     source = str(path)
-    try:
-        if data is None:
-            data = parse_json(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise TokenizerError(f"{source}: cannot read tokenizer.json: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TokenizerError(f"{source}: not valid JSON ({exc})") from None
-    except JSONLimitError as exc:
-        raise TokenizerError(f"{source}: JSON past engine's limits: {exc}") from None
+    data = _json_file(path, "tokenizer.json") if data is None else data
     if not isinstance(data, dict):
         raise TokenizerError(f"{source}: expected a JSON object with a \"model\", got {type(data).__name__}")
     model = data.get("model")
@@ -383,15 +387,7 @@ def load_tekken(path: str | os.PathLike, *, bos: str | None = None, eos: str | N
     already parsed by the caller. Ids equal ``Tekkenizer.encode(text, bos=False, eos=False)``."""
     path = Path(path)
     source = str(path)
-    try:
-        if data is None:
-            data = parse_json(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise TokenizerError(f"{source}: cannot read tekken file: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TokenizerError(f"{source}: not valid JSON ({exc})") from None
-    except JSONLimitError as exc:
-        raise TokenizerError(f"{source}: JSON past engine's limits: {exc}") from None
+    data = _json_file(path, "tekken file") if data is None else data
     if not looks_like_tekken(data):
         raise TokenizerError(f"{source}: expected a tekken file (an object with \"config\" naming a \"pattern\" "
                              "and a \"vocab\" list)")
