@@ -481,5 +481,5 @@ def test_a_word_class_regex_is_read_as_oniguruma_reads_it(tekken_vocab, tmp_path
     tok = load_tokenizer(tmp_path / "t.json")
     assert tok.kind == "hf-bpe"
     hf = HfTokenizer.from_file(str(tmp_path / "t.json"))
-    text = "a\u200db x²y ¼½ word\u200cjoin " + shakespeare_text[:2000]
+    text = "a\u200db x²y ¼½ word\u200cjoin !² (½) hello!² world " + shakespeare_text[:2000]
     assert tok.encode(text).tolist() == hf.encode(text, add_special_tokens=False).ids

@@ -79,6 +79,13 @@ def test_each_class_equals_oniguruma(cls):
     assert plain ^ ours == (ONIGURUMA_WORD[0] | ONIGURUMA_WORD[1] if cls == r"\w" else set())
 
 
+@pytest.mark.parametrize("cls", [r"\w", r"\W", r"[\w]", r"[\W]", r"[^\w]", r"[^\W]", r"[\d\w]", r"[^\w\s]", r"\b."])
+def test_word_classes_inside_and_outside_brackets_equal_oniguruma(cls):
+    """Oniguruma's bare \w takes ² ³ ¹ ¼ ½ ¾, its bracketed [\w] does not; neither takes ZWNJ/ZWJ."""
+    ours, theirs = engine_set(cls, "oniguruma"), oniguruma_set(cls)
+    assert ours == theirs, f"{cls}: {differences(ours, theirs)}"
+
+
 def test_the_scanners_flags_equal_the_regex_classes():
     """The hand-written gpt2/cl100k/o200k scanners read code_point_classes: the same sets."""
     classes = code_point_classes()

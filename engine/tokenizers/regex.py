@@ -30,9 +30,11 @@ Oniguruma classify by (a code point assigned later is ``\\p{Cn}``, as there; che
 ``tests/test_unicode_version.py``). ``\\s`` is White_Space, ``\\d`` is ``\\p{Nd}``, ``\\w`` is the word
 class of tiktoken and the ``regex`` module (Alphabetic, marks, ``\\p{Nd}``, ``\\p{Pc}``, ZWJ/ZWNJ).
 Oniguruma's ``\\w`` differs from it on eight code points: U+200C/U+200D are not words there, and
-the Latin-1 numbers ``² ³ ¹ ¼ ½ ¾`` (U+00B2, U+00B3, U+00B9, U+00BC..U+00BE) are; a regex compiled
-with ``dialect="oniguruma"`` (every regex of a tokenizer.json) takes Oniguruma's. ``(?i)`` uses simple case folding
-(``unicode_properties.FOLD_CLASSES``: for each character, what ``(?i)`` makes it match in ``regex``).
+the Latin-1 numbers ``² ³ ¹ ¼ ½ ¾`` (U+00B2, U+00B3, U+00B9, U+00BC..U+00BE) are, outside a bracket
+class (``[\\w]`` leaves them); a regex compiled with ``dialect="oniguruma"`` (every regex of a
+tokenizer.json) takes Oniguruma's, in and out of brackets. ``(?i)`` uses simple case folding
+(``unicode_properties.FOLD_CLASSES``: for each character, what ``(?i)`` makes it match in tiktoken and
+Oniguruma: the ``regex`` module's folds less its Turkic pairs I/ı and i/İ).
 
 Matching (``Regex.find_spans``) is leftmost-first backtracking, as both engines do; see
 ``engine.kernels.regex_vm`` for the program, the empty-match rules and the cost.

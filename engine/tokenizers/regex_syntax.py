@@ -77,16 +77,17 @@ def _property(name: str) -> np.ndarray | None:
 
 
 # Oniguruma's \w (what a tokenizer.json regex means): tiktoken's and the regex module's, but for the
-# Latin-1 numbers it takes (² ³ ¹ ¼ ½ ¾) and the joiners it leaves (U+200C, U+200D), as asked of it in
-# tests/test_unicode_version.py.
+# Latin-1 numbers it takes outside a bracket class (² ³ ¹ ¼ ½ ¾; [\w] does not) and the joiners it leaves
+# (U+200C, U+200D), as asked of it in tests/test_unicode_version.py.
 ONIGURUMA_WORD_ADDS = (0xB2, 0xB3, 0xB9, 0xBC, 0xBD, 0xBE)
 ONIGURUMA_WORD_LEAVES = (0x200C, 0x200D)
 DIALECTS = ("regex", "oniguruma")
 
 
 @functools.lru_cache(maxsize=None)
-def escape_class(letter: str, dialect: str = "regex") -> np.ndarray:
-    """The code points of ``\\s \\S \\d \\D \\w \\W`` (``dialect`` "oniguruma": its ``\\w``)."""
+def escape_class(letter: str, dialect: str = "regex", in_class: bool = False) -> np.ndarray:
+    """The code points of ``\\s \\S \\d \\D \\w \\W`` (``dialect`` "oniguruma": its ``\\w``, which
+    takes the Latin-1 numbers only outside a bracket class: ``[\\w]`` does not)."""
     from engine.tokenizers.unicode_properties import WORD_RANGES
     from engine.tokenizers.unicode_tables import WHITE_SPACE
 
@@ -98,7 +99,8 @@ def escape_class(letter: str, dialect: str = "regex") -> np.ndarray:
     else:
         mask = _ranges_mask(WORD_RANGES).copy()
         if dialect == "oniguruma":
-            mask[list(ONIGURUMA_WORD_ADDS)] = True
+            if not in_class:
+                mask[list(ONIGURUMA_WORD_ADDS)] = True
             mask[list(ONIGURUMA_WORD_LEAVES)] = False
     if letter.isupper():
         mask = ~mask
@@ -274,7 +276,7 @@ class Parser:
         if c in simple:
             return self.literal(simple[c], icase, start), chr(simple[c])
         if c in "sSdDwW":
-            return ("set", escape_class(c, self.dialect), "\\" + c), None
+            return ("set", escape_class(c, self.dialect, in_class), "\\" + c), None
         if c in "pP":
             return ("set", self.property(c == "P", start), self.p[start:self.i]), None
         if c == "x":
