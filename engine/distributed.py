@@ -25,8 +25,9 @@
 The driver holds one block at a time plus the type table: O(documents + types), never
 O(tokens). Everything that is O(tokens) (reading, splitting, counting, encoding) runs on the cluster,
 but for a fit on a fit sample (``--fit-sample BYTES``, ``sample_types``): the sample is the start of
-the train partition in corpus order, so the driver takes it from the blocks as they arrive and counts
-it itself, at most ``BYTES`` of text, as the local executor does.
+the train partition in corpus order, so the driver takes it from the train blocks as they arrive and
+counts it itself, block by block (at most ``BYTES`` of text in all), as the local executor does; the
+train blocks after the sample still reach the driver, which reads only their documents' emptiness.
 """
 
 from __future__ import annotations
@@ -267,20 +268,24 @@ def count_types(dataset, trainer: Trainer, *, concurrency: int | None = None) ->
 def sample_types(dataset, trainer: Trainer, sample: FitSample, *, stream_chars: int = STREAM_CHARS,
                  threads: int | None = None) -> TypeCounts:
     """The types of the fit sample of ``dataset`` (train documents, in corpus order): the fit sample
-    rule of ``engine.corpus.fit_sample`` needs that order, so the sample is taken on the driver as the
-    blocks arrive (at most its bound of text; past it only each document's emptiness is read, for
-    ``left_out``), then counted there as the local executor counts it."""
-    texts: list[str] = []
-    with _blocks(dataset.select_columns(["id", "text"])) as blocks:
-        for batch in blocks:
-            if sample.full:
-                sample.left_out += int(pc.sum(pc.greater(pc.utf8_length(batch.column("text")), 0)).as_py() or 0)
-                continue
-            for doc_id, text in zip(batch.column("id").to_pylist(), batch.column("text").to_pylist()):
-                taken = sample.take(doc_id, text)
-                if taken is not None:
-                    texts.append(taken)
-    return count_local_types(trainer, training_batches(trainer, [texts], stream_chars), threads)
+    rule of ``engine.corpus.fit_sample`` needs that order, so the driver takes the sample from the
+    blocks as they arrive and counts it block by block, as the local executor counts its batches.
+    Past the bound the blocks still arrive, but their texts are not taken into Python: only each
+    document's emptiness is read, for ``left_out``."""
+    def batches() -> Iterator[list[str]]:
+        with _blocks(dataset.select_columns(["id", "text"])) as blocks:
+            for batch in blocks:
+                if sample.full:
+                    sample.left_out += int(pc.sum(pc.greater(pc.utf8_length(batch.column("text")), 0)).as_py() or 0)
+                    continue
+                texts = []
+                for doc_id, text in zip(batch.column("id").to_pylist(), batch.column("text").to_pylist()):
+                    taken = sample.take(doc_id, text)
+                    if taken is not None:
+                        texts.append(taken)
+                yield texts
+
+    return count_local_types(trainer, training_batches(trainer, batches(), stream_chars), threads)
 
 
 def _check_ids(docs, check: ManifestCheck) -> None:

@@ -10,8 +10,9 @@ Mistral v1 / v3 with transformers' own converters (as the Hub's were made); the 
 script's own mixed-script samples and random strings over a hostile alphabet with engine and with
 the reference (tiktoken ``encode_ordinary`` with the family's regex, ``sentencepiece``,
 Hugging Face ``tokenizers`` ``encode(text, add_special_tokens=False)`` with ``encode_special_tokens``
-on, since a special token's text inside a document is text; tekken: tiktoken over the
-kept ranks, shifted by the special tokens, as Mistral's ``Tekkenizer`` does) and prints one line per
+on, since a special token's text inside a document is text; tekken: Mistral's ``Tekkenizer``
+when ``mistral-common`` is installed, else its rule, tiktoken over the kept ranks shifted by the
+special tokens) and prints one line per
 file: texts equal, and the first difference if any. Exit status 1 when any text differs.
 
     python scripts/check_real_tokenizers.py --fetch /tmp/vocabularies
@@ -164,7 +165,14 @@ def reference(kind: str, path: Path, regex: str | None):
         hf = Tokenizer.from_file(str(path))
         hf.encode_special_tokens = True  # a special token's text in a document is text, as engine encodes it
         return lambda text: hf.encode(text, add_special_tokens=False).ids
-    import tiktoken  # tekken: Mistral's Tekkenizer is tiktoken over the kept ranks, shifted by the specials
+    try:  # tekken: Mistral's own Tekkenizer when mistral-common is installed
+        from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+        tekkenizer = Tekkenizer.from_file(str(path))
+        return lambda text: tekkenizer.encode(text, bos=False, eos=False)
+    except ImportError:
+        pass
+    import tiktoken  # else its rule: tiktoken over the kept ranks, shifted by the specials
 
     data = json.loads(path.read_text(encoding="utf-8"))
     config = data["config"]

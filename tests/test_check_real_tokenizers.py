@@ -25,8 +25,8 @@ def folder(tmp_path_factory, shakespeare_text):
     tokens = [base64.b64decode(line.split()[0]) for line in lines if not line.startswith("= ")]
     ranks = [bytes([b]) for b in range(256)] + [t for t in tokens if len(t) > 1]
     (folder / "llama3.tiktoken").write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for r, t in enumerate(ranks)))
-    tekken = {"config": {"pattern": script.O200K, "default_vocab_size": 10 + len(ranks) - 7,
-                         "default_num_special_tokens": 10, "version": "v3"},
+    tekken = {"config": {"pattern": script.O200K, "default_vocab_size": 20 + len(ranks) - 7,
+                         "default_num_special_tokens": 20, "version": "v3"},
               "vocab": [{"rank": r, "token_bytes": base64.b64encode(t).decode(), "token_str": ""}
                         for r, t in enumerate(ranks)]}
     (folder / "tekken_240911.json").write_text(json.dumps(tekken))

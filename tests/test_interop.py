@@ -343,6 +343,8 @@ def test_empty_rank_is_reserved(three, tmp_path, shakespeare_text):
     assert saved == ["= 0"] + lines + [f"= {size}"]  # every id below the last keeps its place (0 was a gap)
     again = load_tiktoken(tmp_path / "again.tiktoken")
     assert again.tokens == tok.tokens and again.specials == tok.specials
+    recognised = load_tokenizer(tmp_path / "again.tiktoken")  # its first line is "= 0": still a rank file
+    assert recognised.tokens == tok.tokens and recognised.specials == tok.specials
     path.write_text("\n".join(lines + [f"= {size}", f"= {size}"]) + "\n")
     with pytest.raises(TokenizerError, match=f":{len(lines) + 2}: rank {size} appears twice"):
         load_tiktoken(path)
@@ -432,6 +434,8 @@ def test_tekken_file_works_directly_in_prepare(tmp_path, tekken_vocab):
      "special token '<s>' appears twice"),
     (lambda d: d.__setitem__("special_tokens", [{"rank": 0, "token_str": "<unk>"}]), "bos token '<s>' is not a special"),
     (lambda d: d["config"].__setitem__("pattern", "(?<=a)b"), "config.pattern"),
+    (lambda d: d["config"].update(default_num_special_tokens=10, default_vocab_size=10 + len(d["vocab"])),
+     "the 20 implicit ones do not fit in config.default_num_special_tokens \\(10\\)"),
 ])
 def test_bad_tekken_files_are_named(change, fragment, tekken_vocab, tmp_path):
     path = tekken_file(tmp_path / "tekken.json", tekken_vocab, n_special=20, vocab_size=20 + len(tekken_vocab))

@@ -81,7 +81,7 @@ def test_each_class_equals_oniguruma(cls):
 
 @pytest.mark.parametrize("cls", [r"\w", r"\W", r"[\w]", r"[\W]", r"[^\w]", r"[^\W]", r"[\d\w]", r"[^\w\s]", r"\b."])
 def test_word_classes_inside_and_outside_brackets_equal_oniguruma(cls):
-    """Oniguruma's bare \w takes ² ³ ¹ ¼ ½ ¾, its bracketed [\w] does not; neither takes ZWNJ/ZWJ."""
+    r"""Oniguruma's bare \w takes ² ³ ¹ ¼ ½ ¾, its bracketed [\w] does not; neither takes ZWNJ/ZWJ."""
     ours, theirs = engine_set(cls, "oniguruma"), oniguruma_set(cls)
     assert ours == theirs, f"{cls}: {differences(ours, theirs)}"
 

@@ -418,7 +418,10 @@ def load_tekken(path: str | os.PathLike, *, bos: str | None = None, eos: str | N
         tokens[n_special + rank] = token
     listed = data.get("special_tokens")
     if listed is None:
-        names = list(TEKKEN_IMPLICIT_SPECIALS[:n_special])
+        if n_special < len(TEKKEN_IMPLICIT_SPECIALS):  # Mistral's Tekkenizer refuses it too
+            raise TokenizerError(f"{source}: the file lists no special_tokens, and the {len(TEKKEN_IMPLICIT_SPECIALS)} "
+                                 f"implicit ones do not fit in config.default_num_special_tokens ({n_special})")
+        names = list(TEKKEN_IMPLICIT_SPECIALS)
     else:
         if not isinstance(listed, list):
             raise TokenizerError(f"{source}: special_tokens is {type(listed).__name__}, expected a list")

@@ -89,7 +89,7 @@ def _check_pattern(tok: Tokenizer, pattern: str | None, path: Path) -> Tokenizer
     return tok
 
 
-_TIKTOKEN_LINE = re.compile(rb"[A-Za-z0-9+/]+=*[ \t]+[0-9]+")
+_TIKTOKEN_LINE = re.compile(rb"(?:[A-Za-z0-9+/]+=*|=)[ \t]+[0-9]+")  # "=": the empty token of a reserved rank
 
 
 def _looks_like_tiktoken(raw: bytes) -> bool:
