@@ -476,7 +476,7 @@ def test_a_word_class_regex_is_read_as_oniguruma_reads_it(tekken_vocab, tmp_path
 
     pattern = r"\w+|[^\w\s]+|\s+"
     ours = ByteBpeTrainer(vocab_size=400, pattern=pattern).train([shakespeare_text[:50_000]])
-    with pytest.raises(TokenizerError, match=r"uses \\w or \\b, which Hugging Face's Oniguruma reads otherwise"):
+    with pytest.raises(TokenizerError, match=r"uses \\w, \\b, \^ or \$, which Hugging Face's Oniguruma reads otherwise"):
         save_hf_tokenizer_json(ours, tmp_path / "no.json")
     plain = ByteBpeTrainer(vocab_size=400, pattern="cl100k").train([shakespeare_text[:50_000]])
     data = json.loads(save_hf_tokenizer_json(plain, tmp_path / "t.json").read_text())
@@ -487,3 +487,18 @@ def test_a_word_class_regex_is_read_as_oniguruma_reads_it(tekken_vocab, tmp_path
     hf = HfTokenizer.from_file(str(tmp_path / "t.json"))
     text = "a\u200db x²y ¼½ word\u200cjoin !² (½) hello!² world " + shakespeare_text[:2000]
     assert tok.encode(text).tolist() == hf.encode(text, add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("pattern", [r"[ ]+$|[ ]|\S+|\n", r"^[ ]+|[ ]|\S+|\n", r"\s+$|\s+|\S+"])
+def test_anchors_mean_the_text_in_a_tiktoken_regex(pattern, tmp_path):
+    """^ and $ are the text's start and end for tiktoken (Rust's regex crate), a line's for Oniguruma:
+    a tiktoken file's regex reads them as tiktoken does, a tokenizer.json's as Hugging Face does."""
+    ranks = {bytes([b]): b for b in range(256)} | {b"  ": 256, b" \n": 257}
+    path = tmp_path / "r.tiktoken"
+    path.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in ranks.items()))
+    tok = load_tiktoken(path, pattern=pattern)
+    enc = tiktoken.Encoding("anchors", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+    texts = ["a  \nb", "a\n  b", "  a  ", "x\n", "x  \n", "\n  \n  "]
+    assert [tok.encode(t).tolist() for t in texts] == [enc.encode_ordinary(t) for t in texts]
+    with pytest.raises(TokenizerError, match="Oniguruma reads otherwise"):
+        save_hf_tokenizer_json(tok, tmp_path / "no.json")

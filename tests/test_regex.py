@@ -67,10 +67,14 @@ def byte_offsets(text: str) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
 
 
-def byte_spans(pattern: str, text: str) -> list[tuple[int, int]]:
-    """``regex.finditer`` spans in UTF-8 bytes (``^``/``$`` as Oniguruma means them: MULTILINE)."""
+def byte_spans(pattern: str, text: str, oniguruma: bool = False) -> list[tuple[int, int]]:
+    """``regex.finditer`` spans in UTF-8 bytes, ``^``/``$`` as tiktoken means them (compile_regex's
+    default dialect): the text's start and end (``$`` written ``\\Z``: not before a final newline);
+    ``oniguruma``: a line's (MULTILINE)."""
     at = byte_offsets(text).tolist()
-    return [(at[m.start()], at[m.end()]) for m in regex.finditer(pattern, text, flags=regex.MULTILINE)]
+    found = (regex.finditer(pattern, text, flags=regex.MULTILINE) if oniguruma
+             else regex.finditer(pattern.replace("$", r"\Z"), text))
+    return [(at[m.start()], at[m.end()]) for m in found]
 
 
 def kernel_ends(rx, data: bytes) -> list[int]:
@@ -89,10 +93,10 @@ def onig_ends(pattern: str, text: str) -> list[int]:
     return ends
 
 
-def regex_ends(pattern: str, text: str) -> list[int]:
+def regex_ends(pattern: str, text: str, oniguruma: bool = False) -> list[int]:
     """Ends of the matches and the text between them, by the regex module (for patterns without empty matches)."""
     ends, prev = [], 0
-    for s, e in byte_spans(pattern, text):
+    for s, e in byte_spans(pattern, text, oniguruma):
         if s > prev:
             ends.append(s)
         ends.append(e)
@@ -128,7 +132,7 @@ ONIG_CONSTRUCTS = [c for c in CONSTRUCTS if isinstance(c, str) and "\\w" not in 
 @SLOW
 @given(text=TEXTS)
 def test_piece_ends_equal_hugging_face_split(construct, text):
-    assert kernel_ends(compile_regex(construct), text.encode()) == onig_ends(construct, text)
+    assert kernel_ends(compile_regex(construct, dialect="oniguruma"), text.encode()) == onig_ends(construct, text)
 
 
 def test_empty_matches_finditer_and_oniguruma_differ_as_documented():
@@ -146,10 +150,13 @@ def test_empty_matches_finditer_and_oniguruma_differ_as_documented():
 @given(text=st.text(alphabet=TRICKY, max_size=60))
 def test_real_patterns_equal_regex_oniguruma_and_twin(name, text):
     pattern = REAL[name]
-    rx = compile_regex(pattern)
     data = text.encode()
+    rx = compile_regex(pattern)  # as a tiktoken file's regex
     ends = kernel_ends(rx, data)
     assert ends == regex_ends(pattern, text) == naive_piece_ends(rx.program, data)
+    rx = compile_regex(pattern, dialect="oniguruma")  # as a tokenizer.json's
+    ends = kernel_ends(rx, data)
+    assert ends == regex_ends(pattern, text, oniguruma=True) == naive_piece_ends(rx.program, data)
     assert ends == onig_ends(pattern, text)
 
 
@@ -164,9 +171,10 @@ def test_real_patterns_on_corpora(name, shakespeare_text):
 
     pattern = REAL[name]
     text = shakespeare_text[:100_000] + "".join(SAMPLES) + "".join(stdlib_texts(300_000))
-    ends = kernel_ends(compile_regex(pattern), text.encode())
+    ends = kernel_ends(compile_regex(pattern), text.encode())  # as a tiktoken file's regex
     assert ends == regex_ends(pattern, text)
-    assert ends == onig_ends(pattern, text)
+    ends = kernel_ends(compile_regex(pattern, dialect="oniguruma"), text.encode())  # as a tokenizer.json's
+    assert ends == regex_ends(pattern, text, oniguruma=True) == onig_ends(pattern, text)
 
 
 @pytest.mark.parametrize("name", list(REAL))

@@ -210,8 +210,8 @@ def _pattern_of(pre_tokenizer, source: str) -> str:
             if isinstance(regex, str) and steps[0].get("behavior") == "Isolated" and not steps[0].get("invert"):
                 pattern = canonical_pattern(regex, f"{source}: pre_tokenizer Split regex")
                 if pattern not in PATTERNS and not reads_alike(pattern):  # the pipeline reads it as Oniguruma does
-                    raise TokenizerError(f"{source}: pre_tokenizer Split regex {regex!r} uses \\w or \\b, which "
-                                         "Oniguruma reads otherwise than tiktoken (8 code points)")
+                    raise TokenizerError(f"{source}: pre_tokenizer Split regex {regex!r} uses \\w, \\b, ^ or $, "
+                                         "which Oniguruma reads otherwise than tiktoken")
                 return pattern
     raise TokenizerError(
         f"{source}: unsupported pre_tokenizer {json.dumps(pre_tokenizer)[:200]}; expected ByteLevel(use_regex=true) "
@@ -333,9 +333,9 @@ def save_hf_tokenizer_json(tokenizer: ByteBpeTokenizer, path: str | os.PathLike)
     text = ["".join(table[b] for b in t) if t is not None else None for t in tokenizer.tokens]
     merges = tokenizer.merges if tokenizer.merges is not None else merges_from_ranks(tokenizer.tokens)
     if tokenizer.pattern not in PATTERNS and not reads_alike(tokenizer.pattern):
-        raise TokenizerError(f"pattern {tokenizer.pattern!r} uses \\w or \\b, which Hugging Face's Oniguruma reads "
-                             "otherwise than this tokenizer (U+00B2, U+00B3, U+00B9, U+00BC..U+00BE, U+200C, "
-                             "U+200D): its tokenizer.json would not encode identically")
+        raise TokenizerError(f"pattern {tokenizer.pattern!r} uses \\w, \\b, ^ or $, which Hugging Face's Oniguruma "
+                             "reads otherwise than this tokenizer (\\w on U+00B2, U+00B3, U+00B9, U+00BC..U+00BE, "
+                             "U+200C, U+200D; ^ and $ at every line): its tokenizer.json would not encode identically")
     if tokenizer.pattern == "gpt2":
         pre = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     else:

@@ -17,8 +17,11 @@ is a ``TokenizerError`` naming it and its offset, never a silent difference. Sup
 - quantifiers ``? * + {m} {m,} {m,n} {,n}``, greedy, lazy (``*?``) and possessive (``?+ *+ ++``);
   ``{m,n}+`` is refused (possessive in ``regex``, a repeated repetition in Oniguruma);
 - atomic groups ``(?>...)``, lookahead ``(?=...)`` ``(?!...)``;
-- anchors ``\\A``, ``\\z``, ``\\b``, ``\\B``, and ``^`` / ``$`` as Oniguruma means them: at the
-  start / end of a line (``regex``'s ``MULTILINE`` meaning); ``\\Z`` and ``\\G`` are refused.
+- anchors ``\\A``, ``\\z``, ``\\b``, ``\\B``, ``^`` and ``$``: with ``dialect="oniguruma"`` (a
+  tokenizer.json's regex) ``^`` / ``$`` are a line's start / end, as Oniguruma means them; in the
+  default dialect (a tiktoken file's or a trained tokenizer's regex) the text's start / end, as
+  tiktoken (Rust's ``regex`` crate) means them (``$`` is not before a final newline);
+  ``\\Z`` and ``\\G`` are refused.
 
 Refused by name: lookbehind, backreferences, conditionals, inline flags other than ``i``, POSIX
 brackets, nested classes and ``&&``, ``\\h \\R \\X \\K`` and other escapes, a group that can match the
@@ -348,7 +351,7 @@ def compile_regex(pattern: str, *, source: str = "pattern", dialect: str = "rege
 
 
 def reads_alike(pattern: str) -> bool:
-    """True when ``pattern`` means the same under both dialects (it uses no ``\\w``, ``\\W`` or ``\\b``
-    whose classes take the eight code points where Oniguruma and tiktoken differ)."""
+    """True when ``pattern`` means the same under both dialects: no ``\\w``, ``\\W`` or ``\\b`` whose
+    classes take the code points where Oniguruma and tiktoken differ, no ``^`` or ``$``."""
     a, b = compile_regex(pattern).program, compile_regex(pattern, dialect="oniguruma").program
     return all(np.array_equal(x, y) for x, y in zip(a, b))

@@ -241,12 +241,12 @@ class Parser:
             mask = np.ones(MAX_CP, dtype=bool)
             mask[0x0A] = False
             return ("set", mask, "."), None
-        if c == "^":
+        if c == "^":  # Oniguruma: a line's start; tiktoken (Rust's regex crate): the text's
             self.i += 1
-            return ("assert", A_BOL), None
-        if c == "$":
+            return ("assert", A_BOL if self.dialect == "oniguruma" else A_BOS), None
+        if c == "$":  # Oniguruma: a line's end; tiktoken: the text's end (not before a final newline)
             self.i += 1
-            return ("assert", A_EOL), None
+            return ("assert", A_EOL if self.dialect == "oniguruma" else A_EOS), None
         if c in "*+?":
             raise self.error(f"quantifier {c!r} with nothing to repeat")
         if c == "{" and self.quantifier_at(self.i) is not None:
