@@ -100,13 +100,13 @@ def default_corpus_paths() -> tuple[Path, Path]:
 def _is_hf_json(path: Path) -> bool:
     """True for a Hugging Face tokenizer.json or a tekken.json: files whose special tokens any may wrap."""
     from engine.checks import parse_json
-    from engine.tokenizers.interop import looks_like_tekken
+    from engine.tokenizers.hf_pipeline import is_hf_file
 
     try:
         obj = parse_json(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):  # JSONLimitError is a ValueError
         return False
-    return isinstance(obj, dict) and "model" in obj and "format" not in obj or looks_like_tekken(obj)
+    return is_hf_file(obj)
 
 
 # -- options -----------------------------------------------------------------------------------

@@ -194,12 +194,10 @@ def _opaque() -> np.ndarray:
     for first, last in NORMALIZATION_OPAQUE_RANGES:
         table[first:last + 1] = True
     if tuple(int(p) for p in unicodedata.unidata_version.split(".")) > (16, 0, 0):
-        from engine.tokenizers.unicode_properties import CATEGORIES, CATEGORY_RUNS
+        from engine.tokenizers.regex_syntax import code_point_categories
+        from engine.tokenizers.unicode_properties import CATEGORIES
 
-        bounds = [first for first, _ in CATEGORY_RUNS[1:]] + [0x110000]
-        for k, (first, category) in enumerate(CATEGORY_RUNS):
-            if category == CATEGORIES.index("Cn"):
-                table[first:bounds[k]] = True
+        table |= code_point_categories() == CATEGORIES.index("Cn")
     table.flags.writeable = False
     return table
 

@@ -60,7 +60,7 @@ from engine.tokenizers.hf_components import (AddedToken, AddedVocabulary, build_
 from engine.tokenizers.hf_steps import run_steps, whole_text
 from engine.tokenizers.pretokenize import utf8_bytes
 
-__all__ = ["HfBpeTokenizer", "load_hf_pipeline", "load_hf_file", "read_model_folder", "encode_with_specials"]
+__all__ = ["HfBpeTokenizer", "load_hf_pipeline", "load_hf_file", "is_hf_file", "read_model_folder", "encode_with_specials"]
 
 ENDOFTEXT = "<|endoftext|>"
 # Conventional end tokens, in order of preference: GPT-2 / Qwen / Phi, Llama 2 / Mistral, Gemma, Llama 3,
@@ -470,6 +470,12 @@ def load_hf_pipeline(path: str | os.PathLike, *, bos: str | None = None, eos: st
         if size > MAX_VOCAB_SIZE:
             raise TokenizerError(f"{path}: {size} tokens: expected at most {MAX_VOCAB_SIZE}")
     return HfBpeTokenizer(data, config=config, bos=bos, eos=eos, match_special=match_special, source=str(path))
+
+
+def is_hf_file(data: object) -> bool:
+    """True for a parsed JSON file ``load_hf_file`` reads: a Hugging Face tokenizer.json (a ``model``,
+    no engine ``format``) or Mistral's tekken.json; a file whose special tokens any may wrap documents."""
+    return isinstance(data, dict) and "model" in data and "format" not in data or looks_like_tekken(data)
 
 
 def load_hf_file(path: str | os.PathLike, *, bos: str | None = None, eos: str | None = None,

@@ -209,13 +209,19 @@ def _pattern_of(pre_tokenizer, source: str) -> str:
             regex = pattern.get("Regex") if isinstance(pattern, dict) else None
             if isinstance(regex, str) and steps[0].get("behavior") == "Isolated" and not steps[0].get("invert"):
                 pattern = canonical_pattern(regex, f"{source}: pre_tokenizer Split regex")
-                if pattern not in PATTERNS and not reads_alike(pattern):  # the pipeline reads it as Oniguruma does
+                if not _oniguruma_reads_alike(pattern):  # then the pipeline reads it, as Oniguruma does
                     raise TokenizerError(f"{source}: pre_tokenizer Split regex {regex!r} uses \\w, \\b, ^ or $, "
                                          "which Oniguruma reads otherwise than tiktoken")
                 return pattern
     raise TokenizerError(
         f"{source}: unsupported pre_tokenizer {json.dumps(pre_tokenizer)[:200]}; expected ByteLevel(use_regex=true) "
         "or Sequence[Split(Regex, Isolated, invert=false), ByteLevel(use_regex=false)]")
+
+
+def _oniguruma_reads_alike(pattern: str) -> bool:
+    """True when Hugging Face's Oniguruma reads a byte-level pattern as engine does (a named one
+    always; a regex unless ``regex.reads_alike`` says otherwise)."""
+    return pattern in PATTERNS or reads_alike(pattern)
 
 
 def _json_file(path: Path, what: str):
@@ -332,7 +338,7 @@ def save_hf_tokenizer_json(tokenizer: ByteBpeTokenizer, path: str | os.PathLike)
     table = bytes_to_unicode()
     text = ["".join(table[b] for b in t) if t is not None else None for t in tokenizer.tokens]
     merges = tokenizer.merges if tokenizer.merges is not None else merges_from_ranks(tokenizer.tokens)
-    if tokenizer.pattern not in PATTERNS and not reads_alike(tokenizer.pattern):
+    if not _oniguruma_reads_alike(tokenizer.pattern):
         raise TokenizerError(f"pattern {tokenizer.pattern!r} uses \\w, \\b, ^ or $, which Hugging Face's Oniguruma "
                              "reads otherwise than this tokenizer (\\w on U+00B2, U+00B3, U+00B9, U+00BC..U+00BE, "
                              "U+200C, U+200D; ^ and $ at every line): its tokenizer.json would not encode identically")

@@ -18,8 +18,8 @@ from pathlib import Path
 from engine.checks import JSONLimitError, parse_json
 from engine.errors import ConfigurationError, TokenizerError
 from engine.tokenizers.base import Tokenizer, _import_kinds, tokenizer_from_json
-from engine.tokenizers.hf_pipeline import load_hf_file
-from engine.tokenizers.interop import load_tekken, load_tiktoken, looks_like_tekken
+from engine.tokenizers.hf_pipeline import is_hf_file, load_hf_file
+from engine.tokenizers.interop import load_tiktoken
 from engine.tokenizers.pretokenize import canonical_pattern
 from engine.tokenizers.sentencepiece import SentencePieceTokenizer
 from engine.tokenizers.spm_model import looks_like_model, parse_model
@@ -71,10 +71,8 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> To
         raise TokenizerError(f"{path}: not a tokenizer file: expected JSON (an engine file or a Hugging Face "
                              "tokenizer.json), a SentencePiece .model file or a tiktoken rank file "
                              "('<base64 token> <rank>' lines)") from None
-    if isinstance(obj, dict) and "model" in obj and "format" not in obj:
+    if is_hf_file(obj):  # a tokenizer.json or a tekken.json
         tok = load_hf_file(path, data=obj)
-    elif looks_like_tekken(obj):
-        tok = load_tekken(path, data=obj)
     else:
         tok = tokenizer_from_json(obj, str(path))
     return _check_pattern(tok, pattern, path)

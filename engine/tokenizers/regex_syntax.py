@@ -34,7 +34,7 @@ _GC_ALIASES = {
 
 
 @functools.lru_cache(maxsize=1)
-def _categories() -> np.ndarray:
+def code_point_categories() -> np.ndarray:
     """General category index (``unicode_properties.CATEGORIES``) of every code point (uint8)."""
     from engine.tokenizers.unicode_properties import CATEGORY_RUNS
 
@@ -57,7 +57,7 @@ def _property(name: str) -> np.ndarray | None:
 
     key = name.replace("_", "").replace(" ", "").replace("-", "")
     short = _GC_ALIASES.get(key.lower(), key)
-    cats = _categories()
+    cats = code_point_categories()
     mask = None
     if short in CATEGORIES:
         mask = cats == CATEGORIES.index(short)
@@ -124,7 +124,7 @@ def _multi_folds() -> tuple[frozenset, np.ndarray]:
     from engine.tokenizers.unicode_properties import CATEGORIES
 
     strings, mask = set(), np.zeros(MAX_CP, dtype=bool)
-    cased = np.flatnonzero(np.isin(_categories(), [CATEGORIES.index(c) for c in ("Lu", "Ll", "Lt")]))
+    cased = np.flatnonzero(np.isin(code_point_categories(), [CATEGORIES.index(c) for c in ("Lu", "Ll", "Lt")]))
     for cp in cased.tolist():  # only cased letters have multi-character folds
         folded = chr(cp).casefold()
         if len(folded) > 1:
