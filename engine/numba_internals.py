@@ -16,6 +16,8 @@ these were tested on, ``TESTED_NUMBA``:
   rates);
 - the ``njit`` option ``no_cfunc_wrapper`` (``engine.kernels.KERNEL_OPTIONS``: no C callback
   wrapper is compiled beside each kernel);
+- the ``njit`` option ``_nrt`` (``NO_REFCOUNT_OPTION``), the compiler flag ``nrt``: ``kernel(leaf=True)``
+  turns it off, so a kernel that allocates nothing runs without reference counting;
 - ``numba.core.cgutils``' ``get_item_pointer`` and ``get_or_insert_function``, and the target
   context's ``make_array`` and ``get_dummy_value``, used by the prefetch and non-temporal store
   intrinsics' code generators (``engine.kernels.shuffle``, ``engine.kernels.masks``);
@@ -27,13 +29,16 @@ these were tested on, ``TESTED_NUMBA``:
 from __future__ import annotations
 
 import numba
-from numba.core import base, caching, cgutils, compiler, event
+from numba.core import base, caching, cgutils, compiler, event, options
 from numba.core import dispatcher as _dispatcher
 
 TESTED_NUMBA = (0, 68)
 """The (major, minor) release of numba these internals were tested on; pyproject bounds numba to it."""
 
 COMPILE_EVENT = "numba:compile"
+
+NO_REFCOUNT_OPTION = "_nrt"
+"""The ``njit`` option that, set to False, compiles a function without Numba's runtime (no reference counts)."""
 
 _LOCATORS = ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")
 
@@ -43,7 +48,7 @@ def _missing(owner, names, prefix: str) -> list[str]:
 
 
 def check(caching=caching, event=event, cgutils=cgutils, compiler=compiler,
-          dispatcher=_dispatcher, base=base) -> None:
+          dispatcher=_dispatcher, base=base, options=options) -> None:
     """Raise ``ImportError`` naming every internal above that this Numba lacks (the modules are
     parameters so a test can hand in stand-ins)."""
     prefix = caching.__name__
@@ -59,8 +64,11 @@ def check(caching=caching, event=event, cgutils=cgutils, compiler=compiler,
                         f"{base.__name__}.BaseContext")
     if "entry_point" not in getattr(getattr(compiler, "CompileResult", None), "_fields", ()):
         missing.append(f"{compiler.__name__}.CompileResult.entry_point")
-    if "no_cfunc_wrapper" not in getattr(getattr(compiler, "Flags", None), "options", ()):
-        missing.append(f"{compiler.__name__}.Flags.no_cfunc_wrapper")
+    for flag in ("no_cfunc_wrapper", "nrt"):
+        if flag not in getattr(getattr(compiler, "Flags", None), "options", ()):
+            missing.append(f"{compiler.__name__}.Flags.{flag}")
+    if getattr(getattr(getattr(options, "DefaultOptions", None), NO_REFCOUNT_OPTION, None), "flag_name", None) != "nrt":
+        missing.append(f"{options.__name__}.DefaultOptions.{NO_REFCOUNT_OPTION}")
     init = getattr(getattr(dispatcher, "_DispatcherBase", None), "__init__", None)
     if "overloads" not in getattr(getattr(init, "__code__", None), "co_names", ()):
         missing.append(f"{dispatcher.__name__}._DispatcherBase.overloads")

@@ -200,7 +200,7 @@ def _first_merge(table, a, b):
         slot = (slot + 1) & mask
 
 
-@kernel
+@kernel(leaf=True)
 def merge_short_first(parts, m, table, part_priority):
     """``merge_short`` under the byte-level rule (every pair takes its first entry), through a
     ``first_entry_table``: the same merges in the same order, one load per pair lookup.

@@ -35,9 +35,12 @@ from __future__ import annotations
 import numpy as np
 
 from engine.kernels import kernel
-from engine.kernels.bpe_encode import (LONG_WORD, MAX_CACHED_PIECE, _encode_miss, _known_pieces, find_span, key_home,
-                                       record_long)
+from engine.kernels.bpe_encode import (LONG_WORD, MAX_CACHED_PIECE, PIECE_BLOCK, _encode_miss, _known_pieces,
+                                       _prefetch_pieces, find_span, key_home, record_long)
 from engine.kernels.bpe_merge import hash_span, merge_short_first, same_span
+from engine.kernels.prefetch import prefetch
+
+PREFETCH_BLOCK = 32
 
 __all__ = ["encode_byte_pieces", "encode_char_pieces", "new_char_cache", "build_span_table", "utf8_of", "build_pair_set",
            "cut_pieces"]
@@ -52,24 +55,28 @@ def encode_byte_pieces(buf, ends, byte_ids, first, token_table, token_pool, toke
     long_count = np.int64(0)
     out_pos = np.int64(0)
     pos = np.int64(0)
-    count = ends.shape[0]
+    keys = np.empty(PIECE_BLOCK, dtype=np.uint64)
     k = np.int64(0)
-    while k < count:
-        k, pos, out_pos, key, slot = _known_pieces(buf, pos, ends, k, count, byte_ids, token_table, token_pool,
-                                                   token_offsets, cache, cache_bytes, cache_ids, out, out_pos)
-        if k < count:
-            end = ends[k]
-            if end - pos > MAX_CACHED_PIECE:
-                long_pieces = record_long(long_pieces, long_count, out_pos, end - pos)
-                long_count += 1
-                for i in range(pos, end):
-                    out[out_pos] = byte_ids[buf[i]]
-                    out_pos += 1
-            else:
-                out_pos = _encode_miss(buf, pos, end - pos, key, slot, byte_ids, first, parts, part_priority, out,
-                                       out_pos, cache, cache_bytes, cache_ids, cache_state)
-            pos = end
-            k += 1
+    for block in range(0, ends.shape[0], PIECE_BLOCK):  # a block's keys computed and its rows prefetched first
+        count = min(block + PIECE_BLOCK, ends.shape[0])
+        _prefetch_pieces(buf, pos, ends, block, count, keys, token_table, cache)
+        while k < count:
+            k, pos, out_pos, key, slot = _known_pieces(buf, pos, ends, k, count, keys, block, byte_ids, token_table,
+                                                       token_pool, token_offsets, cache, cache_bytes, cache_ids, out,
+                                                       out_pos)
+            if k < count:
+                end = ends[k]
+                if end - pos > MAX_CACHED_PIECE:
+                    long_pieces = record_long(long_pieces, long_count, out_pos, end - pos)
+                    long_count += 1
+                    for i in range(pos, end):
+                        out[out_pos] = byte_ids[buf[i]]
+                        out_pos += 1
+                else:
+                    out_pos = _encode_miss(buf, pos, end - pos, key, slot, byte_ids, first, parts, part_priority, out,
+                                           out_pos, cache, cache_bytes, cache_ids, cache_state)
+                pos = end
+                k += 1
     return out_pos, long_pieces, long_count
 
 
@@ -137,7 +144,17 @@ def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id,
     limit = char_ids.shape[0]
     out_pos = np.int64(0)
     pos = np.int64(0)
+    keys = np.empty(PREFETCH_BLOCK, np.uint64)
     for k in range(count):
+        if k % PREFETCH_BLOCK == 0:  # the cache keys of the next block of pieces, their rows prefetched
+            start = ends[k - 1] if k > 0 else np.int64(0)
+            for j in range(min(PREFETCH_BLOCK, count - k)):
+                stop = ends[k + j]
+                key = (hash_span(cps, start, stop) >> np.uint64(8)) | (np.uint64(stop - start) << np.uint64(56))
+                keys[j] = key
+                if stop - start > 1:
+                    prefetch(cache, (key_home(key, cache_mask), 0), False)
+                start = stop
         end = ends[k]
         length = end - pos
         if length == 1:  # one character with a token: that token, no lookup
@@ -159,7 +176,7 @@ def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id,
         key = np.uint64(0)
         slot = 0
         if cacheable:
-            key = (hash_span(cps, pos, end) >> np.uint64(8)) | (np.uint64(length) << np.uint64(56))  # never 0
+            key = keys[k % PREFETCH_BLOCK]
             slot = key_home(key, cache_mask)
             while cache[slot, 0] != 0:
                 if cache[slot, 0] == key and same_span(cache_cps, np.int64(cache[slot, 1]), cps, pos, length):

@@ -33,12 +33,9 @@ All arithmetic is on ``uint64`` values with ``uint64`` constants: mixing ``int64
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
 
 from engine.kernels import kernel
-from engine.numba_internals import get_item_pointer, get_or_insert_function
+from engine.kernels.prefetch import prefetch
 
 __all__ = [
     "GOLDEN_GAMMA",
@@ -58,30 +55,6 @@ _ONE = np.uint64(1)
 
 # Draws kept in flight ahead of the swap; 32 covers main-memory latency at one swap per ~10 ns.
 LOOKAHEAD = 32
-
-
-@intrinsic
-def _prefetch_for_write(typingctx, array, index):
-    """Emit ``llvm.prefetch`` (write, high locality) for ``array[index]``; no load, no fault."""
-    signature = types.void(array, index)
-
-    def codegen(context, builder, sig, args):
-        array_type, _ = sig.args
-        array_struct = context.make_array(array_type)(context, builder, args[0])
-        pointer = get_item_pointer(
-            context, builder, array_type, array_struct, [args[1]], wraparound=False, boundscheck=False
-        )
-        byte_pointer = ir.IntType(8).as_pointer()
-        int32 = ir.IntType(32)
-        function_type = ir.FunctionType(ir.VoidType(), [byte_pointer, int32, int32, int32])
-        function = get_or_insert_function(builder.module, function_type, "llvm.prefetch.p0")
-        builder.call(
-            function,
-            [builder.bitcast(pointer, byte_pointer), int32(1), int32(3), int32(1)],
-        )
-        return context.get_dummy_value()
-
-    return signature, codegen
 
 
 @kernel(inline="always")
@@ -136,7 +109,7 @@ def fisher_yates_shuffle(descriptors, state):
     while filled < LOOKAHEAD and next_upper >= _ONE:
         state, j = _sample_below(state, next_upper + _ONE)
         pending[filled] = j
-        _prefetch_for_write(descriptors, j)
+        prefetch(descriptors, j, True)
         filled += 1
         next_upper -= _ONE
     slot = 0
@@ -146,7 +119,7 @@ def fisher_yates_shuffle(descriptors, state):
         if next_upper >= _ONE:
             state, ahead = _sample_below(state, next_upper + _ONE)
             pending[slot] = ahead
-            _prefetch_for_write(descriptors, ahead)
+            prefetch(descriptors, ahead, True)
             next_upper -= _ONE
         slot += 1
         if slot == LOOKAHEAD:

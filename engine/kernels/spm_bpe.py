@@ -68,7 +68,7 @@ def _joined(table, a, b):
     return found
 
 
-@kernel
+@kernel(leaf=True)
 def chunk_end(buf, pos, stop, ascii_join, join_table):
     """End of the chunk starting at ``pos``: the first character boundary whose two characters are
     adjacent in no piece (``ascii_join`` for two ASCII characters, else ``join_table``), or ``stop``."""
@@ -94,7 +94,7 @@ def chunk_end(buf, pos, stop, ascii_join, join_table):
     return stop
 
 
-@kernel
+@kernel(leaf=True)
 def _emit_symbol(s, n_syms, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, out, at, start):
     """Write the id(s) of symbol ``s`` at ``out[at:]`` (``start``: where the chunk's ids begin, for
     the run rule of unknown symbols); returns the new position."""
@@ -126,7 +126,7 @@ def _emit_symbol(s, n_syms, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, ou
     return at + 4
 
 
-@kernel
+@kernel(leaf=True)
 def _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts, lefts, rights, made,
                  priorities, first, unique, sym_out, sym_cp, byte_ids, unk_id, byte_fallback, parts, part_priority, out,
                  at):
@@ -166,11 +166,11 @@ def _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud,
     return at
 
 
-@kernel
+@kernel(leaf=True)
 def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts, lefts,
                       rights, made, priorities, first, unique, piece_table, piece_pool, piece_offsets, sym_out, sym_cp,
                       byte_ids, unk_id, byte_fallback, ascii_join, join_table, join2, ascii_ids, cache, cache_bytes,
-                      cache_ids, cache_state, bos, eos, wrap, out, out_offsets):
+                      cache_ids, cache_state, bos, eos, wrap, parts, part_priority, out, out_offsets):
     """Ids of every normalized document of ``buf`` into ``out`` (uint32; ``len(buf) + 2 * documents``
     entries); with ``wrap`` each is ``[bos, ids..., eos]`` (``bos`` < 0: none). Returns the ids written.
 
@@ -178,10 +178,9 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
     ``ascii_join`` with ``▁`` (U+2581) as character 128, so most chunks end without ``chunk_end``. A chunk that
     is found in the cache; else it is a piece whose own characters merge into it (``piece_table``,
     ``bpe_encode.build_piece_table`` over ``self_merging_pieces``: no merging), or it is merged; and
-    either way cached."""
-    # scratch of the cached chunks (never reassigned in the loop: Numba would count references at every chunk)
-    parts = np.empty(MAX_CACHED_BYTES, dtype=np.int64)
-    part_priority = np.empty(LONG_WORD, dtype=np.int64)
+    either way cached. ``parts`` (int64, ``max(len(buf), MAX_CACHED_BYTES)`` entries) and ``part_priority``
+    (int64, ``LONG_WORD``): the merges' scratch, from the caller (the kernel allocates nothing: a
+    ``leaf`` kernel, without reference counts)."""
     cache_size = cache.shape[0]
     cache_mask = cache_size - 1
     at = np.int64(0)
@@ -289,7 +288,7 @@ def encode_normalized(buf, document_offsets, char_table, n_syms, ud_table, ud_va
             else:
                 at = _merge_chunk(buf, pos, end, char_table, n_syms, ud_table, ud_values, has_ud, pairs, nexts,
                                   lefts, rights, made, priorities, first, unique, sym_out, sym_cp, byte_ids, unk_id,
-                                  byte_fallback, np.empty(length, dtype=np.int64), part_priority, out, at)
+                                  byte_fallback, parts, part_priority, out, at)
             # a run of unknown symbols across two chunks is one unknown id
             if (not byte_fallback and at > chunk_at and chunk_at > content and out[chunk_at] == unk_id
                     and out[chunk_at - 1] == unk_id):

@@ -52,7 +52,7 @@ def decode_char(buf, pos, length):
             | (np.int64(buf[pos + 3]) & 0x3F))
 
 
-@kernel
+@kernel(leaf=True)
 def charsmap_match(trie, buf, pos, stop):
     """``(length, value)`` of the longest of the first ``MAX_TRIE_RESULTS`` charsmap keys that prefix
     ``buf[pos:stop]`` (Darts-clone's commonPrefixSearch), or ``(0, 0)``."""
@@ -194,7 +194,7 @@ def first_bytes(trie, ud_table, ud_values, has_ud):
     return first, second
 
 
-@kernel
+@kernel(leaf=True)
 def normalize_documents(buf, document_offsets, trie, repl, ud_table, ud_values, has_ud, first, second, ascii_map,
                         add_dummy, remove_extra, escape, suffix, out, out_offsets):
     """Normalize every document of ``buf`` (UTF-8) into ``out`` (uint8) and ``out_offsets``

@@ -56,8 +56,8 @@ import numpy as np
 from engine.checks import positive_int
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache
-from engine.kernels.bpe_merge import first_entry_table
-from engine.kernels.spm_bpe import build_join_table, encode_normalized, self_merging_pieces
+from engine.kernels.bpe_merge import LONG_WORD, first_entry_table
+from engine.kernels.spm_bpe import MAX_CACHED_BYTES, build_join_table, encode_normalized, self_merging_pieces
 from engine.kernels.spm_normalize import build_ud_table, charsmap_match, first_bytes, normalize_documents
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_ids, check_texts, register_tokenizer
 from engine.tokenizers.limits import STREAM_CHARS
@@ -320,8 +320,9 @@ class SentencePieceTokenizer(Tokenizer):
                 *self._pieces_direct, self._sym_out, self._sym_cp, self._byte_ids, self.unk_id,
                 self.model.byte_fallback, self._ascii_join, self._join_table, self._join2, self._ascii_ids,
                 *cache,
-                -1 if self.bos_id is None else self.bos_id, -1 if self.eos_id is None else self.eos_id, wrap, out,
-                out_offsets)
+                -1 if self.bos_id is None else self.bos_id, -1 if self.eos_id is None else self.eos_id, wrap,
+                np.empty(max(norm.shape[0], MAX_CACHED_BYTES), dtype=np.int64), np.empty(LONG_WORD, dtype=np.int64),
+                out, out_offsets)
         finally:
             self._caches.append(cache)
         return out[:count], out_offsets
