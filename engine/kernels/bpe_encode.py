@@ -33,7 +33,7 @@ from engine.kernels.wordsplit import word_end
 __all__ = [
     "EMPTY_KEY", "LONG_WORD", "MAX_CACHED_PIECE", "hash_span", "same_span", "key_slot", "find_span", "build_pair_table",
     "merge_word", "encode_words", "scatter_documents", "map_symbols", "piece_key", "build_piece_table",
-    "self_merging_tokens", "new_piece_cache", "encode_bytes", "encode_word_documents",
+    "self_merging_tokens", "new_piece_cache", "encode_bytes", "encode_piece_block", "encode_word_documents",
 ]
 
 # Pieces of up to this many symbols are merged in the encoders' pass and cached; longer ones are
@@ -363,6 +363,37 @@ def _call_scratch(pieces, cache_limit):
 
 
 @kernel(inline="always")
+def encode_piece_block(buf, pos, ends, block, count, keys, byte_ids, first, parts, part_priority, token_table,
+                       token_pool, token_offsets, cache, cache_bytes, cache_ids, cache_state, out, out_pos, long_pieces,
+                       long_count):
+    """Byte-level ids of the pieces ``block .. count - 1`` (ending at ``ends[k]``, the first at ``pos``) at
+    ``out[out_pos:]``: their keys computed and their rows prefetched first (``keys``: ``PIECE_BLOCK``
+    entries), then looked up (``_known_pieces``); a piece in neither table is merged and cached
+    (``_encode_miss``), one longer than ``MAX_CACHED_PIECE`` written as its bytes and recorded in
+    ``long_pieces``. Returns ``(pos, out_pos, long_pieces, long_count)``."""
+    _prefetch_pieces(buf, pos, ends, block, count, keys, token_table, cache)
+    k = block
+    while k < count:
+        k, pos, out_pos, key, slot = _known_pieces(buf, pos, ends, k, count, keys, block, byte_ids, token_table,
+                                                   token_pool, token_offsets, cache, cache_bytes, cache_ids, out,
+                                                   out_pos)
+        if k < count:  # piece k is in neither table
+            end = ends[k]
+            if end - pos > MAX_CACHED_PIECE:
+                long_pieces = record_long(long_pieces, long_count, out_pos, end - pos)
+                long_count += 1
+                for i in range(pos, end):
+                    out[out_pos] = byte_ids[buf[i]]
+                    out_pos += 1
+            else:
+                out_pos = _encode_miss(buf, pos, end - pos, key, slot, byte_ids, first, parts, part_priority, out,
+                                       out_pos, cache, cache_bytes, cache_ids, cache_state)
+            pos = end
+            k += 1
+    return pos, out_pos, long_pieces, long_count
+
+
+@kernel(inline="always")
 def begin_document(out, out_offsets, document_offsets, d, out_pos, wrap, bos):
     """Document ``d`` starts at ``out_pos``: record it and write BOS when wrapping; returns the new
     position and the document's span ``[start, stop)`` in the input."""
@@ -411,25 +442,9 @@ def encode_bytes(
         while pos < end_of_document:
             count = scan_document(buf, document_offsets[d], pos, end_of_document, classes, table, pattern, ends,
                                   np.int64(0), np.int64(PIECE_BLOCK))
-            k = np.int64(0)
-            _prefetch_pieces(buf, pos, ends, k, count, keys, token_table, cache)
-            while k < count:
-                k, pos, out_pos, key, slot = _known_pieces(buf, pos, ends, k, count, keys, 0, byte_ids, token_table,
-                                                           token_pool, token_offsets, cache, cache_bytes, cache_ids,
-                                                           out, out_pos)
-                if k < count:  # piece k is in neither table
-                    end = ends[k]
-                    if end - pos > MAX_CACHED_PIECE:
-                        long_pieces = record_long(long_pieces, long_count, out_pos, end - pos)
-                        long_count += 1
-                        for i in range(pos, end):
-                            out[out_pos] = byte_ids[buf[i]]
-                            out_pos += 1
-                    else:
-                        out_pos = _encode_miss(buf, pos, end - pos, key, slot, byte_ids, first, parts, part_priority,
-                                               out, out_pos, cache, cache_bytes, cache_ids, cache_state)
-                    pos = end
-                    k += 1
+            pos, out_pos, long_pieces, long_count = encode_piece_block(
+                buf, pos, ends, 0, count, keys, byte_ids, first, parts, part_priority, token_table, token_pool,
+                token_offsets, cache, cache_bytes, cache_ids, cache_state, out, out_pos, long_pieces, long_count)
         if wrap:
             out[out_pos] = eos
             out_pos += 1

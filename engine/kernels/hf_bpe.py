@@ -35,8 +35,8 @@ from __future__ import annotations
 import numpy as np
 
 from engine.kernels import kernel
-from engine.kernels.bpe_encode import (LONG_WORD, MAX_CACHED_PIECE, PIECE_BLOCK, _encode_miss, _known_pieces,
-                                       _prefetch_pieces, find_span, key_home, record_long)
+from engine.kernels.bpe_encode import (LONG_WORD, MAX_CACHED_PIECE, PIECE_BLOCK, encode_piece_block, find_span, key_home,
+                                       record_long)
 from engine.kernels.bpe_merge import hash_span, merge_short_first, same_span
 from engine.kernels.prefetch import prefetch
 
@@ -56,27 +56,11 @@ def encode_byte_pieces(buf, ends, byte_ids, first, token_table, token_pool, toke
     out_pos = np.int64(0)
     pos = np.int64(0)
     keys = np.empty(PIECE_BLOCK, dtype=np.uint64)
-    k = np.int64(0)
-    for block in range(0, ends.shape[0], PIECE_BLOCK):  # a block's keys computed and its rows prefetched first
-        count = min(block + PIECE_BLOCK, ends.shape[0])
-        _prefetch_pieces(buf, pos, ends, block, count, keys, token_table, cache)
-        while k < count:
-            k, pos, out_pos, key, slot = _known_pieces(buf, pos, ends, k, count, keys, block, byte_ids, token_table,
-                                                       token_pool, token_offsets, cache, cache_bytes, cache_ids, out,
-                                                       out_pos)
-            if k < count:
-                end = ends[k]
-                if end - pos > MAX_CACHED_PIECE:
-                    long_pieces = record_long(long_pieces, long_count, out_pos, end - pos)
-                    long_count += 1
-                    for i in range(pos, end):
-                        out[out_pos] = byte_ids[buf[i]]
-                        out_pos += 1
-                else:
-                    out_pos = _encode_miss(buf, pos, end - pos, key, slot, byte_ids, first, parts, part_priority, out,
-                                           out_pos, cache, cache_bytes, cache_ids, cache_state)
-                pos = end
-                k += 1
+    for block in range(0, ends.shape[0], PIECE_BLOCK):
+        pos, out_pos, long_pieces, long_count = encode_piece_block(
+            buf, pos, ends, block, min(block + PIECE_BLOCK, ends.shape[0]), keys, byte_ids, first, parts,
+            part_priority, token_table, token_pool, token_offsets, cache, cache_bytes, cache_ids, cache_state, out,
+            out_pos, long_pieces, long_count)
     return out_pos, long_pieces, long_count
 
 
