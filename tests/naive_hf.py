@@ -3,6 +3,8 @@
 - ``naive_char_bpe``: Hugging Face's ``BPE::merge_word`` and ``Word::merge_all`` for one piece
   (characters, byte fallback, unknowns, ignore_merges, then the lowest-ranked pair, leftmost).
 - ``naive_fold``: ``NormalizedString::split``'s behaviours over a piece's spans.
+- ``naive_cut_pieces``: ``hf_bpe.cut_pieces``, from the vocabulary's strings: a cut between two
+  characters that both are tokens when no token holds them side by side.
 - ``regex_double``: a stand-in for ``engine.tokenizers.regex`` built on the ``regex`` module (used
   only where that module is absent, so the pipeline's Split logic is tested either way).
 - ``FAMILIES``: tokenizer.json files with the components of each model family, built through the
@@ -20,6 +22,20 @@ import regex
 
 from bench.hf_families import (BYTE_FALLBACKS, DEEPSEEK_SPLITS, FAMILIES, LLAMA3_REGEX, QWEN2_REGEX,  # noqa: F401
                                 SHAKESPEARE, build_family)
+
+
+def naive_cut_pieces(text: str, ends: list[int], vocab: dict[str, int]) -> list[int]:
+    """Piece ends of ``text`` (pieces ending at ``ends``) cut where no merge can cross."""
+    pairs = {token[i:i + 2] for token in vocab for i in range(len(token) - 1)}
+    out, start = [], 0
+    for end in ends:
+        for i in range(start + 1, end):
+            a, b = text[i - 1], text[i]
+            if a in vocab and b in vocab and a + b not in pairs:
+                out.append(i)
+        out.append(end)
+        start = end
+    return out
 
 
 def naive_char_bpe(piece: str, vocab: dict[str, int], ranks: dict[tuple[int, int], tuple[int, int]], *,

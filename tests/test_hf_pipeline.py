@@ -21,7 +21,8 @@ from engine.tokenizers.base import tokenizer_from_json
 from engine.tokenizers.hf_pipeline import HfBpeTokenizer, load_hf_file, load_hf_pipeline
 from engine.tokenizers.loading import load_tokenizer
 from tests.naive_byte_bpe import stdlib_texts
-from tests.naive_hf import FAMILIES, SHAKESPEARE, build_family, install_regex_double, naive_char_bpe
+from tests.naive_hf import (FAMILIES, SHAKESPEARE, build_family, install_regex_double, naive_char_bpe,
+                             naive_cut_pieces)
 
 hf_tokenizers = pytest.importorskip("tokenizers", reason="needs the test extra (pip install -e '.[test]')")
 REGEX_DOUBLE = install_regex_double()
@@ -274,6 +275,25 @@ def test_char_kernel_matches_naive_twin():
         text = " ".join(p for p in piece.split(" ") if p)
         if text and all(c.isalpha() or c in "😀" for c in text.replace(" ", "")):
             assert ours.encode(text).tolist() == want == hf.encode(text, add_special_tokens=False).ids
+
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(list("ab▁ c.\n") + ["é", "中", "\x7f", "\x80"]), max_size=40),
+       st.lists(st.integers(0, 40), max_size=4))
+def test_cut_pieces_matches_naive_twin(chars, cuts):
+    """ASCII pairs through the 128 x 128 table, the others through the pair set: the same cuts."""
+    from engine.kernels.hf_bpe import cut_pieces
+
+    vocab = {t: i for i, t in enumerate(["a", "b", "▁", " ", "c", ".", "é", "\x7f", "\x80", "ab", "▁a", "b.",
+                                          "é▁", "a\x80", "\x7fb", "▁▁c"])}
+    ours = HfBpeTokenizer({"model": {"type": "BPE", "vocab": vocab, "merges": []}})
+    text = "".join(chars)
+    ends = sorted({min(c, len(text)) for c in cuts} - {0} | {len(text)}) if text else []
+    cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    out = np.empty(len(text) + 1, dtype=np.int64)
+    count = cut_pieces(cps, np.array(ends, dtype=np.int64), ours._char_ids, ours._pair_set, ours._ascii_cuts, out)
+    assert out[:count].tolist() == naive_cut_pieces(text, ends, vocab)
 
 
 # -- files, folders, wrappers, refusals ------------------------------------------------------

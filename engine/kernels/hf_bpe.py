@@ -43,7 +43,7 @@ from engine.kernels.prefetch import prefetch
 PREFETCH_BLOCK = 32
 
 __all__ = ["encode_byte_pieces", "encode_char_pieces", "new_char_cache", "build_span_table", "utf8_of", "build_pair_set",
-           "cut_pieces"]
+           "ascii_cuts", "cut_pieces"]
 
 
 @kernel
@@ -272,28 +272,51 @@ def build_pair_set(pool, offsets):
     return slots
 
 
-@kernel
-def cut_pieces(cps, ends, char_ids, pair_set):
-    """The ends of the pieces ``ends`` cut wherever no merge can cross (see the module docstring)."""
-    out = np.empty(cps.shape[0], dtype=np.int64)
-    count = 0
+@kernel(inline="always")
+def _cut_between(a, b, char_ids, pair_set):
+    """Whether a piece may be cut between code points ``a`` and ``b``: both have a token and no token holds them
+    side by side."""
     limit = char_ids.shape[0]
+    if a >= limit or b >= limit or char_ids[a] < 0 or char_ids[b] < 0:
+        return False
+    key = _pair_key(a, b)
     mask = pair_set.shape[0] - 1
+    slot = key_home(key, mask)
+    while pair_set[slot] != 0 and pair_set[slot] != key:
+        slot = (slot + 1) & mask
+    return pair_set[slot] == 0
+
+
+@kernel
+def ascii_cuts(char_ids, pair_set):
+    """``cut[a, b]`` (uint8, 128 x 128) = ``_cut_between(a, b)`` for two ASCII code points: ``cut_pieces``
+    answers those pairs with one load from this table, no hashing."""
+    cut = np.zeros((128, 128), dtype=np.uint8)
+    for a in range(128):
+        for b in range(128):
+            cut[a, b] = _cut_between(np.int64(a), np.int64(b), char_ids, pair_set)
+    return cut
+
+
+@kernel(leaf=True)
+def cut_pieces(cps, ends, char_ids, pair_set, cut, out):
+    """Write the ends of the pieces ``ends`` cut wherever no merge can cross (see the module docstring)
+    into ``out`` (int64, ``len(cps) + 1`` entries); returns how many. ``cut``: ``ascii_cuts(char_ids,
+    pair_set)``. Two ASCII characters are looked up in it and their end written whether or not it is
+    kept (the count moves only for a cut: no branch to mispredict)."""
+    count = 0
     start = np.int64(0)
     for p in range(ends.shape[0]):
         end = ends[p]
         for i in range(start + 1, end):
             a, b = np.int64(cps[i - 1]), np.int64(cps[i])
-            if a >= limit or b >= limit or char_ids[a] < 0 or char_ids[b] < 0:
-                continue
-            key = _pair_key(a, b)
-            slot = key_home(key, mask)
-            while pair_set[slot] != 0 and pair_set[slot] != key:
-                slot = (slot + 1) & mask
-            if pair_set[slot] == 0:
+            if (a | b) < 128:
+                out[count] = i
+                count += np.int64(cut[a, b])
+            elif _cut_between(a, b, char_ids, pair_set):
                 out[count] = i
                 count += 1
         out[count] = end
         count += 1
         start = end
-    return out[:count]
+    return count

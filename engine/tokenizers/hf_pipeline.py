@@ -50,8 +50,8 @@ from engine.checks import JSONLimitError, parse_json
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache, self_merging_tokens
 from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces
-from engine.kernels.hf_bpe import (build_pair_set, build_span_table, cut_pieces, encode_byte_pieces, encode_char_pieces,
-                                   new_char_cache)
+from engine.kernels.hf_bpe import (ascii_cuts, build_pair_set, build_span_table, cut_pieces, encode_byte_pieces,
+                                   encode_char_pieces, new_char_cache)
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_file_id, check_ids, register_tokenizer
 from engine.tokenizers.byte_bpe import bytes_to_unicode
 from engine.tokenizers.interop import _added_tokens, load_hf_tokenizer_json, load_tekken, looks_like_tekken
@@ -292,6 +292,7 @@ class HfBpeTokenizer(Tokenizer):
         np.cumsum(np.array([len(t) for t in longer], dtype=np.int64), out=offsets[1:])
         self._pair_set = build_pair_set(np.frombuffer(pool, dtype=np.uint32) if pool else np.zeros(0, np.uint32),
                                         offsets)
+        self._ascii_cuts = ascii_cuts(self._char_ids, self._pair_set)
         table = bytes_to_unicode()
         self._mapped_cps = np.array([ord(table[b]) for b in range(256)], dtype=np.uint32)
         self._char_caches: list = []  # idle caches of merged pieces (a call takes one: threads never share one)
@@ -314,10 +315,11 @@ class HfBpeTokenizer(Tokenizer):
         return self._encode_text(text, None, True)
 
     def _encode_text(self, text: str, document_id: str | None, match_special: bool) -> np.ndarray:
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            utf8_bytes(text, document_id)  # raises, naming the offset
+        if not text.isascii():  # (an ASCII string holds no lone surrogate: no encoding to find one)
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                utf8_bytes(text, document_id)  # raises, naming the offset
         skip = not match_special
         parts: list[np.ndarray] = []
         for token, start, stop in self.added.split(text, False, skip):
@@ -373,7 +375,8 @@ class HfBpeTokenizer(Tokenizer):
         """Character-level BPE of the pieces of ``cps`` (code points) ending at ``cp_ends``."""
         pairs, nexts, made, priorities = self._merge_table
         if not self.ignore_merges:
-            cp_ends = cut_pieces(cps, cp_ends, self._char_ids, self._pair_set)
+            cut = np.empty(cps.shape[0] + 1, dtype=np.int64)
+            cp_ends = cut[:cut_pieces(cps, cp_ends, self._char_ids, self._pair_set, self._ascii_cuts, cut)]
         out = np.empty(4 * cps.shape[0] + 1, dtype=np.uint32)
         try:
             cache = self._char_caches.pop()  # atomic: a cache is in one call at a time
