@@ -27,13 +27,14 @@ from engine.kernels import kernel
 from engine.kernels.bpe_merge import (EMPTY_KEY, FNV_OFFSET, GOLDEN, LONG_WORD, build_pair_table, hash_span, key_slot,
                                       merge_short, merge_short_first, merge_word, record_long, same_span)
 from engine.kernels.prefetch import prefetch
-from engine.kernels.pretokenize import ascii_table, scan_document
+from engine.kernels.pretokenize import scan_document
 from engine.kernels.wordsplit import word_end
 
 __all__ = [
     "EMPTY_KEY", "LONG_WORD", "MAX_CACHED_PIECE", "hash_span", "same_span", "key_slot", "find_span", "build_pair_table",
     "merge_word", "encode_words", "scatter_documents", "map_symbols", "piece_key", "build_piece_table",
-    "self_merging_tokens", "new_piece_cache", "encode_bytes", "encode_piece_block", "encode_word_documents",
+    "self_merging_tokens", "new_piece_cache", "encode_bytes", "encode_scratch", "long_capacity", "encode_piece_block",
+    "encode_word_documents",
 ]
 
 # Pieces of up to this many symbols are merged in the encoders' pass and cached; longer ones are
@@ -370,7 +371,8 @@ def encode_piece_block(buf, pos, ends, block, count, keys, byte_ids, first, part
     ``out[out_pos:]``: their keys computed and their rows prefetched first (``keys``: ``PIECE_BLOCK``
     entries), then looked up (``_known_pieces``); a piece in neither table is merged and cached
     (``_encode_miss``), one longer than ``MAX_CACHED_PIECE`` written as its bytes and recorded in
-    ``long_pieces``. Returns ``(pos, out_pos, long_pieces, long_count)``."""
+    ``long_pieces`` (int64 rows ``(start in out, length)``, room for ``long_capacity`` of the text).
+    Returns ``(pos, out_pos, long_count)``."""
     _prefetch_pieces(buf, pos, ends, block, count, keys, token_table, cache)
     k = block
     while k < count:
@@ -380,7 +382,8 @@ def encode_piece_block(buf, pos, ends, block, count, keys, byte_ids, first, part
         if k < count:  # piece k is in neither table
             end = ends[k]
             if end - pos > MAX_CACHED_PIECE:
-                long_pieces = record_long(long_pieces, long_count, out_pos, end - pos)
+                long_pieces[long_count, 0] = out_pos
+                long_pieces[long_count, 1] = end - pos
                 long_count += 1
                 for i in range(pos, end):
                     out[out_pos] = byte_ids[buf[i]]
@@ -390,7 +393,7 @@ def encode_piece_block(buf, pos, ends, block, count, keys, byte_ids, first, part
                                        out_pos, cache, cache_bytes, cache_ids, cache_state)
             pos = end
             k += 1
-    return pos, out_pos, long_pieces, long_count
+    return pos, out_pos, long_count
 
 
 @kernel(inline="always")
@@ -404,11 +407,25 @@ def begin_document(out, out_offsets, document_offsets, d, out_pos, wrap, bos):
     return out_pos, document_offsets[d], document_offsets[d + 1]
 
 
-@kernel
+def long_capacity(length: int) -> int:
+    """Rows a ``long_pieces`` array needs for a text of ``length`` bytes: each long piece is longer than
+    ``MAX_CACHED_PIECE``."""
+    return length // (MAX_CACHED_PIECE + 1) + 1
+
+
+def encode_scratch(length: int) -> tuple:
+    """The scratch ``encode_bytes`` takes for a text of ``length`` bytes: ``(ends, keys, parts,
+    part_priority, long_pieces)`` (``long_pieces`` is not touched unless a piece is long)."""
+    return (np.empty(PIECE_BLOCK, dtype=np.int64), np.empty(PIECE_BLOCK, dtype=np.uint64),
+            np.empty(LONG_WORD, dtype=np.int64), np.empty(LONG_WORD, dtype=np.int64),
+            np.empty((long_capacity(length), 2), dtype=np.int64))
+
+
+@kernel(leaf=True)
 def encode_bytes(
-    buf, document_offsets, classes, pattern, byte_ids, first,
-    token_table, token_pool, token_offsets, cache, cache_bytes, cache_ids, cache_state, bos, eos, wrap, out,
-    out_offsets,
+    buf, document_offsets, classes, table, pattern, byte_ids, first,
+    token_table, token_pool, token_offsets, cache, cache_bytes, cache_ids, cache_state, bos, eos, wrap,
+    ends, keys, parts, part_priority, long_pieces, out, out_offsets,
 ):
     """Encode every document of ``buf`` into ``out`` (uint32); ``out_offsets[d]`` = start of document d.
 
@@ -424,32 +441,29 @@ def encode_bytes(
     bounded and the time linear. A piece longer than ``MAX_CACHED_PIECE`` is written unmerged (its
     byte ids) and recorded in ``long_pieces``.
     ``out`` needs ``len(buf) + 2 * documents`` entries; with ``wrap`` each document is
-    ``[bos, ids..., eos]``. Returns ``(ids written, long_pieces, long pieces)``: when there are
-    long pieces, ``bpe_merge.merge_long_pieces`` finishes the encoding.
+    ``[bos, ids..., eos]``. Returns ``(ids written, long pieces)``: when there are long pieces
+    (rows of ``long_pieces``), ``bpe_merge.merge_long_pieces`` finishes the encoding. ``table``:
+    ``pretokenize.ascii_table(classes)``; ``ends`` ... ``long_pieces``: ``encode_scratch(len(buf))``,
+    so the kernel creates no array (a ``leaf``, without reference counts).
 
     Pieces are cut ``PIECE_BLOCK`` at a time (``scan_pieces``), then looked up in a loop without
     calls; only a piece to merge leaves it.
     """
-    table = ascii_table(classes)
-    parts, part_priority = np.empty(LONG_WORD, np.int64), np.empty(LONG_WORD, np.int64)
-    long_pieces = np.empty((0, 2), dtype=np.int64)
     long_count = np.int64(0)
-    ends = np.empty(PIECE_BLOCK, dtype=np.int64)
-    keys = np.empty(PIECE_BLOCK, dtype=np.uint64)
     out_pos = np.int64(0)
     for d in range(document_offsets.shape[0] - 1):
         out_pos, pos, end_of_document = begin_document(out, out_offsets, document_offsets, d, out_pos, wrap, bos)
         while pos < end_of_document:
             count = scan_document(buf, document_offsets[d], pos, end_of_document, classes, table, pattern, ends,
                                   np.int64(0), np.int64(PIECE_BLOCK))
-            pos, out_pos, long_pieces, long_count = encode_piece_block(
+            pos, out_pos, long_count = encode_piece_block(
                 buf, pos, ends, 0, count, keys, byte_ids, first, parts, part_priority, token_table, token_pool,
                 token_offsets, cache, cache_bytes, cache_ids, cache_state, out, out_pos, long_pieces, long_count)
         if wrap:
             out[out_pos] = eos
             out_pos += 1
     out_offsets[document_offsets.shape[0] - 1] = out_pos
-    return out_pos, long_pieces, long_count
+    return out_pos, long_count
 
 
 @kernel

@@ -51,13 +51,13 @@ def encode_byte_pieces(buf, ends, byte_ids, first, token_table, token_pool, toke
                        cache_ids, cache_state, out):
     """Byte-level BPE of the pieces of ``buf`` ending at ``ends`` (see ``bpe_encode.encode_bytes``)."""
     parts, part_priority = np.empty(LONG_WORD, np.int64), np.empty(LONG_WORD, np.int64)
-    long_pieces = np.empty((0, 2), dtype=np.int64)
+    long_pieces = np.empty((buf.shape[0] // (MAX_CACHED_PIECE + 1) + 1, 2), dtype=np.int64)
     long_count = np.int64(0)
     out_pos = np.int64(0)
     pos = np.int64(0)
     keys = np.empty(PIECE_BLOCK, dtype=np.uint64)
     for block in range(0, ends.shape[0], PIECE_BLOCK):
-        pos, out_pos, long_pieces, long_count = encode_piece_block(
+        pos, out_pos, long_count = encode_piece_block(
             buf, pos, ends, block, min(block + PIECE_BLOCK, ends.shape[0]), keys, byte_ids, first, parts,
             part_priority, token_table, token_pool, token_offsets, cache, cache_bytes, cache_ids, cache_state, out,
             out_pos, long_pieces, long_count)

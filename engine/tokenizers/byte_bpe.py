@@ -34,11 +34,11 @@ import numpy as np
 
 from engine.checks import check_count
 from engine.errors import TokenizerError
-from engine.kernels.bpe_encode import (build_pair_table, build_piece_table, encode_bytes, new_piece_cache,
-                                       self_merging_tokens)
+from engine.kernels.bpe_encode import (build_pair_table, build_piece_table, encode_bytes, encode_scratch,
+                                       new_piece_cache, self_merging_tokens)
 from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces_windowed
 from engine.kernels.bpe_train import TIE_FIRST, TIE_HF, count_pieces, rehash_words, train_merges
-from engine.kernels.pretokenize import pretokenize_ends
+from engine.kernels.pretokenize import ascii_table, pretokenize_ends
 from engine.tokenizers.base import (MAX_VOCAB_SIZE, FitOptions, Tokenizer, _iter_texts, check_file_id, check_ids,
                                    check_special_ids, check_texts, register_tokenizer)
 from engine.tokenizers.pretokenize import canonical_pattern, pattern_code, utf8_bytes
@@ -50,6 +50,12 @@ __all__ = ["ByteBpeTokenizer", "ByteBpeTrainer", "bytes_to_unicode"]
 
 
 @functools.lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=1)
+def _ascii_flags() -> np.ndarray:
+    """``pretokenize.ascii_table`` of the code point classes, built once (``encode_bytes`` takes it)."""
+    return ascii_table(code_point_classes())
+
+
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible map from the 256 bytes to printable characters (used by tokenizer.json)."""
     printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
@@ -213,10 +219,13 @@ class ByteBpeTokenizer(Tokenizer):
         except IndexError:
             cache = new_piece_cache(self.cache.slots, self.cache.pool_bytes, self.cache.pool_ids)
         try:
-            count, long_pieces, long_count = encode_bytes(
-                buf, document_offsets, code_point_classes(), self._pattern_code, self._byte_ids, first, piece_table,
-                self._token_pool, self._token_offsets, *cache, self.bos_id, self.eos_id, wrap, out, out_offsets,
+            scratch = encode_scratch(buf.shape[0])
+            count, long_count = encode_bytes(
+                buf, document_offsets, code_point_classes(), _ascii_flags(), self._pattern_code, self._byte_ids,
+                first, piece_table, self._token_pool, self._token_offsets, *cache, self.bos_id, self.eos_id, wrap,
+                *scratch, out, out_offsets,
             )
+            long_pieces = scratch[-1]
         finally:
             self._piece_caches.append(cache)
         if long_count:  # pieces longer than cache.long_piece_window bytes are merged window by window
