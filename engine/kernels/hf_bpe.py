@@ -17,13 +17,15 @@ one rank; repeatedly the adjacent pair of lowest rank, leftmost on ties, which i
   itself a token (``whole_slots`` over ``whole_pool``) is that token. Pieces of up to ``LONG_WORD``
   symbols are merged once and their ids kept in a bounded cache keyed by their code points that
   outlives the call (``new_char_cache``); longer ones are merged by ``bpe_merge.merge_long_pieces``.
+  The cache keys of ``PREFETCH_BLOCK`` pieces are computed ahead and their rows prefetched.
 
 ``cut_pieces`` cuts a piece between two characters that both have a token when no token of the
 vocabulary holds them side by side (``build_pair_set``): a symbol that covered both would be a token
 holding them side by side, so no merge crosses the cut, and both sides merge as they would in the
 whole piece (pairs of the two sides never meet). Long pieces (a whole text, as Llama 2's files
 give them) become word-sized ones that the cache serves. Not used under ``ignore_merges``, whose
-whole-piece lookup needs the piece whole.
+whole-piece lookup needs the piece whole. Two ASCII characters are answered by a 128 x 128 table
+(``ascii_cuts``), the others by the pair set.
 
 Both encoders return ``(ids written, long pieces, count)``; the caller finishes long pieces with
 ``merge_long_pieces``. ``out`` needs ``4 * symbols + 1`` entries (byte fallback writes up to four
