@@ -17,7 +17,8 @@ one rank; repeatedly the adjacent pair of lowest rank, leftmost on ties, which i
   itself a token (``whole_slots`` over ``whole_pool``) is that token. Pieces of up to ``LONG_WORD``
   symbols are merged once and their ids kept in a bounded cache keyed by their code points that
   outlives the call (``new_char_cache``); longer ones are merged by ``bpe_merge.merge_long_pieces``.
-  The cache keys of ``PREFETCH_BLOCK`` pieces are computed ahead and their rows prefetched.
+  At every ``PREFETCH_BLOCK`` pieces, the cache keys of the next block are computed and their rows
+  prefetched at once.
 
 ``cut_pieces`` cuts a piece between two characters that both have a token when no token of the
 vocabulary holds them side by side (``build_pair_set``): a symbol that covered both would be a token
@@ -136,9 +137,9 @@ def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id,
             start = ends[k - 1] if k > 0 else np.int64(0)
             for j in range(min(PREFETCH_BLOCK, count - k)):
                 stop = ends[k + j]
-                key = (hash_span(cps, start, stop) >> np.uint64(8)) | (np.uint64(stop - start) << np.uint64(56))
-                keys[j] = key
-                if stop - start > 1:
+                if stop - start <= MAX_CACHED_PIECE:  # the pieces that may read their key (cacheable)
+                    key = (hash_span(cps, start, stop) >> np.uint64(8)) | (np.uint64(stop - start) << np.uint64(56))
+                    keys[j] = key
                     prefetch(cache, (key_home(key, cache_mask), 0), False)
                 start = stop
         end = ends[k]

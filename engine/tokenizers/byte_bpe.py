@@ -50,12 +50,12 @@ __all__ = ["ByteBpeTokenizer", "ByteBpeTrainer", "bytes_to_unicode"]
 
 
 @functools.lru_cache(maxsize=1)
-@functools.lru_cache(maxsize=1)
 def _ascii_flags() -> np.ndarray:
     """``pretokenize.ascii_table`` of the code point classes, built once (``encode_bytes`` takes it)."""
     return ascii_table(code_point_classes())
 
 
+@functools.lru_cache(maxsize=1)
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible map from the 256 bytes to printable characters (used by tokenizer.json)."""
     printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
