@@ -407,9 +407,10 @@ def begin_document(out, out_offsets, document_offsets, d, out_pos, wrap, bos):
     return out_pos, document_offsets[d], document_offsets[d + 1]
 
 
-def long_capacity(length: int) -> int:
+@kernel(inline="always")
+def long_capacity(length):
     """Rows a ``long_pieces`` array needs for a text of ``length`` bytes: each long piece is longer than
-    ``MAX_CACHED_PIECE``."""
+    ``MAX_CACHED_PIECE`` (a kernel, so the encoders that size their own rows inside a kernel use this rule too)."""
     return length // (MAX_CACHED_PIECE + 1) + 1
 
 

@@ -39,7 +39,7 @@ import numpy as np
 
 from engine.kernels import kernel
 from engine.kernels.bpe_encode import (LONG_WORD, MAX_CACHED_PIECE, PIECE_BLOCK, encode_piece_block, find_span, key_home,
-                                       record_long)
+                                       long_capacity, record_long)
 from engine.kernels.bpe_merge import hash_span, merge_short_first, same_span
 from engine.kernels.prefetch import prefetch
 
@@ -54,7 +54,7 @@ def encode_byte_pieces(buf, ends, byte_ids, first, token_table, token_pool, toke
                        cache_ids, cache_state, out):
     """Byte-level BPE of the pieces of ``buf`` ending at ``ends`` (see ``bpe_encode.encode_bytes``)."""
     parts, part_priority = np.empty(LONG_WORD, np.int64), np.empty(LONG_WORD, np.int64)
-    long_pieces = np.empty((buf.shape[0] // (MAX_CACHED_PIECE + 1) + 1, 2), dtype=np.int64)
+    long_pieces = np.empty((long_capacity(buf.shape[0]), 2), dtype=np.int64)
     long_count = np.int64(0)
     out_pos = np.int64(0)
     pos = np.int64(0)
