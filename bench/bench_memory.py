@@ -286,13 +286,14 @@ def bound_rows(quick: bool) -> list[dict]:
             f"({fit['extra_mb']:,.0f} MB) per byte of the {fit['span_bytes'] / 2**20:.0f} MiB span it is cut into",
             fit["seconds"], f"{PIECE_SPAN_LIMIT}x the span", fit["seconds"], ratio=fit["per_span_byte"],
             at_most=PIECE_SPAN_LIMIT, note="bytes per span byte", **fit))
-    encode = unbroken_piece("byte-bpe", "encode", mb)
-    out.append(row(
-        f"encode one unbroken piece 'ab' * {mb // 2}M ({mb} MB) with a trained byte-bpe: peak RSS beyond the text "
-        f"({encode['extra_mb']:,.0f} MB, {encode['per_piece_byte']:.1f} B per byte of the piece) per byte of the "
-        f"{encode['span_bytes'] / 2**20:.0f} MiB span",
-        encode["seconds"], f"{PIECE_SPAN_LIMIT}x the span", encode["seconds"], ratio=encode["per_span_byte"],
-        at_most=PIECE_SPAN_LIMIT, note="bytes per span byte", **encode))
+    for kind in ("bpe", "byte-bpe"):
+        encode = unbroken_piece(kind, "encode", mb)
+        out.append(row(
+            f"encode one unbroken piece 'ab' * {mb // 2}M ({mb} MB) with a trained {kind}: peak RSS beyond the text "
+            f"({encode['extra_mb']:,.0f} MB, {encode['per_piece_byte']:.1f} B per byte of the piece) per byte of the "
+            f"{encode['span_bytes'] / 2**20:.0f} MiB span",
+            encode["seconds"], f"{PIECE_SPAN_LIMIT}x the span", encode["seconds"], ratio=encode["per_span_byte"],
+            at_most=PIECE_SPAN_LIMIT, note="bytes per span byte", **encode))
     line = escaped_long_line(QUICK_ESCAPED_LINE_MB if quick else ESCAPED_LINE_MB)
     out.append(row(
         f"prepare peak RSS, one {line['size_mb']:,.0f} MB JSONL line of escaped-backslash runs (scaled down from "

@@ -53,7 +53,7 @@ from engine.prepare_options import PrepareOptions, check_option_names
 from engine.progress import Progress
 from engine.steps import Chunker, capped_table, chunk_tally, fit_from_table, open_store_writer, run_checked
 from engine.tokenizers.base import Tokenizer, Trainer, UnknownInputError
-from engine.tokenizers.limits import STREAM_CHARS
+from engine.tokenizers.limits import PIECE_CHARS, STREAM_CHARS
 
 __all__ = [
     "require_ray", "read_corpus", "assign_splits", "count_types", "sample_types", "encode", "write_store", "run_on_ray",
@@ -303,11 +303,11 @@ def _check_ids(docs, check: ManifestCheck) -> None:
 class _EncodeBatch:
     """Callable class: one tokenizer per actor, rebuilt from its JSON; kernels load once."""
 
-    def __init__(self, tokenizer_json: dict, stream_chars: int):
+    def __init__(self, tokenizer_json: dict, stream_chars: int, piece_chars: int):
         from engine.tokenizers.base import tokenizer_from_json
 
         self.tokenizer = tokenizer_from_json(tokenizer_json, "tokenizer sent to a Ray actor")
-        self.stream_chars = stream_chars
+        self.stream_chars, self.piece_chars = stream_chars, piece_chars
         self.tokenizer.encode_documents([""], ["warm-up"])
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -318,7 +318,8 @@ class _EncodeBatch:
         keep = [i for i, split in enumerate(splits) if split]
         try:
             values, kept_offsets = self.tokenizer.encode_documents([texts[i] for i in keep], [ids[i] for i in keep],
-                                                                   stream_chars=self.stream_chars)
+                                                                   stream_chars=self.stream_chars,
+                                                                   piece_chars=self.piece_chars)
         except UnknownInputError as exc:
             if exc.document_id not in ids:
                 raise
@@ -332,11 +333,14 @@ class _EncodeBatch:
         return pa.table({"id": batch.column("id"), "tokens": tokens, "split": batch.column("split"), "chars": chars})
 
 
-def encode(dataset, tokenizer: Tokenizer, *, concurrency: int | None = None, stream_chars: int = STREAM_CHARS):
+def encode(dataset, tokenizer: Tokenizer, *, concurrency: int | None = None, stream_chars: int = STREAM_CHARS,
+           piece_chars: int = PIECE_CHARS):
     """Map ``id``/``text``/``split`` to ``id``/``tokens`` (large_list<uint32>)/``split`` (+ ``chars``);
-    a document longer than ``stream_chars`` characters is encoded span by span."""
+    a document longer than ``stream_chars`` characters is encoded span by span (spans of at most
+    ``piece_chars`` characters)."""
     return dataset.map_batches(_EncodeBatch, fn_constructor_kwargs={"tokenizer_json": tokenizer.to_json(),
-                                                                   "stream_chars": stream_chars},
+                                                                   "stream_chars": stream_chars,
+                                                                   "piece_chars": piece_chars},
                                batch_format="pyarrow", batch_size=MAP_BATCH_ROWS, compute=_actor_pool(concurrency))
 
 
@@ -415,8 +419,8 @@ def _run(options: PrepareOptions, concurrency: int, outputs: StagedOutputs) -> N
         else:
             tok, capped, sample = options.load_tokenizer(), None, None
         fitted_on = {"fit_sample": None if sample is None else sample.summary(), "max_types": capped}
-        write_store(encode(docs, tok, concurrency=concurrency, stream_chars=options.limits.stream_chars), options,
-                    tok, check=check,
+        write_store(encode(docs, tok, concurrency=concurrency, stream_chars=options.limits.stream_chars,
+                           piece_chars=options.limits.piece_chars), options, tok, check=check,
                     before_commit=lambda tallies: outputs.stage(
                         tok, tallies, read=require_ray().get(counts.merged.remote(str(options.corpus))),
                         extra={key: value for key, value in fitted_on.items() if value is not None} or None))

@@ -268,7 +268,8 @@ class _Encoder:
 
         with self._locked():
             values, offsets = self.tok.encode_documents(texts, ids, progress=span_done,
-                                                        stream_chars=self.options.limits.stream_chars)
+                                                        stream_chars=self.options.limits.stream_chars,
+                                                        piece_chars=self.options.limits.piece_chars)
         if self.without_bos:  # [content..., EOS]: each document's first id (its BOS) removed
             keep = np.ones(values.shape[0], bool)
             keep[offsets[:-1]] = False
@@ -286,7 +287,7 @@ class _Encoder:
         bos = [] if self.no_bos else [np.array([self.tok.bos_id], dtype=np.uint32)]
         with self._locked(), open(path, "wb") as fh:
             spans = encode_long(self.tok, doc.text, doc.id, lambda n: self.progress(0, n),
-                                self.options.limits.stream_chars)
+                                self.options.limits.stream_chars, self.options.limits.piece_chars)
             for ids in itertools.chain(bos, spans, [eos]):
                 fh.write(ids.astype(np.uint32, copy=False).tobytes())
                 count += int(ids.shape[0])

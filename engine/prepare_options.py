@@ -28,7 +28,7 @@ from engine.errors import ConfigurationError, CorpusError
 from engine.parallel import resolve_threads
 from engine.store_files import STORE_NAME
 from engine.tokenizers.base import FitOptions, Tokenizer, Trainer, fittable_kinds, trainer_for
-from engine.tokenizers.limits import STREAM_CHARS
+from engine.tokenizers.limits import PIECE_CHARS, STREAM_CHARS
 from engine.tokenizers.loading import load_tokenizer
 
 __all__ = [
@@ -64,7 +64,9 @@ class PrepareLimits:
     ``long_string_bytes`` are left out of its scanned skeleton, its text is decoded
     ``long_part_bytes`` at a time, the scan reads ``long_scan_block_bytes`` at a time);
     ``stream_chars``: a document longer than this many characters is encoded (and counted for the
-    fit) span by span (``engine.tokenizers.streaming``; ~40 bytes of scratch per character).
+    fit) span by span (``engine.tokenizers.streaming``; ~40 bytes of scratch per character);
+    ``piece_chars``: the longest span encoded: a stretch of a document this long in which no piece ends
+    for certain (one unbroken piece) is cut there (the one limit that can change ids, of such a stretch only).
     """
 
     read_batch_documents: int = 1024
@@ -78,6 +80,7 @@ class PrepareLimits:
     long_part_bytes: int = PART_BYTES
     long_scan_block_bytes: int = SCAN_BLOCK_BYTES
     stream_chars: int = STREAM_CHARS
+    piece_chars: int = PIECE_CHARS
 
     def __post_init__(self) -> None:
         for item in dataclasses.fields(self):

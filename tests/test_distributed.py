@@ -228,3 +228,24 @@ def test_a_failed_tokenizer_write_on_ray_changes_nothing(tmp_path, monkeypatch):
     after = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
     assert after == before
     assert sorted(p.name for p in out.iterdir()) == ["report.json", "store", "tokenizer.json"]
+
+
+def test_ray_cuts_a_long_unbroken_piece_where_local_does(tmp_path):
+    """A document with a stretch longer than ``piece_chars`` and no break in it: the Ray actors get the
+    run's limits, so the stretch is cut at the same places (the store is byte-identical to local's)."""
+    from engine.pipeline import PrepareLimits
+
+    rng = np.random.default_rng(3)
+    corpus = tmp_path / "c.jsonl"
+    texts = {"long": "x! " + "ab" * 500 + "! y", **{f"d{i}": " ".join(rng.choice(["abab", "ab", "x!"], 20)) for i in
+                                                      range(8)}}
+    corpus.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in texts.items()), encoding="utf-8")
+    options = dict(tokenizer="byte-bpe", merges=40, context_length=4, quiet=True,
+                   hash_split={"train": 0.5, "validation": 0.25, "test": 0.25},
+                   limits=PrepareLimits(stream_chars=50, piece_chars=301))
+    on_ray = prepare_on_ray(corpus, None, tmp_path / "ray", **options)
+    local = prepare(corpus, None, tmp_path / "local", threads=2, **options)
+    whole = prepare(corpus, None, tmp_path / "whole", threads=2, **{**options, "limits": PrepareLimits()})
+    manifest = lambda r: json.loads((r.store_path / "_engine.json").read_text())  # noqa: E731
+    assert manifest(on_ray) == manifest(local)
+    assert manifest(local) != manifest(whole)  # the cut changed the long document's ids

@@ -164,3 +164,91 @@ def test_a_piece_with_no_break_is_counted_in_parts_for_fitting(level):
     assert tok.decode(tok.encode(text)) == text
     values, offsets = tok.encode_documents([text], stream_chars=50)  # one piece longer than a span: whole
     assert values.tolist() == [tok.bos_id] + tok.encode(text).tolist() + [tok.eos_id]
+
+
+class _Parts:
+    """A text read part by part (the ``parts()`` of a long line left in its file)."""
+
+    def __init__(self, text: str, size: int):
+        self.text, self.size = text, size
+
+    def parts(self):
+        return (self.text[i:i + self.size] for i in range(0, len(self.text), self.size))
+
+
+@pytest.mark.parametrize("kind", ["byte-bpe-gpt2", "byte-bpe-cl100k", "byte-bpe-o200k", "bpe", "word"])
+def test_a_stretch_longer_than_piece_chars_is_cut_every_piece_chars_whatever_stream_chars(kind, training_text):
+    # "x!" ends where the stretch " abab...ab" (1,001 characters, one piece: no safe place in it) begins,
+    # and "!" ends it: spans [0, 2), then the stretch cut every 301 characters from its start (inside an
+    # "ab": ids the whole piece would not have), then the rest
+    name, _, pattern = kind.partition("-bpe-")
+    tok = (ByteBpeTrainer(120, pattern=pattern).train(training_text) if pattern else
+           BpeTrainer(150).train(training_text) if name == "bpe" else
+           WordTokenizer.fit(training_text + ["ab" * 500], unknown="<unk>"))
+    text = "x! " + "ab" * 500 + "! y"
+    # the stretch starts after "x!" for byte-level patterns (" abab..." is one piece), after "x! " for the
+    # word split (every non-word character is a safe place of its own)
+    start = 2 if pattern else 3
+    cuts = [0, start, start + 301, start + 602, start + 903, len(text)]
+    expected = [tok.bos_id] + [i for a, b in zip(cuts, cuts[1:]) for i in tok.encode(text[a:b]).tolist()] + [tok.eos_id]
+    assert expected != tok.encode_documents([text], stream_chars=1 << 40)[0].tolist()  # the cap changes these ids
+    for stream_chars in (1, 7, 50, 150, 301):
+        spans = [pos for pos, _ in streaming.iter_spans(text, lambda w, at, final: tok._span(w, at, None, final),
+                                                        stream_chars=stream_chars, piece_chars=301)]
+        inside = lambda positions: [p for p in positions if start < p <= 1003]  # noqa: E731 (the stretch's cuts)
+        assert inside(spans) == cuts[2:-1] and start in spans, (kind, stream_chars, spans)
+        parted = [pos for pos, _ in streaming.iter_spans(_Parts(text, 37), lambda w, at, final: tok._span(
+            w, at, None, final), stream_chars=stream_chars, piece_chars=301)]
+        assert inside(parted) == cuts[2:-1] and start in parted, (kind, stream_chars, parted)
+        values, offsets = tok.encode_documents(["ab x", text], stream_chars=stream_chars, piece_chars=301)
+        assert values[offsets[1]:].tolist() == expected, (kind, stream_chars)
+    # below the cap the stretch is one span: the ids of the whole document
+    assert tok.encode_documents([text], stream_chars=50, piece_chars=2000)[0].tolist() == \
+        tok.encode_documents([text], stream_chars=1 << 40)[0].tolist()
+
+
+def test_piece_chars_below_stream_chars_never_shortens_a_span(training_text):
+    tok = ByteBpeTrainer(120).train(training_text)
+    text = "ab" * 1000
+    spans = [pos for pos, _ in streaming.iter_spans(text, lambda w, at, final: tok._span(w, at, None, final),
+                                                    stream_chars=700, piece_chars=10)]
+    assert spans == [0, 700, 1400]
+
+
+def test_encode_and_encode_batch_stream_a_long_text_as_prepare_does(training_text):
+    """encode, encode_document and encode_batch give encode_documents' ids for a text longer than
+    STREAM_CHARS (span by span, cut at PIECE_CHARS), so no encode call holds a whole unbroken piece."""
+    tok = ByteBpeTrainer(120).train(training_text)
+    text = "x! " + "ab" * (streaming.PIECE_CHARS // 2 + 1000) + "! y"  # a stretch of PIECE_CHARS + 2,001 characters
+    values, _ = tok.encode_documents([text])
+    cut = 2 + streaming.PIECE_CHARS
+    assert values[1:-1].tolist() == tok.encode(text[:2]).tolist() + tok.encode(text[2:cut]).tolist() + tok.encode(
+        text[cut:]).tolist()
+    assert np.array_equal(tok.encode(text), values[1:-1])
+    assert np.array_equal(tok.encode_document(text), values)
+    short = random_text(random.Random(5), 30)
+    batch = tok.encode_batch([short, text, short], threads=2)
+    assert [b.tolist() for b in batch] == [tok.encode(short).tolist(), values[1:-1].tolist(), tok.encode(short).tolist()]
+
+
+def test_prepare_cuts_a_long_unbroken_piece_by_its_limits(tmp_path):
+    import json
+
+    from engine.pipeline import PrepareLimits, prepare
+    from engine.store import TokenStore
+
+    corpus = tmp_path / "c.jsonl"
+    long_text = "x! " + "ab" * 500 + "! y"
+    texts = {"long": long_text, **{f"d{i}": random_text(random.Random(i), 60) for i in range(6)}}
+    corpus.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in texts.items()), encoding="utf-8")
+    options = dict(tokenizer="byte-bpe", merges=60, context_length=8, threads=2, quiet=True,
+                   hash_split={"train": 0.5, "validation": 0.25, "test": 0.25})
+    run = prepare(corpus, None, tmp_path / "out", **options, limits=PrepareLimits(stream_chars=50, piece_chars=301))
+    store = TokenStore.open(run.store_path)
+    tok = store.tokenizer()
+    part = next(p for p in store.partitions if "long" in store.ids(p))
+    ids = store.tokens_array(part)[store.ids(part).index("long")].as_py()
+    cuts = [0, 2, 303, 604, 905, len(long_text)]
+    assert ids != [tok.bos_id] + tok.encode(long_text).tolist() + [tok.eos_id]  # the cuts changed ids
+    assert ids == [tok.bos_id] + [i for a, b in zip(cuts, cuts[1:]) for i in tok.encode(long_text[a:b]).tolist()] + [
+        tok.eos_id]

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TUNING_NAMES = frozenset({
     "BUFFER_IDS", "LONG_LINE_BYTES", "LONG_STRING_BYTES", "PART_BYTES", "_BLOCK_BYTES", "SCAN_BLOCK_BYTES",
     "STREAM_CHARS", "PIECE_CACHE_SLOTS", "PIECE_CACHE_BYTES", "PIECE_CACHE_IDS", "BATCH_BYTES", "TRAIN_BATCH_BYTES",
-    "WORD_CACHE_SLOTS", "CHUNK_IDS", "STAGE_IDS", "LONG_PIECE_WINDOW",
+    "WORD_CACHE_SLOTS", "CHUNK_IDS", "STAGE_IDS", "LONG_PIECE_WINDOW", "PIECE_CHARS",
 })
 
 
@@ -78,6 +78,7 @@ def test_the_check_finds_each_way_of_patching(source, expected):
 @pytest.mark.parametrize("make, arguments, message", [
     (ReadLimits, dict(part_bytes=0), "limits.part_bytes must be positive (>= 1), got 0"),
     (PrepareLimits, dict(stream_chars=-5), "limits.stream_chars must be positive (>= 1), got -5"),
+    (PrepareLimits, dict(piece_chars=0), "limits.piece_chars must be positive (>= 1), got 0"),
     (PrepareLimits, dict(long_line_bytes=1.5), "limits.long_line_bytes must be an integer, got float 1.5"),
     (TrainLimits, dict(batch_bytes=0), "TrainLimits.batch_bytes must be positive (>= 1), got 0"),
     (PieceCacheLimits, dict(slots=96), "PieceCacheLimits.slots must be a power of two >= 64, got 96"),
@@ -97,7 +98,10 @@ def test_defaults_are_todays_sizes_and_stream_chars_is_checked_per_call():
     assert PrepareLimits().read_limits == ReadLimits()
     assert PrepareLimits(long_part_bytes=7).read_limits.part_bytes == 7
     assert (PrepareLimits().stream_chars, TrainLimits()) == (1 << 21, TrainLimits(1 << 21, 4 << 20))
+    assert PrepareLimits().piece_chars == 1 << 22
     assert PieceCacheLimits() == PieceCacheLimits(1 << 17, 1 << 20, 1 << 18)
     assert WordCacheLimits() == WordCacheLimits(1 << 16)
     with pytest.raises(ConfigurationError, match=r"stream_chars must be positive \(>= 1\), got 0"):
         CharTokenizer("ab").encode_documents(["ab"], stream_chars=0)
+    with pytest.raises(ConfigurationError, match=r"piece_chars must be positive \(>= 1\), got 0"):
+        CharTokenizer("ab").encode_documents(["ab"], piece_chars=0)

@@ -26,7 +26,8 @@ import numpy as np
 
 from engine.checks import positive_int
 from engine.errors import ConfigurationError, TokenizerError
-from engine.tokenizers.limits import STREAM_CHARS
+from engine.tokenizers.limits import PIECE_CHARS, STREAM_CHARS
+from engine.tokenizers.streaming import encode_long_joined
 from engine.utf8 import utf8_length
 from engine.tokenizers.registry import (  # noqa: F401  (re-exported: kinds import them from here)
     DEFAULT_MERGES, KIND_MODULES, MAX_VOCAB_SIZE, TIE_BREAKS, FitOptions, Trainer, _import_kinds, _REGISTRY,
@@ -104,6 +105,11 @@ class Tokenizer(ABC):
         """The ``Trainer`` that fits this kind with ``options``; raises for a kind that is only loaded."""
         raise ConfigurationError(f"tokenizer kind {cls.kind!r} is loaded from files only; it cannot be fitted")
 
+    #: The kinds engine fits cut a text longer than ``STREAM_CHARS`` characters into spans in every
+    #: encode call (``encode``, ``encode_document``, ``encode_batch``, ``encode_documents``), so each gives
+    #: the ids ``prepare`` stores, with the scratch of a span; the others encode every text whole.
+    _streams_long_texts = False
+
     def _span(self, window: str, pos: int, document_id: str | None, final: bool) -> tuple[int, object]:
         """Where a long document may be cut (``engine.tokenizers.streaming``): the kinds engine fits
         say where a piece ends for certain; this default cuts nowhere, so a kind without that rule
@@ -118,7 +124,13 @@ class Tokenizer(ABC):
     # -- shared behaviour -------------------------------------------------------------------
     def encode(self, text: str) -> np.ndarray:
         """Content ids of ``text`` as a uint32 array, without BOS/EOS."""
-        return self._encode(check_text(text, self.kind), None)
+        return self._content(check_text(text, self.kind), None)
+
+    def _content(self, text: str, document_id: str | None) -> np.ndarray:
+        """Content ids of a checked text: span by span where the kind streams a long text."""
+        if self._streams_long_texts and len(text) > STREAM_CHARS:
+            return encode_long_joined(self, text, document_id)
+        return self._encode(text, document_id)
 
     def encode_batch(self, texts: Sequence[str], *, threads: int = 1) -> list[np.ndarray]:
         """``[encode(t) for t in texts]`` (kinds with a batched kernel override it; ``threads`` is theirs)."""
@@ -126,7 +138,7 @@ class Tokenizer(ABC):
 
     def encode_document(self, text: str, document_id: str | None = None) -> np.ndarray:
         """``[BOS, content..., EOS]`` as uint32; an empty text gives ``[BOS, EOS]``."""
-        content = self._encode(check_text(text, self.kind, document_id), document_id)
+        content = self._content(check_text(text, self.kind, document_id), document_id)
         out = np.empty(content.shape[0] + 2, dtype=np.uint32)
         out[0] = self.bos_id
         out[1:-1] = content
@@ -135,17 +147,19 @@ class Tokenizer(ABC):
 
     def encode_documents(
         self, texts: Sequence[str], document_ids: Sequence[str] | None = None, *, progress=None,
-        stream_chars: int = STREAM_CHARS,
+        stream_chars: int = STREAM_CHARS, piece_chars: int = PIECE_CHARS,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Encode many documents at once: ``(values uint32, offsets int64)``, each one wrapped.
 
         ``offsets`` has ``len(texts) + 1`` entries starting at 0; document ``i`` is
         ``values[offsets[i]:offsets[i+1]]``. Subclasses may override with a kernel; the engine's
         kinds that fit (char, word, bpe, byte-bpe) encode a document longer than ``stream_chars``
-        characters span by span (``engine.tokenizers.streaming``; same ids) and call
+        characters span by span (``engine.tokenizers.streaming``; same ids but for a stretch of more than
+        ``piece_chars`` characters in which no piece ends for certain, cut there) and call
         ``progress(nbytes)`` after each span; the others encode every document whole.
         """
         positive_int(stream_chars, "stream_chars")
+        positive_int(piece_chars, "piece_chars")
         texts, document_ids = check_texts(texts, document_ids, self.kind)
         parts = []
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)

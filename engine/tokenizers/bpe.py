@@ -58,7 +58,7 @@ from engine.tokenizers.char import (
     raise_unknown_in_documents,
     symbol_table,
 )
-from engine.tokenizers.limits import STREAM_CHARS, TrainLimits, WordCacheLimits
+from engine.tokenizers.limits import PIECE_CHARS, STREAM_CHARS, TrainLimits, WordCacheLimits
 from engine.tokenizers.streaming import WordSplitSpans, encode_streaming, fit_texts, word_split_text_span
 from engine.tokenizers.word import WordAnalysis, analyse_words, count_word_types
 
@@ -278,10 +278,11 @@ class BpeTokenizer(WordSplitSpans, Tokenizer):
         values, _ = self._encode_many([text], None if document_id is None else [document_id], wrap=False)
         return values
 
-    def encode_documents(self, texts, document_ids=None, *, progress=None, stream_chars: int = STREAM_CHARS):
+    def encode_documents(self, texts, document_ids=None, *, progress=None, stream_chars: int = STREAM_CHARS,
+                         piece_chars: int = PIECE_CHARS):
         texts, document_ids = check_texts(texts, document_ids, self.kind)
-        return encode_streaming(self, texts, document_ids,
-                                lambda part, ids: self._encode_many(part, ids, wrap=True), progress, stream_chars)
+        return encode_streaming(self, texts, document_ids, lambda part, ids: self._encode_many(part, ids, wrap=True),
+                                progress, stream_chars, piece_chars)
 
     def decode(self, ids) -> str:
         return "".join(self._texts[check_ids(ids, self.vocab_size, self.kind)])

@@ -42,7 +42,7 @@ from engine.kernels.pretokenize import ascii_table, pretokenize_ends
 from engine.tokenizers.base import (MAX_VOCAB_SIZE, FitOptions, Tokenizer, _iter_texts, check_file_id, check_ids,
                                    check_special_ids, check_texts, register_tokenizer)
 from engine.tokenizers.pretokenize import canonical_pattern, pattern_code, utf8_bytes
-from engine.tokenizers.limits import STREAM_CHARS, PieceCacheLimits, TrainLimits
+from engine.tokenizers.limits import PIECE_CHARS, STREAM_CHARS, PieceCacheLimits, TrainLimits
 from engine.tokenizers.streaming import byte_level_span, byte_level_text_span, encode_streaming, fit_texts
 from engine.tokenizers.unicode_tables import code_point_classes
 
@@ -84,6 +84,7 @@ class ByteBpeTokenizer(Tokenizer):
     fit_name = "byte-bpe"
     fit_options = frozenset({"merges", "vocab_size", "pattern", "tie_break", "max_types"})
     thread_safe_encode = True
+    _streams_long_texts = True
 
     def __init__(
         self,
@@ -270,21 +271,26 @@ class ByteBpeTokenizer(Tokenizer):
         """Content ids of each text (uint32 arrays: views of one array per chunk of texts); identical
         for every ``threads``."""
         texts, _ = check_texts(texts, None, self.kind)
+        texts = list(texts)
+        if texts and max(map(len, texts)) > STREAM_CHARS:  # a long text span by span, as encode does
+            short = iter(self.encode_batch([t for t in texts if len(t) <= STREAM_CHARS], threads=threads))
+            return [self._content(t, None) if len(t) > STREAM_CHARS else next(short) for t in texts]
         out = []
-        for ids, offsets in self._encode_chunks(list(texts), None, threads, False):
+        for ids, offsets in self._encode_chunks(texts, None, threads, False):
             bounds = offsets.tolist()
             out.extend(ids[a:b] for a, b in zip(bounds, bounds[1:]))
         return out
 
     def encode_documents(self, texts: Sequence[str], document_ids: Sequence[str] | None = None,
-                         *, threads: int = 1, progress=None, stream_chars: int = STREAM_CHARS
-                         ) -> tuple[np.ndarray, np.ndarray]:
+                         *, threads: int = 1, progress=None, stream_chars: int = STREAM_CHARS,
+                         piece_chars: int = PIECE_CHARS) -> tuple[np.ndarray, np.ndarray]:
         """``(values uint32, offsets int64)`` of the wrapped documents ``[BOS, ids..., EOS]``; a document
         longer than ``stream_chars`` characters is encoded span by span (``engine.tokenizers.streaming``;
-        ``progress(nbytes)`` per span)."""
+        spans of at most ``piece_chars`` characters; ``progress(nbytes)`` per span)."""
         texts, document_ids = check_texts(texts, document_ids, self.kind)
         return encode_streaming(self, list(texts), document_ids,
-                                lambda part, ids: self._encode_wrapped(part, ids, threads), progress, stream_chars)
+                                lambda part, ids: self._encode_wrapped(part, ids, threads), progress, stream_chars,
+                                piece_chars)
 
     def _span(self, window: str, pos: int, document_id: str | None, final: bool):
         """(characters of ``window`` to encode on their own, their UTF-8 bytes); see ``streaming``."""

@@ -26,7 +26,7 @@ from engine.tokenizers.base import (
     check_texts,
     register_tokenizer,
 )
-from engine.tokenizers.limits import STREAM_CHARS
+from engine.tokenizers.limits import PIECE_CHARS, STREAM_CHARS
 from engine.tokenizers.streaming import any_place_span, encode_streaming
 
 __all__ = ["CharTokenizer", "CharTrainer", "unknown_character_error", "symbol_table", "check_alphabet"]
@@ -90,6 +90,7 @@ class CharTokenizer(Tokenizer):
     kind = "char"
     fit_name = "char"
     thread_safe_encode = True
+    _streams_long_texts = True
 
     def __init__(self, alphabet: str):
         self.alphabet = check_alphabet(alphabet, self.kind)
@@ -120,9 +121,10 @@ class CharTokenizer(Tokenizer):
             raise unknown_character_error(text, first_unknown, document_id, self.kind, "training characters")
         return ids.astype(np.uint32)
 
-    def encode_documents(self, texts, document_ids=None, *, progress=None, stream_chars: int = STREAM_CHARS):
+    def encode_documents(self, texts, document_ids=None, *, progress=None, stream_chars: int = STREAM_CHARS,
+                         piece_chars: int = PIECE_CHARS):
         texts, document_ids = check_texts(texts, document_ids, self.kind)
-        return encode_streaming(self, texts, document_ids, self._encode_wrapped, progress, stream_chars)
+        return encode_streaming(self, texts, document_ids, self._encode_wrapped, progress, stream_chars, piece_chars)
 
     def _span(self, window: str, pos: int, document_id: str | None, final: bool):
         return len(window), window  # every character is a token: any place is safe

@@ -1,7 +1,11 @@
-"""The sizes tokenizers and trainers cut their work into: they bound memory and time, never the ids.
+"""The sizes tokenizers and trainers cut their work into: they bound memory and time, and but for
+``PIECE_CHARS`` (below) never change the ids.
 
 - ``STREAM_CHARS``: a document longer than this many characters is encoded span by span
   (``encode_documents(..., stream_chars=N)``, ``engine.tokenizers.streaming``);
+- ``PIECE_CHARS``: the longest span (``encode_documents(..., piece_chars=N)``): a stretch of a document
+  this long where no piece ends for certain is cut there (the one limit that can change ids: see
+  ``engine.tokenizers.streaming``);
 - ``PieceCacheLimits``: the cache of merged pieces a byte-level BPE tokenizer keeps per encoding
   thread (``ByteBpeTokenizer(..., cache=...)``);
 - ``WordCacheLimits``: the per-call cache of merged words of character-level BPE
@@ -9,7 +13,7 @@
 - ``TrainLimits``: how a BPE trainer cuts its training texts (``BpeTrainer(..., limits=...)``,
   ``ByteBpeTrainer(..., limits=...)``).
 
-Each is a frozen dataclass of positive ints, checked on construction; a test passes small ones to
+The dataclasses are frozen, of positive ints, checked on construction; a test passes small ones to
 reach a boundary (evictions, many batches, many spans) on small inputs. They are not part of a
 tokenizer file: a loaded tokenizer has the defaults.
 """
@@ -22,11 +26,17 @@ from dataclasses import dataclass
 from engine.checks import positive_int
 from engine.errors import ConfigurationError
 
-__all__ = ["STREAM_CHARS", "TRAIN_BATCH_BYTES", "LONG_PIECE_WINDOW", "PieceCacheLimits", "WordCacheLimits", "TrainLimits"]
+__all__ = ["STREAM_CHARS", "PIECE_CHARS", "TRAIN_BATCH_BYTES", "LONG_PIECE_WINDOW", "PieceCacheLimits", "WordCacheLimits",
+           "TrainLimits"]
 
 # Documents longer than this many characters are encoded span by span (spans of about this size).
 # Kernels hold ~40 bytes of scratch per character: 2M characters keep a span near 80 MB.
 STREAM_CHARS = 1 << 21
+# The most characters one span of a long document may hold: a stretch this long with no place where a
+# piece ends for certain (one unbroken piece: DNA, base64, ``"ab" * 75_000_000``) is cut after this
+# many characters (``engine.tokenizers.streaming``), so encoding stays bounded for any piece length.
+# The one limit that can change ids, and only of such a stretch.
+PIECE_CHARS = 1 << 22
 # Bytes of one piece that byte-level BPE merges at a time (a longer piece: window by window).
 LONG_PIECE_WINDOW = 1 << 20
 # Bytes of training text a byte-level BPE trainer counts at a time.

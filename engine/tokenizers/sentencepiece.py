@@ -60,7 +60,7 @@ from engine.kernels.bpe_merge import LONG_WORD, first_entry_table
 from engine.kernels.spm_bpe import MAX_CACHED_BYTES, build_join_table, encode_normalized, self_merging_pieces
 from engine.kernels.spm_normalize import build_ud_table, charsmap_match, first_bytes, normalize_documents
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_ids, check_texts, register_tokenizer
-from engine.tokenizers.limits import STREAM_CHARS
+from engine.tokenizers.limits import PIECE_CHARS, STREAM_CHARS
 from engine.tokenizers.pretokenize import utf8_bytes
 from engine.tokenizers.spm_model import (BYTE, CONTROL, MODEL_TYPES, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, SpmModel,
                                          SpmPiece, parse_model)
@@ -378,11 +378,13 @@ class SentencePieceTokenizer(Tokenizer):
         return out
 
     def encode_documents(self, texts: Sequence[str], document_ids: Sequence[str] | None = None, *, threads: int = 1,
-                         progress=None, stream_chars: int = STREAM_CHARS) -> tuple[np.ndarray, np.ndarray]:
+                         progress=None, stream_chars: int = STREAM_CHARS, piece_chars: int = PIECE_CHARS
+                         ) -> tuple[np.ndarray, np.ndarray]:
         """``(values uint32, offsets int64)`` of the wrapped documents ``[BOS, ids..., EOS]`` (no BOS
-        or EOS where the tokenizer has none); every document is encoded whole (``stream_chars`` is
-        checked, for the signature every kind shares)."""
+        or EOS where the tokenizer has none); every document is encoded whole (``stream_chars`` and
+        ``piece_chars`` are checked, for the signature every kind shares)."""
         positive_int(stream_chars, "stream_chars")
+        positive_int(piece_chars, "piece_chars")
         texts, document_ids = check_texts(texts, document_ids, self.kind)
         results = self._chunks(list(texts), document_ids, threads, True, progress)
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)

@@ -8,8 +8,16 @@ ends for certain, whatever text follows; each span is encoded on
 its own, and the ids are exactly those of the whole document (merges never cross a piece). Each kind
 says where a window of text may be cut (``Tokenizer._span``: how many characters, 0 when the window
 holds no safe place yet) and encodes a span (``Tokenizer._encode_span``). Where a window holds no safe
-place (one piece longer than the window), the window doubles until it holds one: a single piece is
-always encoded whole, as any encoder must.
+place (one piece longer than the window), the window doubles until it holds one, up to ``piece_chars``
+characters (``PIECE_CHARS``, 4M, by default; ``PrepareLimits.piece_chars``; never below
+``stream_chars``). A window of ``piece_chars`` characters that still holds no safe place is cut at its
+end and encoded as a span of its own: the one rule by which a span's end can change ids, and only those
+of a stretch of more than ``piece_chars`` characters in which no piece ends for certain (one unbroken
+piece: DNA, base64, minified code, ``"ab" * 75_000_000``). Up to that length a piece is encoded whole,
+with the ids of the reference encoders; beyond it the piece is encoded as parts of ``piece_chars``
+characters (its spans start at the same places whatever ``stream_chars`` is, so local and Ray runs, any
+thread count and a resumed run give the same ids), and the encoder's memory stays that of a span of
+``piece_chars`` characters for any piece length.
 
 Safe places:
 
@@ -28,10 +36,9 @@ Safe places:
   before ``c`` never qualify. Every scan of the patterns that starts before ``c`` then stops within
   three characters after it (contractions), so the pieces before ``c`` are those of the whole text.
 
-Fitting is the one place a piece may be cut: a training text with no safe place in ``stream_chars``
-characters (one unbroken run: DNA, base64, minified code, ``"ab" * 75_000_000``) is counted as parts
-of ``stream_chars`` characters (``fit_texts``), so fitting holds a bounded span whatever the piece
-length; encoding never cuts a piece (byte-level BPE merges a piece longer than
+Fitting cuts sooner: a training text with no safe place in ``stream_chars`` characters is counted as
+parts of ``stream_chars`` characters (``fit_texts``), so fitting holds a bounded span whatever the piece
+length. Below ``piece_chars`` encoding never cuts a piece (byte-level BPE merges a piece longer than
 ``PieceCacheLimits.long_piece_window`` bytes window by window, with the ids of the whole piece: the
 rule of ``engine.kernels.bpe_merge``).
 
@@ -48,12 +55,13 @@ from engine.checks import positive_int
 from engine.kernels.pretokenize import pretokenize_ends
 from engine.kernels.regex_vm import (ASSERT, A_BOL, A_BOS, A_NWORDB, A_WORDB, RegexProgram,
                                      regex_final_piece_ends)
-from engine.tokenizers.limits import STREAM_CHARS
+from engine.tokenizers.limits import PIECE_CHARS, STREAM_CHARS
 from engine.tokenizers.pretokenize import utf8_bytes
 from engine.tokenizers.unicode_tables import CR_LF, LETTER, LOWER, NUMBER, SPACE, UPPER, code_point_classes
 
 __all__ = [
-    "STREAM_CHARS", "SPAN_MARGIN_BYTES", "check_stream_chars", "encode_streaming", "encode_long", "iter_spans",
+    "STREAM_CHARS", "PIECE_CHARS", "SPAN_MARGIN_BYTES", "check_stream_chars", "check_piece_chars", "encode_streaming",
+    "encode_long", "encode_long_joined", "iter_spans",
     "training_batches", "fit_texts",
     "safe_piece_end", "byte_level_span", "byte_level_text_span", "word_split_cut", "word_split_text_span",
     "any_place_span", "WordSplitSpans",
@@ -88,11 +96,13 @@ class _Ids:
 
 def encode_streaming(tok, texts: Sequence[str], document_ids: Sequence[str] | None,
                      encode_short: Callable, progress: Callable[[int], None] | None = None,
-                     stream_chars: int = STREAM_CHARS) -> tuple[np.ndarray, np.ndarray]:
+                     stream_chars: int = STREAM_CHARS, piece_chars: int = PIECE_CHARS
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """``(values, offsets)`` of the wrapped documents: runs of short documents through
     ``encode_short(texts, ids)`` (the kind's batch kernel), each one longer than ``stream_chars``
-    characters span by span."""
+    characters span by span (spans of at most ``piece_chars`` characters)."""
     stream_chars = check_stream_chars(stream_chars)
+    piece_chars = check_piece_chars(piece_chars)
     long = [i for i, text in enumerate(texts) if len(text) > stream_chars]
     if not long:
         return encode_short(texts, document_ids)
@@ -108,7 +118,7 @@ def encode_streaming(tok, texts: Sequence[str], document_ids: Sequence[str] | No
         if i < len(texts):
             out.append(np.array([tok.bos_id], dtype=np.uint32))
             for ids in encode_long(tok, texts[i], None if document_ids is None else document_ids[i], progress,
-                                   stream_chars):
+                                   stream_chars, piece_chars):
                 out.append(ids)
             out.append(np.array([tok.eos_id], dtype=np.uint32))
             offsets[i + 1] = out.used
@@ -116,31 +126,35 @@ def encode_streaming(tok, texts: Sequence[str], document_ids: Sequence[str] | No
     return out.finish(), offsets
 
 
-def iter_spans(text, span: Callable, *, cut_pieces: bool = False,
-               stream_chars: int = STREAM_CHARS) -> Iterator[tuple[int, object]]:
+def iter_spans(text, span: Callable, *, cut_pieces: bool = False, stream_chars: int = STREAM_CHARS,
+               piece_chars: int = PIECE_CHARS) -> Iterator[tuple[int, object]]:
     """``(character offset, span)`` of ``text`` cut by ``span(window, pos, final) -> (characters, span)``
-    in windows of ``stream_chars`` characters.
+    in windows of ``stream_chars`` characters; a window with no safe place doubles, up to
+    ``max(piece_chars, stream_chars)`` characters, and a window of that size with none is cut at its end
+    (``span(window, pos, True)``: the whole window; the module docstring).
     ``text``: a str, or a text read part by part (``LongText``: its ``parts()``), cut the same way.
     ``cut_pieces`` (fitting only, the spans are text): a window of ``stream_chars`` characters with no
     safe place is cut at its end instead of growing."""
     stream_chars = check_stream_chars(stream_chars)
+    longest = stream_chars if cut_pieces else max(check_piece_chars(piece_chars), stream_chars)
     if not isinstance(text, str):
-        yield from _iter_part_spans(text.parts(), span, cut_pieces, stream_chars)
+        yield from _iter_part_spans(text.parts(), span, longest, stream_chars)
         return
     pos, size = 0, stream_chars
     while pos < len(text):
-        end = min(len(text), pos + max(size, 1))
-        cut, piece = span(text[pos:end], pos, end == len(text))
-        if cut <= 0 and cut_pieces:
-            cut, piece = end - pos, text[pos:end]
+        end = min(len(text), pos + size)
+        window = text[pos:end]
+        cut, piece = span(window, pos, end == len(text))
+        if cut <= 0 and size >= longest:  # no safe place in the longest span: cut at its end
+            cut, piece = span(window, pos, True)
         if cut <= 0:
-            size *= 2  # no safe place in the window yet: one piece is longer than it
+            size = min(2 * size, longest)  # no safe place in the window yet: one piece is longer than it
             continue
         yield pos, piece
         pos, size = pos + cut, stream_chars
 
 
-def _iter_part_spans(parts: Iterator[str], span: Callable, cut_pieces: bool,
+def _iter_part_spans(parts: Iterator[str], span: Callable, longest: int,
                      stream_chars: int) -> Iterator[tuple[int, object]]:
     """``iter_spans`` of the text made of ``parts``: the same windows, holding about one window of it."""
     held, pos, size, more = "", 0, stream_chars, True
@@ -151,26 +165,36 @@ def _iter_part_spans(parts: Iterator[str], span: Callable, cut_pieces: bool,
             held += part or ""
         if not held:
             return
-        end = min(len(held), max(size, 1))
+        end = min(len(held), size)
         cut, piece = span(held[:end], pos, not more and end == len(held))
-        if cut <= 0 and cut_pieces:
-            cut, piece = end, held[:end]
+        if cut <= 0 and size >= longest:
+            cut, piece = span(held[:end], pos, True)
         if cut <= 0:
-            size *= 2
+            size = min(2 * size, longest)
             continue
         yield pos, piece
         held, pos, size = held[cut:], pos + cut, stream_chars
 
 
 def encode_long(tok, text: str, document_id: str | None, progress: Callable[[int], None] | None = None,
-                stream_chars: int = STREAM_CHARS) -> Iterator[np.ndarray]:
-    """Content ids (uint32 arrays, in order) of ``text``, encoded span by span (windows of ``stream_chars``)."""
+                stream_chars: int = STREAM_CHARS, piece_chars: int = PIECE_CHARS) -> Iterator[np.ndarray]:
+    """Content ids (uint32 arrays, in order) of ``text``, encoded span by span (windows of ``stream_chars``,
+    spans of at most ``max(piece_chars, stream_chars)`` characters)."""
     for pos, span in iter_spans(text, lambda window, at, final: tok._span(window, at, document_id, final),
-                                stream_chars=stream_chars):
+                                stream_chars=stream_chars, piece_chars=piece_chars):
         ids, nbytes = tok._encode_span(span, document_id, pos)
         yield ids
         if progress is not None:
             progress(nbytes)
+
+
+def encode_long_joined(tok, text: str, document_id: str | None) -> np.ndarray:
+    """``encode_long``'s ids as one uint32 array, each span's ids copied as they come (a kind's span ids
+    may be a view of a buffer the size of its span: keeping them all would hold every span's buffer)."""
+    out = _Ids(STREAM_CHARS)
+    for ids in encode_long(tok, text, document_id):
+        out.append(ids)
+    return out.finish()
 
 
 def training_batches(trainer, batches: Iterable[list[str]], stream_chars: int = STREAM_CHARS) -> Iterator[list[str]]:
@@ -210,6 +234,11 @@ def fit_texts(trainer, texts: Iterable[str], stream_chars: int = STREAM_CHARS) -
 def check_stream_chars(stream_chars) -> int:
     """``stream_chars`` as a positive int, else a ConfigurationError naming it."""
     return positive_int(stream_chars, "stream_chars")
+
+
+def check_piece_chars(piece_chars) -> int:
+    """``piece_chars`` as a positive int, else a ConfigurationError naming it."""
+    return positive_int(piece_chars, "piece_chars")
 
 
 def byte_level_span(window: str, pos: int, document_id: str | None, final: bool, pattern: int
@@ -273,6 +302,8 @@ def any_place_span(window: str, pos: int, final: bool) -> tuple[int, str]:
 
 class WordSplitSpans:
     """``_span``/``_encode_span`` of the kinds that encode pieces of the word split (``_encode_many``)."""
+
+    _streams_long_texts = True
 
     def _span(self, window: str, pos: int, document_id: str | None, final: bool) -> tuple[int, str]:
         return word_split_text_span(window, pos, final)

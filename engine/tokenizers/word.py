@@ -29,7 +29,7 @@ from engine.tokenizers.base import (
     register_tokenizer,
 )
 from engine.tokenizers.char import SPECIALS, describe_character, join_documents
-from engine.tokenizers.limits import STREAM_CHARS
+from engine.tokenizers.limits import PIECE_CHARS, STREAM_CHARS
 from engine.tokenizers.streaming import WordSplitSpans, encode_streaming, word_split_text_span
 
 __all__ = ["WordTokenizer", "WordTrainer", "WordAnalysis", "analyse_words", "count_word_types"]
@@ -185,12 +185,13 @@ class WordTokenizer(WordSplitSpans, Tokenizer):
             self.bos_id, self.eos_id, wrap,
         )
 
-    def encode_documents(self, texts, document_ids=None, *, progress=None, stream_chars: int = STREAM_CHARS):
+    def encode_documents(self, texts, document_ids=None, *, progress=None, stream_chars: int = STREAM_CHARS,
+                         piece_chars: int = PIECE_CHARS):
         texts, document_ids = check_texts(texts, document_ids, self.kind)
         self._unknown_total = 0
         values, offsets = encode_streaming(self, texts, document_ids,
                                            lambda part, ids: self._encode_many(part, ids, wrap=True), progress,
-                                           stream_chars)
+                                           stream_chars, piece_chars)
         self.last_unknown_count = self._unknown_total  # over the short documents and every span of the long ones
         return values, offsets
 
