@@ -62,17 +62,52 @@ _INDEX_FILE = re.compile(r"index(-[0-9a-f]{16})?\.parquet")
 _TEMPORARY = re.compile(r"\.(index(-[0-9a-f]{16})?\.parquet|manifest\.json)\.tmp-([0-9]{1,10})")
 
 
+_PARQUET_MAGIC = b"PAR1"  # the first bytes pyarrow writes to an index file
+_MANIFEST_START = b'{\n  "format": "' + MANIFEST_FORMAT.encode() + b'"'  # the first bytes of a manifest
+
+
+def _starts_with(path: Path, marker: bytes) -> bool:
+    """A regular file (not a link) that is empty or begins with ``marker``: a temporary a killed run left
+    (killed after creating it, or while writing it) holds nothing else."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    with open(path, "rb") as fh:
+        head = fh.read(len(marker))  # fewer bytes only when that is the whole file
+    return head == marker[:len(head)]
+
+
+def _proven_index(path: Path, match) -> bool:
+    """``index-<16 hex>.parquet`` whose sha256 starts with those 16 hex (the name ``write_epoch_index``
+    gives it), or the earlier layout's ``index.parquet`` holding a Parquet file of the index's columns."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    if match.group(1):
+        return _file_sha256(path).startswith(match.group(1)[1:])
+    import pyarrow.parquet as pq
+
+    try:
+        return tuple(pq.read_schema(path).names) == INDEX_COLUMNS
+    except Exception:  # noqa: BLE001 (any file pyarrow cannot read as Parquet is not ours)
+        return False
+
+
 def _our_files(directory: Path) -> tuple[str, ...]:
-    """Names in ``directory`` an epoch index writes: the manifest, index files, and temporaries of
-    runs that are dead (removed now; a live run's are left, and make the folder foreign)."""
+    """Names in ``directory`` an epoch index writes and can prove it wrote: the manifest, index files
+    whose content matches their name, and temporaries of dead runs holding only what a run writes
+    there (removed now; a live run's are left, and make the folder foreign). A user's file named like
+    one of them is not listed, so ``check_output_folder`` refuses the folder by its name."""
     if not directory.is_dir():
         return ()
     names = []
     for entry in directory.iterdir():
         temporary = _TEMPORARY.fullmatch(entry.name)
-        if temporary and entry.is_file() and not entry.is_symlink() and not pid_alive(int(temporary.group(3))):
-            entry.unlink(missing_ok=True)
-        elif entry.name == MANIFEST_NAME or _INDEX_FILE.fullmatch(entry.name):
+        if temporary:
+            marker = _MANIFEST_START if temporary.group(1) == MANIFEST_NAME else _PARQUET_MAGIC
+            if not pid_alive(int(temporary.group(3))) and _starts_with(entry, marker):
+                entry.unlink(missing_ok=True)
+            continue
+        index = _INDEX_FILE.fullmatch(entry.name)
+        if entry.name == MANIFEST_NAME or (index and _proven_index(entry, index)):
             names.append(entry.name)
     return tuple(names)
 

@@ -211,6 +211,32 @@ def test_a_killed_batches_out_leaves_the_earlier_epoch_and_does_not_block_the_ne
     assert len(names) == 2 and names[1] == "manifest.json" and names[0].startswith("index-"), names
 
 
+@pytest.mark.parametrize("name, content", [(".index.parquet.tmp-99999999", b"mine"),
+                                           (".manifest.json.tmp-99999999", b'{"my": "notes"}'),
+                                           ("index-0000000000000000.parquet", b"mine")])
+def test_batches_out_never_removes_a_users_file_named_like_its_own(tmp_path, name, content):
+    """Only what ``batches --out`` can prove it wrote is removed: a temporary of a dead run holding what a
+    run writes there (the Parquet magic, the manifest's first bytes, or nothing yet), an index file whose
+    sha256 starts with its name. A user's file under such a name is refused by name and kept."""
+    corpus, splits = make_corpus(tmp_path)
+    out = tmp_path / "out"
+    run_prepare(corpus, splits, out)
+    epoch = tmp_path / "epoch"
+    command = [sys.executable, "-m", "engine", "batches", str(out), "--context", "16", "--batch-size", "8", "--out",
+               str(epoch)]
+    subprocess.run(command, check=True, capture_output=True)
+    (epoch / name).write_bytes(content)
+    refused = subprocess.run(command + ["--seed", "3"], capture_output=True, text=True)
+    assert refused.returncode == 2 and name in refused.stderr, refused.stderr
+    assert (epoch / name).read_bytes() == content
+    (epoch / name).unlink()
+    for leftover, held in ((".index.parquet.tmp-99999999", b"PAR1\x15\x04"), (".manifest.json.tmp-99999999", b"")):
+        (epoch / leftover).write_bytes(held)  # a dead run's, cut short: removed
+    subprocess.run(command + ["--seed", "3"], check=True, capture_output=True)
+    names = sorted(p.name for p in epoch.iterdir())
+    assert len(names) == 2 and names[1] == "manifest.json" and names[0].startswith("index-"), names
+
+
 def test_a_run_killed_inside_a_long_document_resumes(tmp_path):
     """Killed while a long document's ids file is still beside its store file: the dead writer's
     temporary holds ``.long-N.u32``, which is a store writer's own file (the temporary was refused as
