@@ -7,7 +7,17 @@ output inside a folder corpus by these names without importing the store, which 
 
 from __future__ import annotations
 
-__all__ = ["MANIFEST_NAME", "TOKENIZER_NAME", "RESUME_NAME", "STORE_NAME", "LOCK_SUFFIX"]
+import os
+import re
+
+__all__ = ["MANIFEST_NAME", "TOKENIZER_NAME", "RESUME_NAME", "STORE_NAME", "LOCK_SUFFIX", "STORE_FORMAT", "LOCK_TEXT",
+           "holds_store_manifest", "holds_store_lock"]
+
+# The ``format`` of a store manifest, its first field (the writer puts it first, indented by 2).
+STORE_FORMAT = "engine.token_store"
+_MANIFEST_START = b'{\n  "format": "' + STORE_FORMAT.encode() + b'"'
+# The whole content of a writer's lock file: its pid (and a newline).
+LOCK_TEXT = re.compile(r"[0-9]{1,10}\n?")
 
 # "_" prefix (like the tokenizer's): dataset readers (pyarrow.dataset, pq.read_table(DIR)) skip the
 # file, so DIR reads as one Parquet dataset partitioned by split.
@@ -20,3 +30,28 @@ RESUME_NAME = "_resume.json"
 STORE_NAME = "store"
 # ``DIR.lock`` beside a store ``DIR`` while a writer holds it.
 LOCK_SUFFIX = ".lock"
+
+
+def _head(path: os.PathLike, size: int) -> bytes | None:
+    """The first ``size`` bytes of a regular file (not a link), or None."""
+    try:
+        if os.path.islink(path) or not os.path.isfile(path):
+            return None
+        with open(path, "rb") as fh:
+            return fh.read(size)
+    except OSError:
+        return None
+
+
+def holds_store_manifest(path: os.PathLike) -> bool:
+    """Whether ``path`` is a regular file that begins as a store writer writes its manifest."""
+    return _head(path, len(_MANIFEST_START)) == _MANIFEST_START
+
+
+def holds_store_lock(path: os.PathLike) -> bool:
+    """Whether ``path`` is a regular file in a writer lock's format (a positive pid, one line)."""
+    head = _head(path, 16)
+    if head is None:
+        return False
+    text = head.decode("ascii", "replace")
+    return bool(LOCK_TEXT.fullmatch(text)) and int(text) > 0

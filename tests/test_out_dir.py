@@ -224,6 +224,23 @@ def test_a_folder_corpus_leaves_out_prepare_outputs_inside_it(tmp_path, monkeypa
     assert store_ids(tmp_path / "outside") == ids
 
 
+@pytest.mark.parametrize("name, content", [("store.lock", "notes\n"), ("store.lock", "0\n"), ("_engine.json", "{}\n"),
+                                           ("store/_engine.json", '{"format": "mine"}\n')])
+def test_a_users_file_named_like_an_engine_output_leaves_its_folder_in_the_corpus(tmp_path, name, content):
+    """A folder is left out of a folder corpus only when it holds engine's output in engine's formats
+    (a store manifest as the writer begins it, a lock holding a pid): a user's ``store.lock`` of notes or
+    an ``_engine.json`` of their own keeps the folder's documents in the corpus."""
+    corpus = folder_corpus(tmp_path / "corpus")
+    (corpus / "docs" / name).parent.mkdir(parents=True, exist_ok=True)
+    (corpus / "docs" / name).write_text(content, encoding="utf-8")
+    result = CliRunner().invoke(main, ["prepare", str(corpus), "--hash-split", "0.5,0.25,0.25", "--tokenizer", "char",
+                                       "--context", "4", "--threads", "1", "--quiet", "--out", str(tmp_path / "o"),
+                                       "--corpus-format", "folder"])  # every file a text document, .json too
+    assert result.exit_code == 0, result.output
+    ids = sorted(i for part in store_ids(tmp_path / "o").values() for i in part)
+    assert ids == sorted(["docs/0.txt", "docs/1.txt", "docs/2.txt", "top.txt", f"docs/{name}"])
+
+
 def test_engine_splits_leaves_out_its_own_manifest_inside_the_folder(tmp_path):
     corpus = folder_corpus(tmp_path / "corpus")
     for _ in range(2):

@@ -7,7 +7,9 @@ or a folder of text documents (``corpus_shards``).
 - A folder's files are its regular, non-hidden files below it, sorted by relative POSIX path
   (``folder_files``: hidden means a path component starting with "."; engine's own outputs, a
   token store or a ``prepare`` output folder, and the paths in ``exclude``, which ``prepare`` gives
-  its ``--out`` and ``--splits``, are left out). When they
+  its ``--out`` and ``--splits``, are left out; a folder is engine's output when its ``_engine.json``
+  or ``store/_engine.json`` begins as a store writer writes it, or its ``store.lock`` holds a writer's
+  pid, so a user's file that merely has one of those names leaves its folder in). When they
   are all JSONL (plain or compressed, mixed freely), all Parquet or all Arrow, the folder is a
   *sharded corpus* of that format, its shards in that order; when none is of these kinds it is a
   folder of text documents (one per file); a mix is a CorpusError naming two files of different kinds.
@@ -40,7 +42,7 @@ from typing import Iterable
 from engine.checks import parse_json
 from engine.corpus.compressed import COMPRESSIONS, without_compression
 from engine.errors import ConfigurationError, CorpusError
-from engine.store_files import LOCK_SUFFIX, MANIFEST_NAME, STORE_NAME
+from engine.store_files import LOCK_SUFFIX, MANIFEST_NAME, STORE_NAME, holds_store_lock, holds_store_manifest
 
 __all__ = ["CorpusShards", "corpus_shards", "file_kind", "folder_files", "is_glob", "CORPUS_FORMATS",
            "SHARD_KINDS", "CORPUS_FORMS", "ARROW_SUFFIXES", "JSONL_SUFFIXES", "DATASET_STATE"]
@@ -107,9 +109,12 @@ def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
 
 
 def _engine_output(folder: Path, excluded: set[tuple[int, int]]) -> bool:
-    """Whether a folder below a corpus folder is left out: excluded, a token store or a ``prepare`` output."""
-    return ((bool(excluded) and _identity(folder) in excluded) or (folder / MANIFEST_NAME).is_file()
-            or (folder / f"{STORE_NAME}{LOCK_SUFFIX}").is_file() or (folder / STORE_NAME / MANIFEST_NAME).is_file())
+    """Whether a folder below a corpus folder is left out: excluded, a token store or a ``prepare`` output
+    (a store manifest, or a writer's lock beside ``store``, in engine's own formats: a user's file that
+    merely has one of those names leaves the folder in the corpus)."""
+    return ((bool(excluded) and _identity(folder) in excluded) or holds_store_manifest(folder / MANIFEST_NAME)
+            or holds_store_lock(folder / f"{STORE_NAME}{LOCK_SUFFIX}")
+            or holds_store_manifest(folder / STORE_NAME / MANIFEST_NAME))
 
 
 def _left_out(file: Path, root: Path, excluded: set[str]) -> bool:

@@ -15,7 +15,7 @@ from engine.partition import Partition
 from engine.checks import check_partition
 from engine.errors import StoreError
 from engine.utf8 import TEXT_SLICE, utf8_length
-from engine.store_files import MANIFEST_NAME, RESUME_NAME, STORE_NAME, TOKENIZER_NAME  # re-exported
+from engine.store_files import MANIFEST_NAME, RESUME_NAME, STORE_FORMAT, STORE_NAME, TOKENIZER_NAME  # re-exported
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "ROLES_FORMAT_VERSION", "FORMAT_VERSIONS", "ROLES_TYPE",
@@ -27,7 +27,7 @@ __all__ = [
     "check_store_dir",
 ]
 
-FORMAT = "engine.token_store"
+FORMAT = STORE_FORMAT
 FORMAT_VERSION = 1
 # A store with a ``roles`` column (chat and instruction data) is format version 2: an engine that
 # reads version 1 only would otherwise train on every token.

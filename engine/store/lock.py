@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 import time
 from pathlib import Path
 
 from engine.errors import StoreError
-from engine.store_files import LOCK_SUFFIX
+from engine.store_files import LOCK_SUFFIX, LOCK_TEXT as _LOCK_TEXT
 
 __all__ = ["WriterLock", "pid_alive"]
 
-_LOCK_TEXT = re.compile(r"[0-9]{1,10}\n?")
 
 
 def pid_alive(pid: int) -> bool:
