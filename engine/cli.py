@@ -58,6 +58,21 @@ class EngineGroup(click.Group):
                 )
             ctx.exit(1)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Every argument must be text: bytes that are not UTF-8 (a shell's ``$'\\xff'``, which Python
+        keeps as lone surrogates) are a usage error naming the argument, before anything runs."""
+        for arg in args:
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                try:
+                    raw = arg.encode("utf-8", "surrogateescape")  # the bytes the shell gave
+                except UnicodeEncodeError:
+                    raw = arg.encode("utf-8", "backslashreplace")
+                raise click.UsageError(f"argument {raw!r} is not valid UTF-8 (at character {exc.start}); engine "
+                                       "takes its arguments, paths included, as UTF-8 text", ctx) from None
+        return super().parse_args(ctx, args)
+
     @staticmethod
     def _interrupted(ctx: click.Context):
         if ctx.obj and ctx.obj.get("debug"):

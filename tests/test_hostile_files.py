@@ -324,3 +324,27 @@ def test_an_added_token_holding_a_lone_surrogate_is_exit_2(tmp_path):
         load_tokenizer(path)
     result = run("tokenizers", "import", path, "--out", tmp_path / "t.json")
     assert result.exit_code == 2 and "lone surrogate" in result.output, result.output
+
+
+@pytest.mark.parametrize("args", [
+    ["prepare", "{corpus}", "--hash-split", "0.8,0.1,0.1", "--tokenizer", "char", "--out", "{tmp}/o\udcff"],
+    ["tokenizers", "import", "{corpus}", "--special", "\udcff=300", "--out", "{tmp}/t.json"],
+    ["splits", "{corpus}", "--hash-split", "0.8,0.1,0.1", "--out", "{tmp}/s\udce9.json"],
+])
+def test_arguments_that_are_not_utf8_are_usage_errors_naming_them(tmp_path, args):
+    """Bytes that are not UTF-8 in an argument (Python keeps them as lone surrogates): exit 2 naming the
+    argument's bytes, before anything is read or written (the --out folder was left behind, exit 1)."""
+    import subprocess
+    import sys
+
+    _small_corpus(tmp_path)
+    argv = [a.format(corpus=tmp_path / "c.jsonl", tmp=tmp_path) for a in args]
+    result = run(*argv)
+    assert result.exit_code == 2, result.output
+    bad = next(a for a in argv if any("\udc80" <= c <= "\udcff" for c in a))
+    assert f"argument {bad.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl"]
+    # the same bytes from a real command line
+    done = subprocess.run([sys.executable, "-m", "engine", *[os.fsencode(a) for a in argv]], capture_output=True)
+    assert done.returncode == 2 and b"is not valid UTF-8" in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl"]
