@@ -229,6 +229,11 @@ def _not_regular(tmp_path, kind):
     path = tmp_path / f"out-{kind}.json"
     if kind == "fifo":
         os.mkfifo(path)
+    elif kind == "device":  # /dev/null's numbers: a character device, as root would meet one
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("making a device node needs CAP_MKNOD (root)")
     elif kind == "link":
         (tmp_path / "target.json").write_text("mine")
         path.symlink_to(tmp_path / "target.json")
@@ -251,7 +256,7 @@ def _tokenizer_commands(corpus_text, out):
             ("tokenizers", "import", ranks, "--special", "<|endoftext|>=256", "--out", out)]
 
 
-@pytest.mark.parametrize("kind", ["fifo", "link", "folder"])
+@pytest.mark.parametrize("kind", ["fifo", "device", "link", "folder"])
 def test_out_files_that_are_not_regular_files_are_never_replaced(tmp_path, corpus_text, kind):
     out = _not_regular(tmp_path, kind)
     refused = ("engine only ever replaces regular files it wrote",) + (("is a directory",) if kind == "folder" else ())
@@ -263,6 +268,7 @@ def test_out_files_that_are_not_regular_files_are_never_replaced(tmp_path, corpu
             assert result.exit_code == 2 and any(r in result.output for r in refused), result.output
     assert os.path.lexists(out) and (kind != "link" or (tmp_path / "target.json").read_text() == "mine")
     assert kind != "fifo" or stat.S_ISFIFO(os.lstat(out).st_mode)
+    assert kind != "device" or stat.S_ISCHR(os.lstat(out).st_mode)
 
 
 def test_tokenizer_out_replaces_its_own_files_and_a_users_file_only_with_force(tmp_path, corpus_text):
