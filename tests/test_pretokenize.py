@@ -146,3 +146,47 @@ def test_unknown_pattern_and_surrogate():
     assert pretokenize("ab, cd", r"\p{L}+") == ["ab", ", ", "cd"]  # a regex: its matches and the text between
     with pytest.raises(TokenizerError, match="offset 2: lone surrogate U\\+D800"):
         pretokenize("ab\ud800", "gpt2")
+
+
+def _matcher_pieces(text: str, pattern: str) -> list[str]:
+    """The pieces of ``pattern`` as the compiled regex's own matcher cuts them (never a scanner)."""
+    from engine.kernels.pretokenize import pretokenize_ends
+    from engine.tokenizers.regex import compile_regex
+
+    data = text.encode("utf-8")
+    buf = np.frombuffer(data, dtype=np.uint8)
+    out = np.empty(len(data), dtype=np.int64)
+    count = pretokenize_ends(buf, np.array([0, len(data)], dtype=np.int64), code_point_classes(),
+                             compile_regex(pattern).program, out)
+    ends = [0, *out[:count].tolist()]
+    return [data[a:b].decode("utf-8") for a, b in zip(ends, ends[1:])]
+
+
+def _assert_scanner_equals_matcher(text):
+    from engine.tokenizers.pretokenize import REGEX_NAMES, SCANNER_EQUIVALENTS, pattern_code
+    from engine.kernels.pretokenize import CL100K
+
+    llama3 = REGEX_NAMES["llama3"]
+    assert SCANNER_EQUIVALENTS[llama3] == "cl100k" and pattern_code(llama3) == CL100K
+    got = pretokenize(text, llama3)  # cl100k's scanner
+    assert got == _matcher_pieces(text, llama3) == regex.findall(llama3, text), text
+    assert got == pretokenize(text, "cl100k")
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(st.sampled_from(FRAGMENTS + ["\n \n", " \r\n\t", "\n\n  \n x", "'re", "'VE", "x'LL"]), max_size=40))
+def test_llama3_regex_cuts_cl100k_pieces_on_fragments(parts):
+    """Llama 3's regex runs cl100k's scanner (SCANNER_EQUIVALENTS): its pieces are those its own matcher
+    and the regex module cut, on texts made of every class's edge cases."""
+    _assert_scanner_equals_matcher("".join(parts))
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet=ASSIGNED, max_size=60))
+def test_llama3_regex_cuts_cl100k_pieces_on_any_text(text):
+    _assert_scanner_equals_matcher(text)
+
+
+def test_llama3_regex_cuts_cl100k_pieces_on_real_text(shakespeare_text):
+    for text in [shakespeare_text[:100_000], *stdlib_texts(300_000)]:
+        _assert_scanner_equals_matcher(text)

@@ -3,7 +3,9 @@
 A pattern is a name below or any regex string. Three patterns have hand-written scanners, matched
 exactly as the ``regex`` module matches them (see ``engine.kernels.pretokenize`` for how the
 scanners reproduce the regex semantics); a regex string equal to one of them (or to tiktoken's
-spellings, ``TIKTOKEN_SPELLINGS``) is that name and takes its scanner:
+spellings, ``TIKTOKEN_SPELLINGS``) is that name and takes its scanner, and a regex that cuts exactly
+a named pattern's pieces (``SCANNER_EQUIVALENTS``: Llama 3's, cl100k's) stays itself but runs that
+scanner:
 
 - ``"gpt2"``:   ``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``
 - ``"cl100k"``: ``'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+|\\p{N}{1,3}`` followed by
@@ -34,8 +36,8 @@ from engine.kernels.pretokenize import CL100K, GPT2, O200K, pretokenize_ends
 from engine.tokenizers.regex import compile_regex
 from engine.tokenizers.unicode_tables import code_point_classes
 
-__all__ = ["PATTERNS", "TIKTOKEN_GPT2", "TIKTOKEN_SPELLINGS", "canonical_pattern", "pattern_code", "pretokenize",
-           "pretokenize_bytes", "utf8_bytes"]
+__all__ = ["PATTERNS", "TIKTOKEN_GPT2", "TIKTOKEN_SPELLINGS", "SCANNER_EQUIVALENTS", "canonical_pattern", "pattern_code",
+           "pretokenize", "pretokenize_bytes", "utf8_bytes"]
 
 PATTERNS = {
     "gpt2": r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
@@ -72,6 +74,14 @@ REGEX_NAMES = {
                r"\s*[\r\n]+|\s+(?!\S)|\s+"),
 }
 PATTERN_NAMES = (*PATTERNS, *REGEX_NAMES)  # every name a pattern= / --pattern takes
+# Regexes that stay themselves (in a tokenizer's file, its hash, its exports) but cut exactly the pieces of
+# a named pattern, so the kernels run that pattern's scanner. Llama 3's regex is cl100k's spelt another
+# way: its contractions are the same set under (?i); an optional non-letter before letters, or a
+# ``+`` before ``[\r\n]*``, never gives anything back that could match (what follows needs a letter
+# or is optional), so greedy and possessive cut alike; and ``\s*[\r\n]+`` backtracks to the last newline
+# of a whitespace run, where ``[\r\n]+`` can take only that one, the end of ``\s*[\r\n]``.
+# (tests/test_pretokenize.py compares the pieces with tiktoken's for the regex as written.)
+SCANNER_EQUIVALENTS = {REGEX_NAMES["llama3"]: "cl100k"}
 
 
 _BARE_WORD = re.compile(r"[A-Za-z0-9_.-]+")
@@ -105,7 +115,8 @@ def pattern_code(pattern: str):
     """What the kernels take for a pattern: ``engine.kernels.pretokenize.GPT2``, ``CL100K`` or
     ``O200K`` for a name (one Numba type each), else the compiled regex's ``RegexProgram``;
     ``TokenizerError`` for a regex that does not compile."""
-    code = _CODES.get(canonical_pattern(pattern))
+    canonical = canonical_pattern(pattern)
+    code = _CODES.get(SCANNER_EQUIVALENTS.get(canonical, canonical))
     if code is None:
         return compile_regex(pattern).program
     return code
