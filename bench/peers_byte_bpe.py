@@ -16,10 +16,11 @@ then encodes the corpus once; the row shows the fastest of those runs (``*_media
 median). tiktoken keeps no cache across calls; its runs get the same warm-up. Engine and the peer
 are timed in turns.
 
-The "own regex" row is a tiktoken rank file with a pre-tokenizer regex that has no hand-written
-scanner, Llama 3's (``LLAMA3``), its ranks trained with that regex on the same corpus and size (as
-a model's file is): engine runs its compiled regex (``engine.tokenizers.regex``), tiktoken the
-same ``pat_str``.
+The "own regex" rows are tiktoken rank files with a pre-tokenizer regex of their own, their ranks
+trained with that regex on the same corpus and size (as a model's file is), tiktoken running the same
+``pat_str``: Qwen2's (``QWEN2``), which no hand-written scanner cuts, so engine runs its compiled
+regex (``engine.tokenizers.regex``); and Llama 3's (``LLAMA3``), which cuts cl100k's pieces, so engine
+runs cl100k's scanner (``engine.tokenizers.pretokenize.SCANNER_EQUIVALENTS``).
 
 Rows report seconds for engine and the peer and ``ratio = peer_s / engine_s`` (above 1: engine
 is faster), except the long-piece row, whose ratio is time("a" * 1e6) / time("a" * 1e5), and the
@@ -41,6 +42,8 @@ from timing import (DATA_DIR, best_of, best_of_interleaved, hf_parallelism, medi
 CACHE = Path(__file__).resolve().parent / ".cache"
 LLAMA3 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
           r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
+QWEN2 = LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")  # one digit a piece
+_REGEX_TAGS = {"gpt2": "", LLAMA3: "-llama3", QWEN2: "-qwen2"}
 
 
 def stdlib_texts(max_bytes: int | None = None) -> list[str]:
@@ -79,7 +82,7 @@ def trained_tokenizer(texts, vocab_size: int, tag: str, pattern: str = "gpt2"):
     from engine.tokenizers.loading import load_tokenizer
     from engine.tokenizers.byte_bpe import ByteBpeTrainer
 
-    path = CACHE / (f"stdlib-{tag}-{vocab_size}.json" if pattern == "gpt2" else f"stdlib-{tag}-{vocab_size}-llama3.json")
+    path = CACHE / f"stdlib-{tag}-{vocab_size}{_REGEX_TAGS[pattern]}.json"
     if path.exists():
         return load_tokenizer(path)
     tokenizer = ByteBpeTrainer(vocab_size=vocab_size, tie_break="hf", pattern=pattern).train(texts)
@@ -87,22 +90,23 @@ def trained_tokenizer(texts, vocab_size: int, tag: str, pattern: str = "gpt2"):
     return tokenizer
 
 
-def own_regex_row(tokenizer, texts, megabytes, warmup, repeat, timed_row) -> None:
-    """A tiktoken file with its own regex: ranks trained with Llama 3's regex (``tokenizer``), encoded
-    with it by engine and by tiktoken (one thread, unseen text)."""
+def own_regex_row(tokenizer, pattern, label, texts, megabytes, warmup, repeat, timed_row) -> None:
+    """A tiktoken file with its own regex: ranks trained with ``pattern`` (``tokenizer``), encoded with it
+    by engine and by tiktoken (one thread, unseen text)."""
     import tiktoken
 
     from engine.tokenizers.interop import load_tiktoken, save_tiktoken
 
-    ours = load_tiktoken(save_tiktoken(tokenizer, CACHE / "own-regex.tiktoken"), pattern=LLAMA3)
+    ours = load_tiktoken(save_tiktoken(tokenizer, CACHE / f"own-regex{_REGEX_TAGS[pattern]}.tiktoken"), pattern=pattern)
     ranks = {t: i for i, t in enumerate(ours.tokens) if t is not None}
-    enc = tiktoken.Encoding("bench-llama3-regex", pat_str=LLAMA3, mergeable_ranks=ranks, special_tokens={})
+    enc = tiktoken.Encoding(f"bench{_REGEX_TAGS[pattern]}-regex", pat_str=pattern, mergeable_ranks=ranks,
+                            special_tokens={})
     if [a.tolist() for a in ours.encode_batch(texts)] != [enc.encode_ordinary(t) for t in texts]:
-        raise RuntimeError("tiktoken ids differ from engine ids with Llama 3's regex")
+        raise RuntimeError(f"tiktoken ids differ from engine ids with {label}")
     engine_runs, peer_runs = runs_interleaved(
         lambda: ours.encode_batch(texts, threads=1), lambda: [enc.encode_ordinary(t) for t in texts], repeat,
         engine_setup=unseen(ours, warmup), peer_setup=lambda: [enc.encode_ordinary(t) for t in warmup])
-    timed_row(f"encode {megabytes:.0f} MB once, tiktoken file with its own regex (Llama 3's), 1 thread", engine_runs,
+    timed_row(f"encode {megabytes:.0f} MB once, tiktoken file with its own regex ({label}), 1 thread", engine_runs,
               "tiktoken encode_ordinary, same pat_str", peer_runs, at_least=3)
 
 
@@ -158,8 +162,9 @@ def _rows(quick: bool) -> list[dict]:
             if corpus is texts:
                 engine_one = min(ours)
             timed_row(f"encode {name} once, 1 thread", ours, "tiktoken encode_ordinary", theirs, at_least=5)
-        own_regex_row(trained_tokenizer(texts, vocab_size, "quick" if quick else "full", LLAMA3), texts, megabytes,
-                      shakespeare, repeat, timed_row)
+        for pattern, label in ((QWEN2, "Qwen2's: engine's regex matcher"), (LLAMA3, "Llama 3's: cl100k's scanner")):
+            own_regex_row(trained_tokenizer(texts, vocab_size, "quick" if quick else "full", pattern), pattern, label,
+                          texts, megabytes, shakespeare, repeat, timed_row)
         if enc.encode_ordinary_batch(texts, num_threads=threads) != ids:
             raise RuntimeError("tiktoken batch ids differ from engine ids")
         ours, theirs = runs_interleaved(
