@@ -50,7 +50,7 @@ def chat_encoder(options: PrepareOptions, tok) -> tuple[ChatEncoder, dict]:
         strings.setdefault("bos_token", bos)
         strings.setdefault("eos_token", eos)
         template = load_chat_template(source, strings)
-    encoder = ChatEncoder(tok, template, train_on=options.train_on, bos_id=bos_id, eos_id=eos_id)
+    encoder = ChatEncoder(tok, template, train_on=options.train_on, bos_id=bos_id, eos_id=eos_id, limits=options.limits)
     about = {"format": options.format, "template": template.name if template is not None else None,
              "generation_markers": bool(template is not None and template.has_generation),
              "train_on": options.train_on, "bos": bos, "bos_id": bos_id, "eos": eos, "eos_id": eos_id}

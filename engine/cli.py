@@ -62,6 +62,8 @@ class EngineGroup(click.Group):
         """Every argument must be text: bytes that are not UTF-8 (a shell's ``$'\\xff'``, which Python
         keeps as lone surrogates) are a usage error naming the argument, before anything runs."""
         for arg in args:
+            if not isinstance(arg, str):  # main([...]) from Python may pass a Path; click converts it
+                continue
             try:
                 arg.encode("utf-8")
             except UnicodeEncodeError as exc:

@@ -32,6 +32,7 @@ from engine.errors import BatchError, StoreError
 from engine.store import MANIFEST_NAME as STORE_MANIFEST_NAME
 from engine.store.layout import check_store_dir
 from engine.store.lock import pid_alive
+from engine.store_files import file_head
 from engine.testhook import stop_point
 
 MANIFEST_FORMAT = "engine.batches"
@@ -66,14 +67,11 @@ _PARQUET_MAGIC = b"PAR1"  # the first bytes pyarrow writes to an index file
 _MANIFEST_START = b'{\n  "format": "' + MANIFEST_FORMAT.encode() + b'"'  # the first bytes of a manifest
 
 
-def _starts_with(path: Path, marker: bytes) -> bool:
-    """A regular file (not a link) that is empty or begins with ``marker``: a temporary a killed run left
-    (killed after creating it, or while writing it) holds nothing else."""
-    if path.is_symlink() or not path.is_file():
-        return False
-    with open(path, "rb") as fh:
-        head = fh.read(len(marker))  # fewer bytes only when that is the whole file
-    return head == marker[:len(head)]
+def _starts_with(path: Path, marker: bytes, *, whole: bool = False) -> bool:
+    """A regular file (not a link) that begins with ``marker`` (``whole``) or holds a beginning of it, or
+    nothing: what a run killed after creating a temporary, or while writing it, left."""
+    head = file_head(path, len(marker))
+    return head is not None and head == marker[:len(head)] and (not whole or len(head) == len(marker))
 
 
 def _proven_index(path: Path, match) -> bool:
@@ -91,25 +89,28 @@ def _proven_index(path: Path, match) -> bool:
         return False
 
 
-def _our_files(directory: Path) -> tuple[str, ...]:
-    """Names in ``directory`` an epoch index writes and can prove it wrote: the manifest, index files
-    whose content matches their name, and temporaries of dead runs holding only what a run writes
-    there (removed now; a live run's are left, and make the folder foreign). A user's file named like
-    one of them is not listed, so ``check_output_folder`` refuses the folder by its name."""
+def _our_files(directory: Path) -> tuple[tuple[str, ...], tuple[Path, ...]]:
+    """``(names, dead)``: the names in ``directory`` an epoch index writes and can prove it wrote (a
+    manifest that begins as it writes one, index files whose content matches their name, temporaries of
+    dead runs holding only what a run writes there), and those temporaries (``dead``: to remove once the
+    folder is known to be ours; a live run's are not listed, and make the folder foreign). A user's file
+    named like one of them is not listed, so ``check_output_folder`` refuses the folder by its name."""
     if not directory.is_dir():
-        return ()
-    names = []
+        return (), ()
+    names, dead = [], []
     for entry in directory.iterdir():
         temporary = _TEMPORARY.fullmatch(entry.name)
         if temporary:
             marker = _MANIFEST_START if temporary.group(1) == MANIFEST_NAME else _PARQUET_MAGIC
             if not pid_alive(int(temporary.group(3))) and _starts_with(entry, marker):
-                entry.unlink(missing_ok=True)
+                names.append(entry.name)
+                dead.append(entry)
             continue
         index = _INDEX_FILE.fullmatch(entry.name)
-        if entry.name == MANIFEST_NAME or (index and _proven_index(entry, index)):
+        if ((entry.name == MANIFEST_NAME and _starts_with(entry, _MANIFEST_START, whole=True))
+                or (index and _proven_index(entry, index))):
             names.append(entry.name)
-    return tuple(names)
+    return tuple(names), tuple(dead)
 
 
 def _replace_atomically(path: Path, write) -> None:
@@ -154,8 +155,12 @@ def save_epoch_index(epoch, directory: str | os.PathLike, *, store, store_manife
     import pyarrow.parquet as pq
 
     directory = Path(directory)
-    own = tuple(dict.fromkeys((MANIFEST_NAME, "index-<sha256>.parquet") + _our_files(directory)))
+    names, dead = _our_files(directory)
+    unwritten = () if os.path.lexists(directory / MANIFEST_NAME) else (MANIFEST_NAME,)  # a present one: proven
+    own = tuple(dict.fromkeys(unwritten + ("index-<sha256>.parquet",) + names))
     check_output_folder(directory, own, "engine batches --out")
+    for temporary in dead:  # a dead run's, now that the folder is known to be ours
+        temporary.unlink(missing_ok=True)
     description = epoch_description(epoch, store, store_manifest_sha256)
     directory.mkdir(parents=True, exist_ok=True)
     document_index, start = epoch.descriptors()
@@ -178,8 +183,8 @@ def save_epoch_index(epoch, directory: str | os.PathLike, *, store, store_manife
     manifest_path = directory / MANIFEST_NAME
     stop_point("epoch-manifest")
     _replace_atomically(manifest_path, lambda p: p.write_text(json.dumps(manifest, indent=2) + "\n"))
-    for name in _our_files(directory):  # the earlier epoch's index, now that no manifest names it
-        if name not in (MANIFEST_NAME, index_path.name):
+    for name in _our_files(directory)[0]:  # the earlier epoch's index, now that no manifest names it
+        if name not in (MANIFEST_NAME, index_path.name) and _INDEX_FILE.fullmatch(name):
             (directory / name).unlink(missing_ok=True)
     return {"index": str(index_path), "manifest": str(manifest_path), "index_sha256": digest}
 

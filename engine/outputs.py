@@ -25,6 +25,7 @@ from engine.errors import ConfigurationError, TokenizerError
 from engine.prepare_options import PrepareOptions
 from engine.store.lock import pid_alive
 from engine.store.ownership import check_replaceable
+from engine.store_files import file_head
 from engine.testhook import stop_point
 from engine.tokenizers.base import Tokenizer, tokenizer_from_json
 
@@ -158,12 +159,8 @@ def remove_dead_staged(out: Path) -> None:
             continue
         expected = _STAGED_CONTENT[match[1]] if match and (match[1] == "..tokenizer.json.staged-") == bool(match[3]) \
             else None
-        try:
-            with open(stale, "rb") as fh:
-                head = fh.read(len(expected)) if expected is not None and stale.is_file() else None
-        except OSError:
-            head = None
-        if head is None or stale.is_symlink() or not expected.startswith(head):
+        head = file_head(stale, len(expected)) if expected is not None else None
+        if head is None or not expected.startswith(head):
             raise ConfigurationError(f"{stale}: named like a staged output of `engine prepare` but not one "
                                      "(not a file it writes); it is not ours to remove: move it away")
         stale.unlink(missing_ok=True)

@@ -11,7 +11,7 @@ import os
 import re
 
 __all__ = ["MANIFEST_NAME", "TOKENIZER_NAME", "RESUME_NAME", "STORE_NAME", "LOCK_SUFFIX", "STORE_FORMAT", "LOCK_TEXT",
-           "holds_store_manifest", "holds_store_lock"]
+           "file_head", "lock_pid", "holds_store_manifest", "holds_store_lock"]
 
 # The ``format`` of a store manifest, its first field (the writer puts it first, indented by 2).
 STORE_FORMAT = "engine.token_store"
@@ -32,8 +32,9 @@ STORE_NAME = "store"
 LOCK_SUFFIX = ".lock"
 
 
-def _head(path: os.PathLike, size: int) -> bytes | None:
-    """The first ``size`` bytes of a regular file (not a link), or None."""
+def file_head(path: os.PathLike, size: int) -> bytes | None:
+    """The first ``size`` bytes of a regular file (not a link), or None: how engine tells a file it wrote
+    by what it begins with."""
     try:
         if os.path.islink(path) or not os.path.isfile(path):
             return None
@@ -45,13 +46,15 @@ def _head(path: os.PathLike, size: int) -> bytes | None:
 
 def holds_store_manifest(path: os.PathLike) -> bool:
     """Whether ``path`` is a regular file that begins as a store writer writes its manifest."""
-    return _head(path, len(_MANIFEST_START)) == _MANIFEST_START
+    return file_head(path, len(_MANIFEST_START)) == _MANIFEST_START
+
+
+def lock_pid(text: str) -> int | None:
+    """The pid a lock file's whole ``text`` holds in the lock's format (a positive pid, one line), else None."""
+    return int(text) if LOCK_TEXT.fullmatch(text) and int(text) > 0 else None
 
 
 def holds_store_lock(path: os.PathLike) -> bool:
-    """Whether ``path`` is a regular file in a writer lock's format (a positive pid, one line)."""
-    head = _head(path, 16)
-    if head is None:
-        return False
-    text = head.decode("ascii", "replace")
-    return bool(LOCK_TEXT.fullmatch(text)) and int(text) > 0
+    """Whether ``path`` is a regular file in a writer lock's format."""
+    head = file_head(path, 16)
+    return head is not None and lock_pid(head.decode("ascii", "replace")) is not None

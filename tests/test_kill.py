@@ -213,11 +213,13 @@ def test_a_killed_batches_out_leaves_the_earlier_epoch_and_does_not_block_the_ne
 
 @pytest.mark.parametrize("name, content", [(".index.parquet.tmp-99999999", b"mine"),
                                            (".manifest.json.tmp-99999999", b'{"my": "notes"}'),
-                                           ("index-0000000000000000.parquet", b"mine")])
+                                           ("index-0000000000000000.parquet", b"mine"),
+                                           ("manifest.json", b'{"format": "my.notes"}\n')])
 def test_batches_out_never_removes_a_users_file_named_like_its_own(tmp_path, name, content):
     """Only what ``batches --out`` can prove it wrote is removed: a temporary of a dead run holding what a
     run writes there (the Parquet magic, the manifest's first bytes, or nothing yet), an index file whose
-    sha256 starts with its name. A user's file under such a name is refused by name and kept."""
+    sha256 starts with its name, a manifest that begins as it writes one. A user's file under such a name
+    is refused by name and kept."""
     corpus, splits = make_corpus(tmp_path)
     out = tmp_path / "out"
     run_prepare(corpus, splits, out)

@@ -252,3 +252,40 @@ def test_prepare_cuts_a_long_unbroken_piece_by_its_limits(tmp_path):
     assert ids != [tok.bos_id] + tok.encode(long_text).tolist() + [tok.eos_id]  # the cuts changed ids
     assert ids == [tok.bos_id] + [i for a, b in zip(cuts, cuts[1:]) for i in tok.encode(long_text[a:b]).tolist()] + [
         tok.eos_id]
+
+
+@pytest.mark.parametrize("pattern", [r"\p{L}+|\p{N}+|\s+(?!\S)|\s+|[^\s\p{L}\p{N}]+",
+                                     r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+x?"""])
+def test_a_regex_span_never_ends_where_a_lookahead_read(pattern, training_text):
+    """A compiled regex's span ends only where its text alone is cut into the same pieces: before
+    ``" \\n"`` + ``"x"`` a search of ``\\s+(?!\\S)`` read the ``x``, so a cut before it would change the
+    pieces (``" "``, ``"\\n"`` in the whole text, one piece alone)."""
+    tok = ByteBpeTrainer(80, pattern=pattern).train(training_text)
+    rng = random.Random(29)
+    for trial in range(60):
+        text = "".join(rng.choice(["b \nx", "ab", "é\n\n   ", "12", " ", "\n", "x ", "  \n x", "'s"])
+                       for _ in range(rng.randint(1, 40)))
+        whole = tok.encode_documents([text], stream_chars=1 << 40)[0].tolist()
+        for chars in (1, 3, 7, 16):
+            got = tok.encode_documents([text], stream_chars=chars, piece_chars=1 << 40)[0].tolist()
+            assert got == whole, (trial, chars, text)
+
+
+def test_kinds_that_know_no_safe_place_encode_a_long_text_whole_whatever_piece_chars(tmp_path):
+    """A tokenizer.json pipeline (or a SentencePiece model) sees the whole text: ``piece_chars`` never cuts
+    its documents, also when a long JSONL line is read part by part (``encode_long``)."""
+    import json
+
+    from engine.tokenizers.hf_pipeline import HfBpeTokenizer
+    from tests.naive_hf import build_family
+
+    tok = HfBpeTokenizer(json.loads(build_family("qwen2", 300).to_str()))
+    text = random_text(random.Random(31), 400)
+    whole = tok.encode(text).tolist()
+    assert [i for ids in streaming.encode_long(tok, text, None, stream_chars=8, piece_chars=16) for i in
+            ids.tolist()] == whole
+    assert [i for ids in streaming.encode_long(tok, _Parts(text, 13), None, stream_chars=8, piece_chars=16) for i in
+            ids.tolist()] == whole
+    values, _ = tok.encode_documents([text], stream_chars=8, piece_chars=16)
+    before = [] if tok.bos_id is None else [tok.bos_id]
+    assert values.tolist() == before + whole + [tok.eos_id]

@@ -52,10 +52,13 @@ class ChatEncoder:
     """Encodes conversations and prompt/completion examples with one tokenizer and template."""
 
     def __init__(self, tokenizer, template: ChatTemplate | None, *, train_on: str = "assistant",
-                 bos_id: int | None = None, eos_id: int | None = None):
+                 bos_id: int | None = None, eos_id: int | None = None, limits=None):
         if train_on not in TRAIN_ON:
             raise ValueError(f"train_on={train_on!r}: expected one of {', '.join(TRAIN_ON)}")
         self.tokenizer, self.template, self.train_on = tokenizer, template, train_on
+        # ``prepare``'s PrepareLimits (stream_chars, piece_chars) for the ordinary texts; None: the defaults
+        self._span_limits = {} if limits is None else {"stream_chars": limits.stream_chars,
+                                                       "piece_chars": limits.piece_chars}
         self.bos_id, self.eos_id = bos_id, eos_id
         specials = dict(getattr(tokenizer, "specials", {}) or {})
         self.specials = specials
@@ -160,7 +163,7 @@ class ChatEncoder:
             pieces_per_text[n] = count
         kinds_array = np.array(piece_special, np.int64)
         if ordinary:
-            wrapped, wrapped_offsets = self.tokenizer.encode_documents(ordinary)
+            wrapped, wrapped_offsets = self.tokenizer.encode_documents(ordinary, **self._span_limits)
             keep = np.ones(wrapped.shape[0], bool)
             keep[wrapped_offsets[:-1]] = False
             keep[wrapped_offsets[1:] - 1] = False

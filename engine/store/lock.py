@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 
 from engine.errors import StoreError
-from engine.store_files import LOCK_SUFFIX, LOCK_TEXT as _LOCK_TEXT
+from engine.store_files import LOCK_SUFFIX, lock_pid
 
 __all__ = ["WriterLock", "pid_alive"]
-
 
 
 def pid_alive(pid: int) -> bool:
@@ -46,7 +45,7 @@ class WriterLock:
             return None
         except OSError as exc:
             raise StoreError(f"{self.path}: cannot read the lock file ({exc.strerror})") from None
-        if not _LOCK_TEXT.fullmatch(text) or int(text) <= 0:
+        if lock_pid(text) is None:
             raise StoreError(f"{self.path}: exists and is not an engine lock (expected one line holding a process "
                              f"id, found {text[:40]!r}); it is not ours to remove: move it away")
         return int(text)
@@ -90,7 +89,7 @@ class WriterLock:
         """Drafts ``.DIR.lock.<pid>`` that killed writers left behind (their pid is gone)."""
         for draft in self.path.parent.glob(glob.escape(f".{self.path.name}.") + "*"):
             pid = draft.name[len(self.path.name) + 2:]
-            if draft == mine or not _LOCK_TEXT.fullmatch(pid + "\n") or pid_alive(int(pid)):
+            if draft == mine or lock_pid(pid + "\n") is None or pid_alive(int(pid)):
                 continue
             try:  # a draft holds its own pid: anything else of that name is not ours
                 ours = draft.is_file() and not draft.is_symlink() and draft.read_text(encoding="ascii") == f"{pid}\n"

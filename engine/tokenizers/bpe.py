@@ -46,7 +46,6 @@ from engine.tokenizers.base import (
     Tokenizer,
     check_encodable,
     check_ids,
-    check_text,
     check_texts,
     register_tokenizer,
     trainer_for,
@@ -288,7 +287,7 @@ class BpeTokenizer(WordSplitSpans, Tokenizer):
         return "".join(self._texts[check_ids(ids, self.vocab_size, self.kind)])
 
     def tokenize(self, text: str) -> list[str]:
-        return [str(t) for t in self._texts[self._encode(check_text(text, self.kind), None).astype(np.int64)]]
+        return [str(t) for t in self._texts[self.encode(text).astype(np.int64)]]  # encode's ids, long texts too
 
     def _payload(self) -> dict:
         return {

@@ -80,7 +80,8 @@ PATTERN_NAMES = (*PATTERNS, *REGEX_NAMES)  # every name a pattern= / --pattern t
 # ``+`` before ``[\r\n]*``, never gives anything back that could match (what follows needs a letter
 # or is optional), so greedy and possessive cut alike; and ``\s*[\r\n]+`` backtracks to the last newline
 # of a whitespace run, where ``[\r\n]+`` can take only that one, the end of ``\s*[\r\n]``.
-# (tests/test_pretokenize.py compares the pieces with tiktoken's for the regex as written.)
+# (tests/test_pretokenize.py compares the pieces with the regex's own compiled matcher and the ``regex``
+# module; tests/test_byte_bpe_regex.py the ids with tiktoken's and Hugging Face's for the regex as written.)
 SCANNER_EQUIVALENTS = {REGEX_NAMES["llama3"]: "cl100k"}
 
 

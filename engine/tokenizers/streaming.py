@@ -16,8 +16,10 @@ of a stretch of more than ``piece_chars`` characters in which no piece ends for 
 piece: DNA, base64, minified code, ``"ab" * 75_000_000``). Up to that length a piece is encoded whole,
 with the ids of the reference encoders; beyond it the piece is encoded as parts of ``piece_chars``
 characters (its spans start at the same places whatever ``stream_chars`` is, so local and Ray runs, any
-thread count and a resumed run give the same ids), and the encoder's memory stays that of a span of
-``piece_chars`` characters for any piece length.
+thread count and a resumed run with the same limits give the same ids), and the encoder's memory stays
+that of a span of ``piece_chars`` characters for any piece length. A kind that knows no safe place (an
+imported ``tokenizer.json`` or SentencePiece model, ``_streams_long_texts`` False) is never cut: its
+documents are encoded whole.
 
 Safe places:
 
@@ -25,9 +27,11 @@ Safe places:
 - word split (word tokenizer, classic BPE): after any character that is not a word character (it is
   a piece of its own);
 - byte-level pre-tokenizer given as a regex (none of the named ones): the last piece end before
-  which no search of the matcher looked at the end of the window (``regex_final_piece_ends``): the
-  pieces before it are those of the whole text; nowhere for a regex with ``^``, ``\\A``, ``\\b`` or
-  ``\\B`` (a span would start a new text there), whose documents are encoded whole;
+  which no search of the matcher looked at the end of the window (``regex_final_piece_ends``) and
+  whose text alone is cut into the same pieces (a lookahead may have read the character at the end):
+  the pieces before it are those of the whole text; nowhere for a regex with ``^``, ``\\A``, ``\\b`` or
+  ``\\B`` (a span would start a new text there), so such a document is one stretch in which no piece
+  ends for certain: encoded whole up to ``piece_chars`` characters, in parts of that many beyond;
 - byte-level pre-tokenizers (gpt2, cl100k, o200k): a piece end ``c`` with at least
   ``SPAN_MARGIN_BYTES`` bytes of the window after it, where the characters on both sides of ``c``
   belong to no common run of any pattern (``safe_piece_end``): a letter, number or other character
@@ -127,16 +131,22 @@ def encode_streaming(tok, texts: Sequence[str], document_ids: Sequence[str] | No
 
 
 def iter_spans(text, span: Callable, *, cut_pieces: bool = False, stream_chars: int = STREAM_CHARS,
-               piece_chars: int = PIECE_CHARS) -> Iterator[tuple[int, object]]:
+               piece_chars: int | None = PIECE_CHARS) -> Iterator[tuple[int, object]]:
     """``(character offset, span)`` of ``text`` cut by ``span(window, pos, final) -> (characters, span)``
     in windows of ``stream_chars`` characters; a window with no safe place doubles, up to
     ``max(piece_chars, stream_chars)`` characters, and a window of that size with none is cut at its end
-    (``span(window, pos, True)``: the whole window; the module docstring).
+    (``span(window, pos, True)``: the whole window; the module docstring). ``piece_chars=None``: the
+    window grows until it holds a safe place or the rest of the text (a kind that cuts nowhere).
     ``text``: a str, or a text read part by part (``LongText``: its ``parts()``), cut the same way.
     ``cut_pieces`` (fitting only, the spans are text): a window of ``stream_chars`` characters with no
     safe place is cut at its end instead of growing."""
     stream_chars = check_stream_chars(stream_chars)
-    longest = stream_chars if cut_pieces else max(check_piece_chars(piece_chars), stream_chars)
+    if cut_pieces:
+        longest = stream_chars
+    elif piece_chars is None:
+        longest = len(text) if isinstance(text, str) else 1 << 62  # never reached: the window meets the end first
+    else:
+        longest = max(check_piece_chars(piece_chars), stream_chars)
     if not isinstance(text, str):
         yield from _iter_part_spans(text.parts(), span, longest, stream_chars)
         return
@@ -179,7 +189,11 @@ def _iter_part_spans(parts: Iterator[str], span: Callable, longest: int,
 def encode_long(tok, text: str, document_id: str | None, progress: Callable[[int], None] | None = None,
                 stream_chars: int = STREAM_CHARS, piece_chars: int = PIECE_CHARS) -> Iterator[np.ndarray]:
     """Content ids (uint32 arrays, in order) of ``text``, encoded span by span (windows of ``stream_chars``,
-    spans of at most ``max(piece_chars, stream_chars)`` characters)."""
+    spans of at most ``max(piece_chars, stream_chars)`` characters). A kind that knows no safe place
+    (``_streams_long_texts`` False: a ``tokenizer.json`` or SentencePiece model) gets one span, the whole
+    text, whatever ``piece_chars`` is."""
+    if not getattr(tok, "_streams_long_texts", False):
+        piece_chars = None
     for pos, span in iter_spans(text, lambda window, at, final: tok._span(window, at, document_id, final),
                                 stream_chars=stream_chars, piece_chars=piece_chars):
         ids, nbytes = tok._encode_span(span, document_id, pos)
@@ -258,18 +272,27 @@ def byte_level_span(window: str, pos: int, document_id: str | None, final: bool,
     return int(np.count_nonzero((data[:cut] & 0xC0) != 0x80)), data[:cut]
 
 
+# Final piece ends a regex window tries, from its last back, before it counts as holding no safe place.
+_REGEX_CUT_TRIES = 4
+
+
 def _regex_span(data: np.ndarray, program) -> tuple[int, np.ndarray | None]:
-    """A compiled regex: cut at the last final piece end (``regex_vm.regex_final_piece_ends``); none
-    (0) for a program with an anchor that looks behind a position (``^``, ``\\A``, ``\\b``, ``\\B``)."""
+    """A compiled regex: cut at the last final piece end (``regex_vm.regex_final_piece_ends``) whose text
+    alone is cut into the same pieces (a search before a final end read nothing past the window, but may
+    have read the character at the end itself: a lookahead); none (0) for a program with an anchor that
+    looks behind a position (``^``, ``\\A``, ``\\b``, ``\\B``), or where no such end is found."""
     looks_back = (program.code[:, 0] == ASSERT) & np.isin(program.code[:, 1], [A_BOL, A_BOS, A_WORDB, A_NWORDB])
     if looks_back.any():
         return 0, None
     ends = np.empty(data.shape[0], dtype=np.int64)
     count, final = regex_final_piece_ends(data, data.shape[0], program, ends)
-    if final == 0:
-        return 0, None
-    cut = int(ends[final - 1])
-    return int(np.count_nonzero((data[:cut] & 0xC0) != 0x80)), data[:cut]
+    alone = np.empty(data.shape[0], dtype=np.int64)
+    for k in range(final, max(final - _REGEX_CUT_TRIES, 0), -1):
+        cut = int(ends[k - 1])
+        pieces, _ = regex_final_piece_ends(data, cut, program, alone)  # the prefix as a text of its own
+        if pieces == k and np.array_equal(alone[:k], ends[:k]):
+            return int(np.count_nonzero((data[:cut] & 0xC0) != 0x80)), data[:cut]
+    return 0, None
 
 
 def byte_level_text_span(window: str, pos: int, final: bool, pattern: int) -> tuple[int, str]:

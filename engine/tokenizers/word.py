@@ -208,7 +208,7 @@ class WordTokenizer(WordSplitSpans, Tokenizer):
         return "".join(self._texts[arr])
 
     def tokenize(self, text: str) -> list[str]:
-        return [str(t) for t in self._texts[self._encode(check_text(text, self.kind), None).astype(np.int64)]]
+        return [str(t) for t in self._texts[self.encode(text).astype(np.int64)]]  # encode's ids, long texts too
 
     def _payload(self) -> dict:
         return {"pieces": self.pieces, "unknown": self.unknown}
