@@ -187,15 +187,21 @@ def test_a_run_killed_between_its_output_renames_is_told_apart_from_a_complete_o
     assert json.loads((out / "tokenizer.json").read_text())["hash"] == store.tokenizer_hash
 
 
-@pytest.mark.parametrize("stop_at", ["epoch-index:1", "epoch-manifest:1"])
-def test_a_killed_batches_out_leaves_the_earlier_epoch_and_does_not_block_the_next(tmp_path, stop_at):
+def _epoch_written(tmp_path, seed: str) -> tuple:
+    """A prepared store and one ``batches --out`` epoch of it: ``(epoch folder, the batches command)``."""
     corpus, splits = make_corpus(tmp_path)
     out = tmp_path / "out"
     run_prepare(corpus, splits, out)
     epoch = tmp_path / "epoch"
     command = [sys.executable, "-m", "engine", "batches", str(out), "--context", "16", "--batch-size", "8", "--out",
                str(epoch)]
-    subprocess.run(command + ["--seed", "1"], check=True, capture_output=True)
+    subprocess.run(command + ["--seed", seed], check=True, capture_output=True)
+    return epoch, command
+
+
+@pytest.mark.parametrize("stop_at", ["epoch-index:1", "epoch-manifest:1"])
+def test_a_killed_batches_out_leaves_the_earlier_epoch_and_does_not_block_the_next(tmp_path, stop_at):
+    epoch, command = _epoch_written(tmp_path, "1")
     before = subprocess.run([sys.executable, "-m", "engine", "batches", "show", str(epoch), "--batch", "0", "--json"],
                             check=True, capture_output=True, text=True).stdout
     env = {**os.environ, STOP_AT_VARIABLE: stop_at}
@@ -220,13 +226,7 @@ def test_batches_out_never_removes_a_users_file_named_like_its_own(tmp_path, nam
     run writes there (the Parquet magic, the manifest's first bytes, or nothing yet), an index file whose
     sha256 starts with its name, a manifest that begins as it writes one. A user's file under such a name
     is refused by name and kept."""
-    corpus, splits = make_corpus(tmp_path)
-    out = tmp_path / "out"
-    run_prepare(corpus, splits, out)
-    epoch = tmp_path / "epoch"
-    command = [sys.executable, "-m", "engine", "batches", str(out), "--context", "16", "--batch-size", "8", "--out",
-               str(epoch)]
-    subprocess.run(command, check=True, capture_output=True)
+    epoch, command = _epoch_written(tmp_path, "1")
     (epoch / name).write_bytes(content)
     refused = subprocess.run(command + ["--seed", "3"], capture_output=True, text=True)
     assert refused.returncode == 2 and name in refused.stderr, refused.stderr
