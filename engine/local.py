@@ -145,11 +145,17 @@ def run_local(options: PrepareOptions) -> PrepareResult:
 
 
 def _resumed_mismatch(writer, source: _Source) -> str | None:
-    """Why the files kept from an interrupted run are not this corpus's (None: they are).
+    """Why the files kept from an interrupted run are not this corpus's, or were encoded by other rules
+    (another ``piece_chars``; the writer's ``encoding``), None: they are this run's.
 
     Reads the corpus up to the kept documents of every partition and compares, file by file, the
     sha256 over its documents' ``source_digest`` (ids and text) with what the interrupted run recorded.
     """
+    recorded = writer.resumed_encoding
+    if recorded is not None and recorded != writer.encoding:
+        said = lambda rules: ", ".join(f"{k}={v}" for k, v in sorted(rules.items()))  # noqa: E731
+        return (f"the interrupted run encoded with {said(recorded)}, this one with {said(writer.encoding)} (a long "
+                "stretch with no break would be cut elsewhere)")
     rows = writer.max_rows_per_file
     kept = {p: writer.resumed_sources(p) for p in PARTITIONS}
     wanted = {p: len(kept[p]) * rows for p in PARTITIONS}

@@ -67,7 +67,7 @@ class PrepareLimits:
     fit) span by span (``engine.tokenizers.streaming``; ~40 bytes of scratch per character);
     ``piece_chars``: the longest span encoded: a stretch of a document this long in which no piece ends
     for certain (one unbroken piece) is cut there (the one limit that can change ids, of such a stretch
-    only: resume with the value the run began with).
+    only: a resumed run with another value starts afresh, saying why).
     """
 
     read_batch_documents: int = 1024

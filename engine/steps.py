@@ -104,7 +104,8 @@ def open_store_writer(options: PrepareOptions, tok: Tokenizer, *, check_unique: 
     limits = options.limits
     return TokenStore.writer(options.store_path, tok, row_group_size=limits.store_row_group_rows,
                              max_rows_per_file=limits.store_file_rows, resume=options.resume,
-                             check_unique=check_unique, bos=not (options.without_bos or tok.bos_id is None))
+                             check_unique=check_unique, bos=not (options.without_bos or tok.bos_id is None),
+                             encoding={"piece_chars": limits.piece_chars})
 
 
 def capped_table(options: PrepareOptions, table):

@@ -215,6 +215,22 @@ def test_resume_refuses_files_without_a_record_of_their_documents(interrupted, c
     assert resumed.report["resume"] == {"kept": None, "started_afresh": why}
 
 
+def test_resume_with_another_piece_chars_starts_afresh_and_says_why(interrupted, capsys):
+    """piece_chars can change ids (a long stretch with no break is cut at it), so files encoded with
+    another value are not kept: the run starts afresh, naming both values."""
+    import dataclasses
+
+    corpus, splits, out = interrupted
+    capsys.readouterr()
+    other = {**RUN, "limits": dataclasses.replace(SMALL_FILES, piece_chars=1000)}
+    resumed = prepare(corpus, splits, out, **other, resume=True, quiet=False)
+    why = (f"the interrupted run encoded with piece_chars={SMALL_FILES.piece_chars}, this one with piece_chars=1000 "
+           "(a long stretch with no break would be cut elsewhere)")
+    assert resume_lines(capsys.readouterr().err) == f"resume: starting afresh: {why}\n"
+    assert resumed.report["resume"] == {"kept": None, "started_afresh": why}
+    TokenStore.open(out / "store").verify()
+
+
 def test_quiet_resume_prints_nothing(interrupted, capsys):
     corpus, splits, out = interrupted
     capsys.readouterr()

@@ -104,7 +104,7 @@ class TokenStore:
                max_rows_per_file: int | None = None, chunk_documents: int = CHUNK_DOCUMENTS,
                wait: bool = False, timeout: float = 600.0, resume: bool = False,
                check_unique: bool = True, roles: bool = False, bos: bool = True,
-               id_buffer: int = BUFFER_IDS) -> TokenStoreWriter:
+               id_buffer: int = BUFFER_IDS, encoding: dict | None = None) -> TokenStoreWriter:
         """A ``TokenStoreWriter`` for ``path`` (use it in a ``with`` block).
 
         ``resume=True`` (needs ``max_rows_per_file``) continues the temporary store an interrupted
@@ -115,11 +115,13 @@ class TokenStore:
         ``roles=True``: a store of chat / instruction data, one role flag per token (format version 2).
         ``bos=False``: documents are ``[content..., EOS]`` (the manifest's ``bos_id`` is null).
         ``id_buffer``: recent id hashes the duplicate check holds in a set (``engine.corpus.unique``).
+        ``encoding``: the caller's rules that decide ids beyond the tokenizer (JSON values), recorded for a
+        resumed run to compare (``writer.resumed_encoding``: an interrupted run's, None if it recorded none).
         """
         return TokenStoreWriter(path, tokenizer, overwrite=overwrite, row_group_size=row_group_size,
                                 max_rows_per_file=max_rows_per_file, chunk_documents=chunk_documents,
                                 wait=wait, timeout=timeout, resume=resume, check_unique=check_unique, roles=roles,
-                                bos=bos, id_buffer=id_buffer)
+                                bos=bos, id_buffer=id_buffer, encoding=encoding)
 
     @classmethod
     def write(cls, path: str | os.PathLike, encoded_partitions: Mapping[Partition | str, Iterable[EncodedDocument]],

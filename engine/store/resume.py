@@ -2,7 +2,8 @@
 
 An interrupted writer (``suspend``, on KeyboardInterrupt) leaves its temporary directory with its
 finished files and ``_resume.json`` (per finished file: rows and the sha256 over its documents'
-``source_digest``). A later writer of the same path and tokenizer (``_resumable``) takes the newest
+``source_digest``; and the writer's ``encoding``, the caller's rules that decide ids beyond the
+tokenizer, which a resumed run compares). A later writer of the same path and tokenizer (``_resumable``) takes the newest
 such directory over and keeps each split's leading run of complete files
 (``_restore_finished_files``); the caller proves they are its corpus's (``resumed_sources``) or
 drops them (``start_fresh``). ``ResumableWriter`` is the part of ``TokenStoreWriter`` that does this.
@@ -66,10 +67,13 @@ class ResumableWriter:
         """Keep each split's leading run of complete files (footer readable, ``max_rows_per_file`` rows
         or fewer only if last); delete the rest. Restores counts and ids so writing continues after them."""
         try:
-            recorded = parse_json((self.tmp / RESUME_NAME).read_text(encoding="utf-8"))["files"]
+            state = parse_json((self.tmp / RESUME_NAME).read_text(encoding="utf-8"))
+            recorded = state["files"]
             if not isinstance(recorded, dict):
                 recorded = {}
-        except (OSError, ValueError, KeyError, TypeError):
+            encoding = state.get("encoding")
+            self.resumed_encoding = encoding if isinstance(encoding, dict) else None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             recorded = {}
         for part in PARTITIONS:
             out = self._outputs[part]
@@ -112,7 +116,7 @@ class ResumableWriter:
         files = {name: {"rows": rows, "source_sha256": digest}
                  for out in self._outputs.values() for (name, rows), digest in zip(out.files, out.sources)}
         tmp = self.tmp / f".{RESUME_NAME}.tmp"
-        tmp.write_text(json.dumps({"files": files}, indent=1) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps({"files": files, "encoding": self.encoding}, indent=1) + "\n", encoding="utf-8")
         os.replace(tmp, self.tmp / RESUME_NAME)
 
     def suspend(self) -> None:

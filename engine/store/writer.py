@@ -77,8 +77,12 @@ class TokenStoreWriter(ResumableWriter):
                  row_group_size: int = ROW_GROUP_SIZE, max_rows_per_file: int | None = None,
                  chunk_documents: int = CHUNK_DOCUMENTS, wait: bool = False, timeout: float = 600.0,
                  resume: bool = False, check_unique: bool = True, roles: bool = False, bos: bool = True,
-                 id_buffer: int = BUFFER_IDS):
+                 id_buffer: int = BUFFER_IDS, encoding: dict | None = None):
         self.path = Path(path).absolute()
+        # The caller's rules that decide ids beyond the tokenizer (prepare's piece_chars), kept in
+        # _resume.json: a resumed run compares them (``resumed_encoding``) before it keeps a file.
+        self.encoding = dict(encoding or {})
+        self.resumed_encoding: dict | None = None
         # roles=True: a chat / instruction store (version 2): every chunk carries one flag per token,
         # and documents need not start with BOS nor end with EOS (a template decides what they hold).
         self.roles = bool(roles)

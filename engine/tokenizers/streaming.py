@@ -16,7 +16,8 @@ of a stretch of more than ``piece_chars`` characters in which no piece ends for 
 piece: DNA, base64, minified code, ``"ab" * 75_000_000``). Up to that length a piece is encoded whole,
 with the ids of the reference encoders; beyond it the piece is encoded as parts of ``piece_chars``
 characters (its spans start at the same places whatever ``stream_chars`` is, so local and Ray runs, any
-thread count and a resumed run with the same limits give the same ids), and the encoder's memory stays
+thread count and a resumed run give the same ids; a resumed run with another ``piece_chars`` starts
+afresh), and the encoder's memory stays
 that of a span of ``piece_chars`` characters for any piece length. A kind that knows no safe place (an
 imported ``tokenizer.json`` or SentencePiece model, ``_streams_long_texts`` False) is never cut: its
 documents are encoded whole.
