@@ -32,7 +32,7 @@ from engine.errors import BatchError, StoreError
 from engine.store import MANIFEST_NAME as STORE_MANIFEST_NAME
 from engine.store.layout import check_store_dir
 from engine.store.lock import pid_alive
-from engine.store_files import file_head
+from engine.store_files import file_head, manifest_start
 from engine.testhook import stop_point
 
 MANIFEST_FORMAT = "engine.batches"
@@ -64,7 +64,7 @@ _TEMPORARY = re.compile(r"\.(index(-[0-9a-f]{16})?\.parquet|manifest\.json)\.tmp
 
 
 _PARQUET_MAGIC = b"PAR1"  # the first bytes pyarrow writes to an index file
-_MANIFEST_START = b'{\n  "format": "' + MANIFEST_FORMAT.encode() + b'"'  # the first bytes of a manifest
+_MANIFEST_START = manifest_start(MANIFEST_FORMAT)
 
 
 def _starts_with(path: Path, marker: bytes, *, whole: bool = False) -> bool:

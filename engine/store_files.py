@@ -11,11 +11,18 @@ import os
 import re
 
 __all__ = ["MANIFEST_NAME", "TOKENIZER_NAME", "RESUME_NAME", "STORE_NAME", "LOCK_SUFFIX", "STORE_FORMAT", "LOCK_TEXT",
-           "file_head", "lock_pid", "holds_store_manifest", "holds_store_lock"]
+           "manifest_start", "file_head", "lock_pid", "holds_store_manifest", "holds_store_lock"]
 
 # The ``format`` of a store manifest, its first field (the writer puts it first, indented by 2).
 STORE_FORMAT = "engine.token_store"
-_MANIFEST_START = b'{\n  "format": "' + STORE_FORMAT.encode() + b'"'
+
+
+def manifest_start(file_format: str) -> bytes:
+    """The first bytes of a manifest engine writes (``json.dumps(..., indent=2)``, ``format`` first)."""
+    return b'{\n  "format": "' + file_format.encode() + b'"'
+
+
+_MANIFEST_START = manifest_start(STORE_FORMAT)
 # The whole content of a writer's lock file: its pid (and a newline).
 LOCK_TEXT = re.compile(r"[0-9]{1,10}\n?")
 

@@ -45,10 +45,11 @@ class WriterLock:
             return None
         except OSError as exc:
             raise StoreError(f"{self.path}: cannot read the lock file ({exc.strerror})") from None
-        if lock_pid(text) is None:
+        pid = lock_pid(text)
+        if pid is None:
             raise StoreError(f"{self.path}: exists and is not an engine lock (expected one line holding a process "
                              f"id, found {text[:40]!r}); it is not ours to remove: move it away")
-        return int(text)
+        return pid
 
     def acquire(self) -> None:
         deadline = time.monotonic() + self.timeout

@@ -145,7 +145,7 @@ def iter_spans(text, span: Callable, *, cut_pieces: bool = False, stream_chars: 
     if cut_pieces:
         longest = stream_chars
     elif piece_chars is None:
-        longest = len(text) if isinstance(text, str) else 1 << 62  # never reached: the window meets the end first
+        longest = 1 << 62  # never reached: the window meets the text's end first
     else:
         longest = max(check_piece_chars(piece_chars), stream_chars)
     if not isinstance(text, str):
