@@ -5,6 +5,8 @@
 - ``naive_fold``: ``NormalizedString::split``'s behaviours over a piece's spans.
 - ``naive_cut_pieces``: ``hf_bpe.cut_pieces``, from the vocabulary's strings: a cut between two
   characters that both are tokens when no token holds them side by side.
+- ``naive_metaspace``: ``hf_split.metaspace_code_points``, on the string: spaces replaced, the
+  replacement prepended when asked and the text does not then start with it.
 - ``regex_double``: a stand-in for ``engine.tokenizers.regex`` built on the ``regex`` module (used
   only where that module is absent, so the pipeline's Split logic is tested either way).
 - ``FAMILIES``: tokenizer.json files with the components of each model family, built through the
@@ -22,6 +24,14 @@ import regex
 
 from bench.hf_families import (BYTE_FALLBACKS, DEEPSEEK_SPLITS, FAMILIES, LLAMA3_REGEX, QWEN2_REGEX,  # noqa: F401
                                 SHAKESPEARE, build_family)
+
+
+def naive_metaspace(text: str, replacement: str, prepend: bool) -> str:
+    """A Metaspace step that does not split, on the string (Hugging Face's ``Metaspace``)."""
+    text = text.replace(" ", replacement)
+    if prepend and not text.startswith(replacement):
+        text = replacement + text
+    return text
 
 
 def naive_cut_pieces(text: str, ends: list[int], vocab: dict[str, int]) -> list[int]:

@@ -22,7 +22,7 @@ from engine.tokenizers.hf_pipeline import HfBpeTokenizer, load_hf_file, load_hf_
 from engine.tokenizers.loading import load_tokenizer
 from tests.naive_byte_bpe import stdlib_texts
 from tests.naive_hf import (FAMILIES, SHAKESPEARE, build_family, install_regex_double, naive_char_bpe,
-                             naive_cut_pieces)
+                             naive_cut_pieces, naive_metaspace)
 
 hf_tokenizers = pytest.importorskip("tokenizers", reason="needs the test extra (pip install -e '.[test]')")
 REGEX_DOUBLE = install_regex_double()
@@ -278,12 +278,25 @@ def test_char_kernel_matches_naive_twin():
 
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.sampled_from(list(" a▁\u3000_") + ["\U0001F600"]), max_size=12), st.sampled_from("▁_\U0001F600"),
+       st.booleans())
+def test_metaspace_code_points_matches_naive_twin(text, replacement, prepend):
+    """Spaces (only U+0020) become the replacement; it is prepended unless the text then starts with it."""
+    from engine.kernels.hf_split import metaspace_code_points
+
+    cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    got = metaspace_code_points(cps, ord(replacement), prepend)
+    assert got.dtype == np.uint32
+    assert got.tobytes().decode("utf-32-le") == naive_metaspace(text, replacement, prepend)
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.sampled_from(list("ab▁ c.\n") + ["é", "中", "\x7f", "\x80"]), max_size=40),
        st.lists(st.integers(0, 40), max_size=4))
 def test_cut_pieces_matches_naive_twin(chars, cuts):
-    """ASCII pairs through the 128 x 128 table, the others through the pair set: the same cuts."""
-    from engine.kernels.hf_bpe import cut_pieces
+    """Pairs of ASCII and ▁ through the 130 x 130 table, the others through the pair set: the same cuts."""
+    from engine.kernels.hf_bpe import METASPACE_CP, cut_pieces
 
     vocab = {t: i for i, t in enumerate(["a", "b", "▁", " ", "c", ".", "é", "\x7f", "\x80", "ab", "▁a", "b.",
                                           "é▁", "a\x80", "\x7fb", "▁▁c"])}
@@ -292,7 +305,8 @@ def test_cut_pieces_matches_naive_twin(chars, cuts):
     ends = sorted({min(c, len(text)) for c in cuts} - {0} | {len(text)}) if text else []
     cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     out = np.empty(len(text) + 1, dtype=np.int64)
-    count = cut_pieces(cps, np.array(ends, dtype=np.int64), ours._char_ids, ours._pair_set, ours._ascii_cuts, out)
+    count = cut_pieces(cps, np.array(ends, dtype=np.int64), ours._char_ids, ours._pair_set, ours._ascii_cuts,
+                       METASPACE_CP, out)
     assert out[:count].tolist() == naive_cut_pieces(text, ends, vocab)
 
 

@@ -43,9 +43,9 @@ import numpy as np
 from engine.kernels import kernel
 
 __all__ = [
-    "EMPTY_KEY", "NO_PRIORITY", "LONG_WORD", "GOLDEN", "FNV_OFFSET", "hash_span", "same_span", "pair_slot", "key_slot",
-    "build_pair_table", "first_entry_table", "merge_word", "merge_short", "merge_short_first", "record_long",
-    "merge_long_pieces", "merge_long_pieces_windowed",
+    "EMPTY_KEY", "NO_PRIORITY", "LONG_WORD", "SPARSE_FIRST_BYTES", "GOLDEN", "FNV_OFFSET", "hash_span", "same_span",
+    "pair_slot", "key_slot", "build_pair_table", "first_entry_table", "merge_word", "merge_short", "merge_short_first",
+    "record_long", "merge_long_pieces", "merge_long_pieces_windowed",
 ]
 
 EMPTY_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -170,18 +170,37 @@ def merge_short(parts, m, ordered, pairs, nexts, made, priorities, part_priority
     return m
 
 
+# A first-entry table is at most a quarter full while that fits in this many bytes (a lookup that
+# misses stops at the first free row sooner: two fewer probes on average), else at most half full.
+SPARSE_FIRST_BYTES = 2 << 20
+
+
 @kernel
 def first_entry_table(pairs, made, priorities):
-    """The byte-level rule's view of a pair table: ``(pairs.shape[0], 2)`` int64 rows ``(pair key,
-    (priority << 32) | made)`` of each pair's first entry, in the same slots as ``pairs`` (-1 in a
-    free row). One row answers a lookup (``merge_short_first``), where ``pairs`` needs two more
-    loads (``priorities``, ``made``) in other arrays."""
-    table = np.full(pairs.shape, -1, dtype=np.int64)
+    """The byte-level rule's view of a pair table: int64 rows ``(pair key, (priority << 32) | made)``
+    of each pair's first entry by open addressing (``pair_slot``; -1 in a free row), at most a
+    quarter full up to ``SPARSE_FIRST_BYTES``, else half. One row answers a lookup
+    (``merge_short_first``), where ``pairs`` needs two more loads (``priorities``, ``made``) in other
+    arrays."""
+    n = 0
+    for slot in range(pairs.shape[0]):
+        if pairs[slot, 0] >= 0 and pairs[slot, 1] >= 0:
+            n += 1
+    size = 16
+    while size < 2 * n + 2:
+        size <<= 1
+    if 2 * size * 16 <= SPARSE_FIRST_BYTES:
+        size <<= 1
+    table = np.full((size, 2), -1, dtype=np.int64)
+    mask = size - 1
     for slot in range(pairs.shape[0]):
         e = pairs[slot, 1]
         if pairs[slot, 0] >= 0 and e >= 0:
-            table[slot, 0] = pairs[slot, 0]
-            table[slot, 1] = (priorities[e] << 32) | made[e]
+            at = pair_slot(np.uint64(pairs[slot, 0]), mask)
+            while table[at, 0] != -1:
+                at = (at + 1) & mask
+            table[at, 0] = pairs[slot, 0]
+            table[at, 1] = (priorities[e] << 32) | made[e]
     return table
 
 

@@ -25,8 +25,8 @@ vocabulary holds them side by side (``build_pair_set``): a symbol that covered b
 holding them side by side, so no merge crosses the cut, and both sides merge as they would in the
 whole piece (pairs of the two sides never meet). Long pieces (a whole text, as Llama 2's files
 give them) become word-sized ones that the cache serves. Not used under ``ignore_merges``, whose
-whole-piece lookup needs the piece whole. Two ASCII characters are answered by a 128 x 128 table
-(``ascii_cuts``), the others by the pair set.
+whole-piece lookup needs the piece whole. Two characters that are ASCII or ``METASPACE_CP`` (U+2581,
+SentencePiece's space) are answered by a 130 x 130 table (``ascii_cuts``), the others by the pair set.
 
 Both encoders return ``(ids written, long pieces, count)``; the caller finishes long pieces with
 ``merge_long_pieces``. ``out`` needs ``4 * symbols + 1`` entries (byte fallback writes up to four
@@ -44,9 +44,10 @@ from engine.kernels.bpe_merge import hash_span, merge_short_first, same_span
 from engine.kernels.prefetch import prefetch
 
 PREFETCH_BLOCK = 32
+METASPACE_CP = 0x2581  # ▁: the one non-ASCII code point ascii_cuts answers from its table
 
 __all__ = ["encode_byte_pieces", "encode_char_pieces", "new_char_cache", "build_span_table", "utf8_of", "build_pair_set",
-           "ascii_cuts", "cut_pieces"]
+           "ascii_cuts", "cut_pieces", "METASPACE_CP"]
 
 
 @kernel
@@ -290,32 +291,44 @@ def _cut_between(a, b, char_ids, pair_set):
     return pair_set[slot] == 0
 
 
+@kernel(inline="always")
+def _dense(c, extra):
+    """Row of code point ``c`` in an ``ascii_cuts`` table: itself for ASCII, 128 for ``extra``, else 129."""
+    if c < 128:
+        return c
+    return 128 if c == extra else 129
+
+
 @kernel
-def ascii_cuts(char_ids, pair_set):
-    """``cut[a, b]`` (uint8, 128 x 128) = ``_cut_between(a, b)`` for two ASCII code points: ``cut_pieces``
-    answers those pairs with one load from this table, no hashing."""
-    cut = np.zeros((128, 128), dtype=np.uint8)
-    for a in range(128):
-        for b in range(128):
-            cut[a, b] = _cut_between(np.int64(a), np.int64(b), char_ids, pair_set)
+def ascii_cuts(char_ids, pair_set, extra):
+    """``cut[a, b]`` (uint8, 130 x 130) = ``_cut_between(a, b)`` for two code points that are ASCII
+    or ``extra`` (row and column 128; SentencePiece's U+2581 in Llama 2's and Mistral's files, a
+    space's stand-in, so as common as a space): ``cut_pieces`` answers those pairs with one load from
+    this table, no hashing. Row and column 129 stand for any other code point and are never read."""
+    cut = np.zeros((130, 130), dtype=np.uint8)
+    for a in range(129):
+        for b in range(129):
+            cut[a, b] = _cut_between(np.int64(a if a < 128 else extra), np.int64(b if b < 128 else extra), char_ids,
+                                     pair_set)
     return cut
 
 
 @kernel(leaf=True)
-def cut_pieces(cps, ends, char_ids, pair_set, cut, out):
+def cut_pieces(cps, ends, char_ids, pair_set, cut, extra, out):
     """Write the ends of the pieces ``ends`` cut wherever no merge can cross (see the module docstring)
     into ``out`` (int64, ``len(cps) + 1`` entries); returns how many. ``cut``: ``ascii_cuts(char_ids,
-    pair_set)``. Two ASCII characters are looked up in it and their end written whether or not it is
-    kept (the count moves only for a cut: no branch to mispredict)."""
+    pair_set, extra)``. Two characters that are ASCII or ``extra`` are looked up in it and their end
+    written whether or not it is kept (the count moves only for a cut: no branch to mispredict)."""
     count = 0
     start = np.int64(0)
     for p in range(ends.shape[0]):
         end = ends[p]
         for i in range(start + 1, end):
             a, b = np.int64(cps[i - 1]), np.int64(cps[i])
-            if (a | b) < 128:
+            da, db = _dense(a, extra), _dense(b, extra)
+            if max(da, db) < 129:
                 out[count] = i
-                count += np.int64(cut[a, b])
+                count += np.int64(cut[da, db])
             elif _cut_between(a, b, char_ids, pair_set):
                 out[count] = i
                 count += 1

@@ -50,14 +50,14 @@ from engine.checks import JSONLimitError, parse_json
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache, self_merging_tokens
 from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces
-from engine.kernels.hf_bpe import (ascii_cuts, build_pair_set, build_span_table, cut_pieces, encode_byte_pieces,
+from engine.kernels.hf_bpe import (METASPACE_CP, ascii_cuts, build_pair_set, build_span_table, cut_pieces, encode_byte_pieces,
                                    encode_char_pieces, new_char_cache)
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_file_id, check_ids, register_tokenizer
 from engine.tokenizers.byte_bpe import bytes_to_unicode
 from engine.tokenizers.interop import _added_tokens, load_hf_tokenizer_json, load_tekken, looks_like_tekken
 from engine.tokenizers.hf_components import (AddedToken, AddedVocabulary, build_decoder, build_normalizer,
                                              parse_pre_tokenizer, post_processor_wrappers)
-from engine.tokenizers.hf_steps import run_steps, whole_text
+from engine.tokenizers.hf_steps import run_steps, whole_code_points
 from engine.tokenizers.pretokenize import utf8_bytes
 
 __all__ = ["HfBpeTokenizer", "load_hf_pipeline", "load_hf_file", "is_hf_file", "read_model_folder", "encode_with_specials"]
@@ -292,7 +292,7 @@ class HfBpeTokenizer(Tokenizer):
         np.cumsum(np.array([len(t) for t in longer], dtype=np.int64), out=offsets[1:])
         self._pair_set = build_pair_set(np.frombuffer(pool, dtype=np.uint32) if pool else np.zeros(0, np.uint32),
                                         offsets)
-        self._ascii_cuts = ascii_cuts(self._char_ids, self._pair_set)
+        self._ascii_cuts = ascii_cuts(self._char_ids, self._pair_set, METASPACE_CP)
         table = bytes_to_unicode()
         self._mapped_cps = np.array([ord(table[b]) for b in range(256)], dtype=np.uint32)
         self._char_caches: list = []  # idle caches of merged pieces (a call takes one: threads never share one)
@@ -339,9 +339,8 @@ class HfBpeTokenizer(Tokenizer):
 
     def _encode_segment(self, text: str, first: bool) -> np.ndarray:
         pairs, nexts, made, priorities = self._merge_table
-        whole = None if self._byte_level else whole_text(self.steps, text, first)
-        if whole is not None:
-            cps = np.frombuffer(whole.encode("utf-32-le"), dtype=np.uint32)
+        cps = None if self._byte_level else whole_code_points(self.steps, text, first)
+        if cps is not None:
             return self._encode_chars(cps, np.array([cps.shape[0]], dtype=np.int64))
         buf, ends, mapped = run_steps(self.steps, text, first, self._mapped_cps)
         if not ends.shape[0]:
@@ -376,7 +375,7 @@ class HfBpeTokenizer(Tokenizer):
         pairs, nexts, made, priorities = self._merge_table
         if not self.ignore_merges:
             cut = np.empty(cps.shape[0] + 1, dtype=np.int64)
-            cp_ends = cut[:cut_pieces(cps, cp_ends, self._char_ids, self._pair_set, self._ascii_cuts, cut)]
+            cp_ends = cut[:cut_pieces(cps, cp_ends, self._char_ids, self._pair_set, self._ascii_cuts, METASPACE_CP, cut)]
         out = np.empty(4 * cps.shape[0] + 1, dtype=np.uint32)
         try:
             cache = self._char_caches.pop()  # atomic: a cache is in one call at a time

@@ -9,22 +9,22 @@ and fold the spans by their behaviour; ``classes`` and ``words`` steps split on 
 bytes as GPT-2 byte characters for the steps after it; ``metaspace`` replaces spaces and prepends the
 replacement (``always``, or ``first``: the piece at the start of the text only), then splits before
 each replacement. Steps that remove text gather the kept pieces into a new buffer (``compact``).
-``whole_text`` does, on the string, the pipelines that keep a part whole (none, or a Metaspace that
-does not split).
+``whole_code_points`` gives the code points of the pipelines that keep a part whole (none, or a
+Metaspace that does not split), without cutting.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from engine.kernels.hf_split import (MERGED_NEXT, byte_chars_utf8, compact, edit_pieces, find_literal, regex_matches,
-                                     split_classes, split_matches, split_words)
+from engine.kernels.hf_split import (MERGED_NEXT, byte_chars_utf8, compact, edit_pieces, find_literal,
+                                     metaspace_code_points, regex_matches, split_classes, split_matches, split_words)
 from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.hf_components import WHITE, WORD, byte_flags, char_flags
 from engine.tokenizers.pretokenize import pattern_code
 from engine.tokenizers.unicode_tables import code_point_classes
 
-__all__ = ["run_steps", "whole_text"]
+__all__ = ["run_steps", "whole_code_points"]
 
 
 def _starts_with(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, prefix: np.ndarray) -> np.ndarray:
@@ -38,17 +38,15 @@ def _starts_with(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, prefix: 
     return ok
 
 
-def whole_text(steps: list[tuple], text: str, first: bool) -> str | None:
-    """The one piece of ``text`` when the pre-tokenizer keeps it whole (none, or a Metaspace that
-    does not split), done on the string; None otherwise."""
+def whole_code_points(steps: list[tuple], text: str, first: bool) -> np.ndarray | None:
+    """The code points (uint32) of the one piece of ``text`` when the pre-tokenizer keeps it whole
+    (none, or a Metaspace that does not split); None otherwise."""
     if not steps:
-        return text
+        return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     if len(steps) == 1 and steps[0][0] == "metaspace" and not steps[0][3]:
         _, replacement, scheme, _ = steps[0]
-        text = text.replace(" ", replacement)
-        if (scheme == "always" or scheme == "first" and first) and not text.startswith(replacement):
-            text = replacement + text
-        return text
+        return metaspace_code_points(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32), ord(replacement),
+                                     scheme == "always" or scheme == "first" and first)
     return None
 
 
