@@ -160,6 +160,19 @@ def test_real_patterns_equal_regex_oniguruma_and_twin(name, text):
     assert ends == onig_ends(pattern, text)
 
 
+@pytest.mark.parametrize("name", list(REAL))
+def test_no_jump_leads_to_match(name):
+    """A jump whose target is MATCH (an alternative's end) is compiled as that MATCH; the programs above
+    match as the regex module does with it."""
+    from engine.kernels.regex_vm import JMP, MATCH
+
+    code = compile_regex(REAL[name]).program.code
+    jumps = [row for row in code if row[0] == JMP]
+    assert all(code[row[1], 0] != MATCH for row in jumps)
+    if name in ("gpt2", "cl100k", "o200k", "llama3", "qwen2"):  # top-level alternatives: each ends in a MATCH
+        assert (code[:, 0] == MATCH).sum() >= 2
+
+
 SAMPLES = ["Hello world's  THEY'RE don'T I'M\n\n 123456 漢字かなカナ한국어 ñandú!!  \r\n x",
            "HELLOworld helloWORLD ǅemo ǄEMO e\u0301\u0301 E\u0301X 1 12 123 1234 ١٢٣٤ Ⅷ12 a\r\n\r\n  b \r\n\n\t x  ",
            "!/ !\n/\n/x a/b //x (HELLO) $HELLO 😀HELLO ’S ’s trailing   ", "ſ'ſ 'S 'ſ", " " * 50 + "x" + "\n" * 5]

@@ -197,6 +197,20 @@ class _Compiler:
         self.code[at][1], self.code[at][2] = (out, body) if lazy else (body, out)
 
 
+def _jumps_to_match(code: list[list[int]]) -> None:
+    """A ``JMP`` that leads (through more jumps) to ``MATCH`` becomes that ``MATCH``: the same match at
+    the same position, one dispatch fewer for every match that ends an alternative."""
+    for row in code:
+        if row[0] != JMP:
+            continue
+        target, seen = row[1], set()
+        while code[target][0] == JMP and target not in seen:
+            seen.add(target)
+            target = code[target][1]
+        if code[target][0] == MATCH:
+            row[:] = code[target]
+
+
 def _possessify(code: list[list[int]], masks: list[np.ndarray], class_bit) -> None:
     """Make greedy ``RUN`` s possessive where giving characters back can never help (fewer backtrack
     entries; the same matches): when what follows always succeeds (``JMP`` s, then runs that may be
@@ -292,6 +306,7 @@ class Regex:
             first = None  # any character may start a match: no first-character test
         first_bit = -1 if first is None else compiler.class_bit(first, optional=True)
         _possessify(compiler.code, compiler.masks, compiler.class_bit)
+        _jumps_to_match(compiler.code)
         stage1, stage2 = _class_tables(compiler.masks)
         code = np.array(compiler.code, dtype=np.int32).reshape(-1, 7)
         self.program = RegexProgram(code, stage1, stage2, np.int64(first_bit), np.int64(max(compiler.memo, 1)))
