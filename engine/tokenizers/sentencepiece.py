@@ -31,8 +31,8 @@ The rules (the file is read by ``engine.tokenizers.spm_model``, the hot loops ar
   the text is still empty, with ``remove_extra_whitespaces``). So ``decode(encode(t))`` is the
   normalized ``t`` (spaces for ``▁``) when nothing in ``t`` is unknown to a model without byte fallback.
 - **Batches and threads**: ``encode_batch`` / ``encode_documents`` take texts in batches of a
-  quarter of a thread's share of the characters (64k to 4M; on ``threads`` threads, same ids for
-  any number); a document is one sentence,
+  quarter of the characters on one thread (64k to 4M), of a sixteenth of a thread's share on more
+  (64k to 1M: the last batches keep every thread busy); the same ids for any number; a document is one sentence,
   normalized and merged whole (scratch of about 15 bytes per byte of the longest batch).
 - **Wrappers**: documents are wrapped in the model's ``bos_piece`` / ``eos_piece`` (``<s>``,
   ``</s>``) unless other pieces are named; a model without one has no BOS (or EOS).
@@ -344,8 +344,13 @@ class SentencePieceTokenizer(Tokenizer):
         return (*self._run(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, wrap), int(offsets[-1]))
 
     def _chunks(self, texts: Sequence[str], document_ids, threads: int, wrap: bool, progress=None):
-        # about a quarter of a thread's share of the characters, between 64k and 4M characters
-        target = min(max(sum(map(len, texts)) // max(4 * threads, 1), 1 << 16), 1 << 22)
+        # one thread: about a quarter of the characters a chunk (64k to 4M); more: about a sixteenth of
+        # a thread's share (64k to 1M), so that the last chunks leave no thread idle for long
+        total = sum(map(len, texts))
+        if threads <= 1:
+            target = min(max(total // 4, 1 << 16), 1 << 22)
+        else:
+            target = min(max(total // (16 * threads), 1 << 16), 1 << 20)
         bounds, start, size = [], 0, 0
         for i, t in enumerate(texts):
             size += len(t)
