@@ -118,8 +118,8 @@ class LoaderLimits:
     ``chunk_ids``: under ``ds.loader(num_workers=N)`` a worker's item is a group of consecutive
     batches of about this many ids per tensor (at least one batch; 2 MiB of int64 by default);
     ``stage_ids``: a batch of at most this many ids per tensor (and no Hugging Face labels) is built
-    into a reused stage and copied into its fresh tensors, a larger one straight into them (0:
-    never staged). Ints, checked on construction: ``chunk_ids`` >= 1, ``stage_ids`` >= 0.
+    into a reused stage and copied into its fresh tensors, a larger one straight into arrays of its
+    own (made by the source's ``batch``; 0: never staged). Ints, checked on construction: ``chunk_ids`` >= 1, ``stage_ids`` >= 0.
     """
 
     chunk_ids: int = 1 << 18
@@ -388,11 +388,18 @@ class TokenDataset(IterableDataset):
         """Batch ``k``'s share in tensors of its own, one per name (page-locked with ``pin``).
 
         A small batch is built into the stage and copied (the copy costs less than the source's
-        check of fresh arrays); a larger one straight into fresh arrays."""
+        check of fresh arrays); a larger one into arrays the source makes (no ``out`` to check), or,
+        with HF labels, into fresh arrays of the dataset's."""
         if self._staged and not pin:
             stage = self._stage()
             rows = self._write(source, k, stage, same_buffers=True)
             return [torch.from_numpy(a.copy() if rows == a.shape[0] else a[:rows].copy()) for a in stage]
+        if not pin and self.labels is None:
+            whole = self.world_size == 1
+            batch = source.batch(k, rank=None if whole else self.rank, world_size=None if whole else self.world_size,
+                                 dtype=_DTYPES[self.dtype])
+            return [torch.from_numpy(batch.inputs), torch.from_numpy(batch.targets),
+                    *(torch.from_numpy(getattr(batch, name)) for name in self.source.fields)]
         shape = (self._share(source, k), self.source.context_length)
         if pin:
             tensors = [torch.empty(shape, dtype=dtype, pin_memory=True) for dtype in self._dtypes()]
