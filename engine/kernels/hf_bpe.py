@@ -138,7 +138,9 @@ def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id,
             start = ends[k - 1] if k > 0 else np.int64(0)
             for j in range(min(PREFETCH_BLOCK, count - k)):
                 stop = ends[k + j]
-                if stop - start <= MAX_CACHED_PIECE:  # the pieces that may read their key (cacheable)
+                # the pieces that may read their key: cacheable, and not one character with a token
+                if stop - start <= MAX_CACHED_PIECE and (stop - start > 1 or cps[start] >= limit
+                                                         or char_ids[cps[start]] < 0):
                     key = (hash_span(cps, start, stop) >> np.uint64(8)) | (np.uint64(stop - start) << np.uint64(56))
                     keys[j] = key
                     prefetch(cache, (key_home(key, cache_mask), 0), False)
