@@ -5,7 +5,7 @@
 - ``naive_fold``: ``NormalizedString::split``'s behaviours over a piece's spans.
 - ``naive_cut_pieces``: ``hf_bpe.cut_pieces``, from the vocabulary's strings: a cut between two
   characters that both are tokens when no token holds them side by side.
-- ``naive_metaspace``: ``hf_split.metaspace_code_points``, on the string: spaces replaced, the
+- ``naive_metaspace``: a Metaspace step (``hf_split.spaces_replaced``), on the string: spaces replaced, the
   replacement prepended when asked and the text does not then start with it.
 - ``regex_double``: a stand-in for ``engine.tokenizers.regex`` built on the ``regex`` module (used
   only where that module is absent, so the pipeline's Split logic is tested either way).

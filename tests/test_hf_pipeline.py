@@ -91,6 +91,22 @@ def test_decode_is_the_normalized_text(family):
         assert ours.decode(ours.encode(text)) == expected, (name, text[:40])
 
 
+def test_llama2_normalizers_run_on_code_points_unless_an_added_token_is_normalized():
+    """Prepend("▁") + Replace(" ", "▁") with no pre-tokenizer is done on the code points; a normalized
+    added token (matched in the normalizer's output) keeps the string path. The same ids as HF either way."""
+    from tokenizers import AddedToken as HfAddedToken
+
+    texts = ADVERSARIAL + SAMPLE[:40] + ["", " ", "  a  b ", "\u2581x y", "a b<s>c d</s> e"]
+    hf = build_family("llama2", 300)
+    ours = HfBpeTokenizer(json.loads(hf.to_str()))
+    assert ours._space_normalizer == (0x2581, 0x2581)
+    check_same(hf, ours, texts)
+    hf.add_tokens([HfAddedToken("an d", normalized=True, special=False)])
+    ours = HfBpeTokenizer(json.loads(hf.to_str()))
+    assert ours._space_normalizer is None
+    check_same(hf, ours, texts + ["xan dy", "an d an d"])
+
+
 def test_special_tokens_match_only_when_asked(family):
     name, hf, ours = family
     text = "<|endoftext|>x <s>y</s><|im_start|>z<|end|> <|user|>hi <|assistant|>  ok"
@@ -281,14 +297,19 @@ def test_char_kernel_matches_naive_twin():
 @settings(max_examples=200, deadline=None)
 @given(st.text(st.sampled_from(list(" a▁\u3000_") + ["\U0001F600"]), max_size=12), st.sampled_from("▁_\U0001F600"),
        st.booleans())
-def test_metaspace_code_points_matches_naive_twin(text, replacement, prepend):
-    """Spaces (only U+0020) become the replacement; it is prepended unless the text then starts with it."""
-    from engine.kernels.hf_split import metaspace_code_points
+def test_spaces_replaced_matches_naive_twin(text, replacement, prepend):
+    """Spaces (only U+0020) become the replacement; a Metaspace prepends it unless the text then starts
+    with it, Llama 2's Prepend normalizer always (to a non-empty text)."""
+    from engine.kernels.hf_split import spaces_replaced
+    from engine.tokenizers.hf_steps import whole_code_points
 
     cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-    got = metaspace_code_points(cps, ord(replacement), prepend)
+    got = whole_code_points([("metaspace", replacement, "always" if prepend else "never", False)], text, True)
     assert got.dtype == np.uint32
     assert got.tobytes().decode("utf-32-le") == naive_metaspace(text, replacement, prepend)
+    prefix = ord(replacement) if prepend and text else -1
+    expected = (replacement if prefix >= 0 else "") + text.replace(" ", replacement)
+    assert spaces_replaced(cps, ord(replacement), prefix).tobytes().decode("utf-32-le") == expected
 
 
 @settings(max_examples=150, deadline=None)

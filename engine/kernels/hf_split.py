@@ -32,7 +32,7 @@ from engine.kernels.regex_vm import find_piece_matches
 __all__ = [
     "ISOLATED", "REMOVED", "MERGED_PREVIOUS", "MERGED_NEXT", "CONTIGUOUS", "fold_spans", "split_classes",
     "split_words", "split_matches", "find_literal", "regex_matches", "byte_chars_utf8", "edit_pieces", "compact",
-    "metaspace_code_points",
+    "spaces_replaced",
 ]
 
 ISOLATED, REMOVED, MERGED_PREVIOUS, MERGED_NEXT, CONTIGUOUS = 0, 1, 2, 3, 4
@@ -347,15 +347,15 @@ def compact(buf, starts, ends, count):
 
 
 @kernel
-def metaspace_code_points(cps, replacement, prepend):
-    """The code points ``cps`` with every space (U+0020) as ``replacement``, and ``replacement``
-    before them when ``prepend`` and they do not then start with it: a Metaspace step that does not
-    split, on a whole part's code points (``hf_steps.whole_code_points``)."""
+def spaces_replaced(cps, replacement, prefix):
+    """The code points ``cps`` with every space (U+0020) as ``replacement``, after ``prefix`` (a code
+    point; -1: none): a Metaspace step that does not split, or Llama 2's ``Prepend`` + ``Replace``
+    normalizers, on a whole part's code points (``hf_steps.whole_code_points``)."""
     n = cps.shape[0]
-    lead = 1 if prepend and (n == 0 or (cps[0] != 0x20 and cps[0] != replacement)) else 0
+    lead = 1 if prefix >= 0 else 0
     out = np.empty(n + lead, dtype=np.uint32)
     if lead:
-        out[0] = replacement
+        out[0] = prefix
     for i in range(n):
         c = cps[i]
         out[i + lead] = replacement if c == 0x20 else c

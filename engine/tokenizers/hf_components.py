@@ -47,7 +47,7 @@ from engine.tokenizers.unicode_tables import WHITE_SPACE, code_point_classes
 
 __all__ = [
     "NUMERIC", "WHITE", "PUNCT", "WORD", "WORD_RS", "char_flags", "byte_flags", "compile_pattern", "build_normalizer",
-    "parse_pre_tokenizer", "build_decoder", "AddedToken", "AddedVocabulary", "post_processor_wrappers",
+    "space_normalizer", "parse_pre_tokenizer", "build_decoder", "AddedToken", "AddedVocabulary", "post_processor_wrappers",
 ]
 
 NUMERIC, WHITE, PUNCT, WORD, WORD_RS = 1, 2, 4, 8, 16
@@ -225,6 +225,23 @@ def _unicode(form: str) -> Callable[[str], str]:
         parts.append(normalize(text[at:]))
         return "".join(parts)
     return run
+
+
+def space_normalizer(spec) -> tuple[int, int] | None:
+    """``(prefix, replacement)`` code points when the ``normalizer`` entry is ``Prepend(p)`` then
+    ``Replace(" ", r)`` of one character each (Llama 2's): what it does to a text is
+    ``spaces_replaced`` on its code points, with ``prefix`` the replaced ``p``. None otherwise."""
+    if not isinstance(spec, dict) or spec.get("type") != "Sequence":
+        return None
+    steps = spec.get("normalizers")
+    if not isinstance(steps, list) or len(steps) != 2 or not all(isinstance(x, dict) for x in steps):
+        return None
+    prepend, replace = steps
+    p, r = prepend.get("prepend"), replace.get("content")
+    if (prepend.get("type") != "Prepend" or replace.get("type") != "Replace" or replace.get("pattern") != {"String": " "}
+            or not isinstance(p, str) or not isinstance(r, str) or len(p) != 1 or len(r) != 1):
+        return None
+    return ord(r if p == " " else p), ord(r)
 
 
 def build_normalizer(spec, source: str) -> tuple[Callable[[str], str] | None, tuple[str, ...]]:
@@ -498,6 +515,11 @@ class AddedVocabulary:
             return None
         alternatives = sorted(by_content, key=len, reverse=True)  # at one start, the longest first
         return re.compile("|".join(map(re.escape, alternatives))), by_content
+
+    @property
+    def in_normalized(self) -> bool:
+        """Whether some token is matched in normalized text (a ``normalized`` added token)."""
+        return self._normalized is not None
 
     def split(self, text: str, normalized: bool, skip_special: bool) -> list[tuple[int | None, int, int]]:
         """``[(token id or None for text, start, stop)]`` covering ``text`` (character offsets)."""

@@ -50,13 +50,14 @@ from engine.checks import JSONLimitError, parse_json
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache, self_merging_tokens
 from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces
-from engine.kernels.hf_bpe import (METASPACE_CP, ascii_cuts, build_pair_set, build_span_table, cut_pieces, encode_byte_pieces,
-                                   encode_char_pieces, new_char_cache)
+from engine.kernels.hf_bpe import (METASPACE_CP, ascii_cuts, build_pair_set, build_span_table, cut_pieces,
+                                   encode_byte_pieces, encode_char_pieces, new_char_cache)
+from engine.kernels.hf_split import spaces_replaced
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_file_id, check_ids, register_tokenizer
 from engine.tokenizers.byte_bpe import bytes_to_unicode
 from engine.tokenizers.interop import _added_tokens, load_hf_tokenizer_json, load_tekken, looks_like_tekken
 from engine.tokenizers.hf_components import (AddedToken, AddedVocabulary, build_decoder, build_normalizer,
-                                             parse_pre_tokenizer, post_processor_wrappers)
+                                             parse_pre_tokenizer, post_processor_wrappers, space_normalizer)
 from engine.tokenizers.hf_steps import run_steps, whole_code_points
 from engine.tokenizers.pretokenize import utf8_bytes
 
@@ -107,6 +108,10 @@ class HfBpeTokenizer(Tokenizer):
                 raise TokenizerError(f"{source}: Metaspace prepend_scheme 'first' after a {clash[0]} normalizer is "
                                      "not supported (expected no Strip, Prepend or Replace normalizer with it)")
         self.added = AddedVocabulary(self.added_tokens, self.normalize)
+        # Llama 2's normalizers, with nothing to match in their output and no pre-tokenizer: done on the
+        # code points, which the merges take anyway (spaces_replaced), not on the string
+        spaces = space_normalizer(data.get("normalizer"))
+        self._space_normalizer = spaces if spaces and not self.steps and not self.added.in_normalized else None
         self._decoder = build_decoder(data.get("decoder"), source)
         self._choose_wrappers(bos, eos, source)
         self._byte_level = any(s[0] == "bytelevel" for s in self.steps) and self._build_byte_tables()
@@ -327,6 +332,12 @@ class HfBpeTokenizer(Tokenizer):
                 parts.append(np.array([token], dtype=np.uint32))
                 continue
             segment = text[start:stop]
+            if self._space_normalizer is not None:
+                if segment:
+                    cps = spaces_replaced(np.frombuffer(segment.encode("utf-32-le"), dtype=np.uint32),
+                                          self._space_normalizer[1], self._space_normalizer[0])
+                    parts.append(self._encode_chars(cps, np.array([cps.shape[0]], dtype=np.int64)))
+                continue
             normalized = self.normalize(segment) if self.normalize is not None else segment
             for token2, s2, e2 in self.added.split(normalized, True, skip):
                 if token2 is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.kernels.hf_split import (MERGED_NEXT, byte_chars_utf8, compact, edit_pieces, find_literal,
-                                     metaspace_code_points, regex_matches, split_classes, split_matches, split_words)
+                                     regex_matches, spaces_replaced, split_classes, split_matches, split_words)
 from engine.kernels.pretokenize import pretokenize_ends
 from engine.tokenizers.hf_components import WHITE, WORD, byte_flags, char_flags
 from engine.tokenizers.pretokenize import pattern_code
@@ -45,8 +45,10 @@ def whole_code_points(steps: list[tuple], text: str, first: bool) -> np.ndarray 
         return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     if len(steps) == 1 and steps[0][0] == "metaspace" and not steps[0][3]:
         _, replacement, scheme, _ = steps[0]
-        return metaspace_code_points(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32), ord(replacement),
-                                     scheme == "always" or scheme == "first" and first)
+        cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        rep = ord(replacement)
+        prepend = (scheme == "always" or scheme == "first" and first) and not (cps.shape[0] and cps[0] in (0x20, rep))
+        return spaces_replaced(cps, rep, rep if prepend else -1)
     return None
 
 
