@@ -325,15 +325,19 @@ def cut_pieces(cps, ends, char_ids, pair_set, cut, extra, out):
     start = np.int64(0)
     for p in range(ends.shape[0]):
         end = ends[p]
-        for i in range(start + 1, end):
-            a, b = np.int64(cps[i - 1]), np.int64(cps[i])
-            da, db = _dense(a, extra), _dense(b, extra)
-            if max(da, db) < 129:
-                out[count] = i
-                count += np.int64(cut[da, db])
-            elif _cut_between(a, b, char_ids, pair_set):
-                out[count] = i
-                count += 1
+        if start < end:
+            a = np.int64(cps[start])
+            da = _dense(a, extra)
+            for i in range(start + 1, end):
+                b = np.int64(cps[i])
+                db = _dense(b, extra)
+                if max(da, db) < 129:
+                    out[count] = i
+                    count += np.int64(cut[da, db])
+                elif _cut_between(a, b, char_ids, pair_set):
+                    out[count] = i
+                    count += 1
+                a, da = b, db
         out[count] = end
         count += 1
         start = end
