@@ -91,6 +91,16 @@ def test_decode_is_the_normalized_text(family):
         assert ours.decode(ours.encode(text)) == expected, (name, text[:40])
 
 
+@pytest.mark.parametrize("name", ["llama2", "mistral"])
+def test_long_character_pieces_equal_hugging_face(name):
+    """Pieces of more than 64 ids (their scratch rows sized from the output: byte fallback writes up to
+    four ids a character) are merged by the long-piece merge; the same ids as HF."""
+    hf = build_family(name, 300)
+    ours = HfBpeTokenizer(json.loads(hf.to_str()))
+    check_same(hf, ours, ["\U0001F600" * 40, "a\U0001F600" * 30, "中" * 70 + " x", ("the " * 60) + "\u00e9" * 65,
+                          "\U0001F600" * 17 + "e" * 200, " ".join(["\U0001F600" * 20] * 20)])
+
+
 def test_llama2_normalizers_run_on_code_points_unless_an_added_token_is_normalized():
     """Prepend("▁") + Replace(" ", "▁") with no pre-tokenizer is done on the code points; a normalized
     added token (matched in the normalizer's output) keeps the string path. The same ids as HF either way."""

@@ -28,9 +28,10 @@ give them) become word-sized ones that the cache serves. Not used under ``ignore
 whole-piece lookup needs the piece whole. Two characters that are ASCII or ``METASPACE_CP`` (U+2581,
 SentencePiece's space) are answered by a 130 x 130 table (``ascii_cuts``), the others by the pair set.
 
-Both encoders return ``(ids written, long pieces, count)``; the caller finishes long pieces with
-``merge_long_pieces``. ``out`` needs ``4 * symbols + 1`` entries (byte fallback writes up to four
-ids per character).
+``encode_byte_pieces`` returns ``(ids written, long pieces, count)``, ``encode_char_pieces`` (a
+``leaf`` kernel, its scratch from ``char_scratch``) ``(ids written, count)`` with the long pieces in
+its scratch; the caller finishes long pieces with ``merge_long_pieces``. ``out`` needs ``4 * symbols
++ 1`` entries (byte fallback writes up to four ids per character).
 """
 
 from __future__ import annotations
@@ -39,15 +40,15 @@ import numpy as np
 
 from engine.kernels import kernel
 from engine.kernels.bpe_encode import (LONG_WORD, MAX_CACHED_PIECE, PIECE_BLOCK, encode_piece_block, find_span, key_home,
-                                       long_capacity, record_long)
+                                       long_capacity)
 from engine.kernels.bpe_merge import hash_span, merge_short_first, same_span
 from engine.kernels.prefetch import prefetch
 
 PREFETCH_BLOCK = 32
 METASPACE_CP = 0x2581  # ▁: the one non-ASCII code point ascii_cuts answers from its table
 
-__all__ = ["encode_byte_pieces", "encode_char_pieces", "new_char_cache", "build_span_table", "utf8_of", "build_pair_set",
-           "ascii_cuts", "cut_pieces", "METASPACE_CP"]
+__all__ = ["encode_byte_pieces", "encode_char_pieces", "char_scratch", "new_char_cache", "build_span_table", "utf8_of",
+           "build_pair_set", "ascii_cuts", "cut_pieces", "METASPACE_CP"]
 
 
 @kernel
@@ -116,23 +117,29 @@ def new_char_cache(slots: int = 1 << 17, symbol_capacity: int = 1 << 20, id_capa
             np.empty(id_capacity, dtype=np.uint32), np.zeros(3, dtype=np.int64))
 
 
-@kernel
+def char_scratch(out_length: int) -> tuple:
+    """The scratch ``encode_char_pieces`` takes for an ``out`` of ``out_length`` entries: ``(parts,
+    part_priority, utf8, keys, long_pieces)``; a long piece writes more than ``MAX_CACHED_PIECE``
+    ids there, so ``long_capacity(out_length)`` rows hold them all."""
+    return (np.empty(LONG_WORD, np.int64), np.empty(LONG_WORD, np.int64), np.empty(4, np.int64),
+            np.empty(PREFETCH_BLOCK, np.uint64), np.empty((long_capacity(out_length), 2), dtype=np.int64))
+
+
+@kernel(leaf=True)
 def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id, fuse_unk, whole, whole_pool,
-                       whole_offsets, whole_slots, whole_ids, first, cache, cache_cps, cache_ids, cache_state, out):
+                       whole_offsets, whole_slots, whole_ids, first, cache, cache_cps, cache_ids, cache_state, parts,
+                       part_priority, utf8, keys, long_pieces, out):
     """Character-level BPE of the pieces of ``cps`` ending at ``ends`` (see the module docstring);
-    ``cache...``: a ``new_char_cache``."""
+    ``cache...``: a ``new_char_cache``; ``parts`` ... ``long_pieces``: a ``char_scratch(len(out))``
+    (the kernel creates no array: a ``leaf``, without reference counts). Returns ``(ids written,
+    long pieces)``, their rows ``(start, ids)`` in ``long_pieces``."""
     count = ends.shape[0]
     cache_size = cache.shape[0]
     cache_mask = cache_size - 1
-    parts = np.empty(4 * LONG_WORD, np.int64)
-    part_priority = np.empty(4 * LONG_WORD, np.int64)
-    utf8 = np.empty(4, np.int64)
-    long_pieces = np.empty((0, 2), dtype=np.int64)
     long_count = np.int64(0)
     limit = char_ids.shape[0]
     out_pos = np.int64(0)
     pos = np.int64(0)
-    keys = np.empty(PREFETCH_BLOCK, np.uint64)
     for k in range(count):
         if k % PREFETCH_BLOCK == 0:  # the cache keys of the next block of pieces, their rows prefetched
             start = ends[k - 1] if k > 0 else np.int64(0)
@@ -214,8 +221,9 @@ def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id,
             out_pos += 1
         m = out_pos - start
         if m > 1:
-            if m > part_priority.shape[0] or m > MAX_CACHED_PIECE:
-                long_pieces = record_long(long_pieces, long_count, start, m)
+            if m > MAX_CACHED_PIECE:
+                long_pieces[long_count, 0] = start
+                long_pieces[long_count, 1] = m
                 long_count += 1
                 cacheable = False
             else:
@@ -248,7 +256,7 @@ def encode_char_pieces(cps, ends, char_ids, fallback_ids, byte_fallback, unk_id,
             cache_state[1] = at_cps + length
             cache_state[2] = at_ids + n_ids
         pos = end
-    return out_pos, long_pieces, long_count
+    return out_pos, long_count
 
 
 @kernel(inline="always")

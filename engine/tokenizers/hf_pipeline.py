@@ -51,7 +51,7 @@ from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache, self_merging_tokens
 from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces
 from engine.kernels.hf_bpe import (METASPACE_CP, ascii_cuts, build_pair_set, build_span_table, cut_pieces,
-                                   encode_byte_pieces, encode_char_pieces, new_char_cache)
+                                   char_scratch, encode_byte_pieces, encode_char_pieces, new_char_cache)
 from engine.kernels.hf_split import spaces_replaced
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_file_id, check_ids, register_tokenizer
 from engine.tokenizers.byte_bpe import bytes_to_unicode
@@ -388,17 +388,19 @@ class HfBpeTokenizer(Tokenizer):
             cut = np.empty(cps.shape[0] + 1, dtype=np.int64)
             cp_ends = cut[:cut_pieces(cps, cp_ends, self._char_ids, self._pair_set, self._ascii_cuts, METASPACE_CP, cut)]
         out = np.empty(4 * cps.shape[0] + 1, dtype=np.uint32)
+        scratch = char_scratch(out.shape[0])
         try:
             cache = self._char_caches.pop()  # atomic: a cache is in one call at a time
         except IndexError:
             cache = new_char_cache()
         try:
-            count, long_pieces, long_count = encode_char_pieces(
+            count, long_count = encode_char_pieces(
                 cps, cp_ends, self._char_ids, self._fallback_ids, self.byte_fallback, self.unk_id, self.fuse_unk,
                 self.ignore_merges, self._whole_pool, self._whole_offsets, self._whole_slots, self._whole_ids,
-                self._first, *cache, out)
+                self._first, *cache, *scratch, out)
         finally:
             self._char_caches.append(cache)
+        long_pieces = scratch[-1]
         if long_count:
             count = merge_long_pieces(out, np.array([0, count], dtype=np.int64), long_pieces, long_count, 0, False,
                                       pairs, nexts, made, priorities)
