@@ -305,7 +305,8 @@ def test_char_kernel_matches_naive_twin():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(st.sampled_from(list(" a▁\u3000_") + ["\U0001F600"]), max_size=12), st.sampled_from("▁_\U0001F600"),
+@given(st.text(st.sampled_from(list(" a▁\u3000_\u00e9\u07ff\uffff") + ["\U0001F600", "\U0010FFFF"]), max_size=12),
+       st.sampled_from("▁_\U0001F600"),
        st.booleans())
 def test_spaces_replaced_matches_naive_twin(text, replacement, prepend):
     """Spaces (only U+0020) become the replacement; a Metaspace prepends it unless the text then starts
@@ -313,13 +314,13 @@ def test_spaces_replaced_matches_naive_twin(text, replacement, prepend):
     from engine.kernels.hf_split import spaces_replaced
     from engine.tokenizers.hf_steps import whole_code_points
 
-    cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     got = whole_code_points([("metaspace", replacement, "always" if prepend else "never", False)], text, True)
     assert got.dtype == np.uint32
     assert got.tobytes().decode("utf-32-le") == naive_metaspace(text, replacement, prepend)
     prefix = ord(replacement) if prepend and text else -1
     expected = (replacement if prefix >= 0 else "") + text.replace(" ", replacement)
-    assert spaces_replaced(cps, ord(replacement), prefix).tobytes().decode("utf-32-le") == expected
+    got = spaces_replaced(np.frombuffer(text.encode("utf-8"), dtype=np.uint8), len(text), ord(replacement), prefix)
+    assert got.dtype == np.uint32 and got.tobytes().decode("utf-32-le") == expected
 
 
 @settings(max_examples=150, deadline=None)

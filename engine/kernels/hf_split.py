@@ -347,16 +347,33 @@ def compact(buf, starts, ends, count):
 
 
 @kernel
-def spaces_replaced(cps, replacement, prefix):
-    """The code points ``cps`` with every space (U+0020) as ``replacement``, after ``prefix`` (a code
-    point; -1: none): a Metaspace step that does not split, or Llama 2's ``Prepend`` + ``Replace``
-    normalizers, on a whole part's code points (``hf_steps.whole_code_points``)."""
-    n = cps.shape[0]
+def spaces_replaced(buf, length, replacement, prefix):
+    """The ``length`` code points of the UTF-8 ``buf`` (valid, as Python encodes a str) with every
+    space (U+0020) as ``replacement``, after ``prefix`` (a code point; -1: none): a Metaspace step that
+    does not split, or Llama 2's ``Prepend`` + ``Replace`` normalizers, on a whole part's code points
+    (``hf_steps.whole_code_points``). Decoded here, the text is read once and written once, where
+    its UTF-32 first would write it twice."""
     lead = 1 if prefix >= 0 else 0
-    out = np.empty(n + lead, dtype=np.uint32)
+    out = np.empty(length + lead, dtype=np.uint32)
     if lead:
         out[0] = prefix
-    for i in range(n):
-        c = cps[i]
-        out[i + lead] = replacement if c == 0x20 else c
+    at = lead
+    i = 0
+    n = buf.shape[0]
+    while i < n:
+        b = np.uint32(buf[i])
+        if b < 0x80:
+            out[at] = replacement if b == 0x20 else b
+            i += 1
+        elif b < 0xE0:
+            out[at] = ((b & 0x1F) << 6) | (np.uint32(buf[i + 1]) & 0x3F)
+            i += 2
+        elif b < 0xF0:
+            out[at] = ((b & 0x0F) << 12) | ((np.uint32(buf[i + 1]) & 0x3F) << 6) | (np.uint32(buf[i + 2]) & 0x3F)
+            i += 3
+        else:
+            out[at] = (((b & 0x07) << 18) | ((np.uint32(buf[i + 1]) & 0x3F) << 12)
+                       | ((np.uint32(buf[i + 2]) & 0x3F) << 6) | (np.uint32(buf[i + 3]) & 0x3F))
+            i += 4
+        at += 1
     return out

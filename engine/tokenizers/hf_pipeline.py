@@ -334,7 +334,7 @@ class HfBpeTokenizer(Tokenizer):
             segment = text[start:stop]
             if self._space_normalizer is not None:
                 if segment:
-                    cps = spaces_replaced(np.frombuffer(segment.encode("utf-32-le"), dtype=np.uint32),
+                    cps = spaces_replaced(np.frombuffer(segment.encode("utf-8"), dtype=np.uint8), len(segment),
                                           self._space_normalizer[1], self._space_normalizer[0])
                     parts.append(self._encode_chars(cps, np.array([cps.shape[0]], dtype=np.int64)))
                 continue

@@ -45,10 +45,10 @@ def whole_code_points(steps: list[tuple], text: str, first: bool) -> np.ndarray 
         return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     if len(steps) == 1 and steps[0][0] == "metaspace" and not steps[0][3]:
         _, replacement, scheme, _ = steps[0]
-        cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
         rep = ord(replacement)
-        prepend = (scheme == "always" or scheme == "first" and first) and not (cps.shape[0] and cps[0] in (0x20, rep))
-        return spaces_replaced(cps, rep, rep if prepend else -1)
+        prepend = (scheme == "always" or scheme == "first" and first) and not text.startswith((" ", replacement))
+        return spaces_replaced(np.frombuffer(text.encode("utf-8"), dtype=np.uint8), len(text), rep,
+                               rep if prepend else -1)
     return None
 
 
