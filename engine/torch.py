@@ -119,7 +119,8 @@ class LoaderLimits:
     batches of about this many ids per tensor (at least one batch; 2 MiB of int64 by default);
     ``stage_ids``: a batch of at most this many ids per tensor (and no Hugging Face labels) is built
     into a reused stage and copied into its fresh tensors, a larger one straight into arrays of its
-    own (made by the source's ``batch``; 0: never staged). Ints, checked on construction: ``chunk_ids`` >= 1, ``stage_ids`` >= 0.
+    own (made by the source's ``batch``; 0: never staged). Ints, checked on construction:
+    ``chunk_ids`` >= 1, ``stage_ids`` >= 0.
     """
 
     chunk_ids: int = 1 << 18

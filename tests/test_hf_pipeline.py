@@ -328,7 +328,7 @@ def test_spaces_replaced_matches_naive_twin(text, replacement, prepend):
        st.lists(st.integers(0, 40), max_size=4))
 def test_cut_pieces_matches_naive_twin(chars, cuts):
     """Pairs of ASCII and ▁ through the 130 x 130 table, the others through the pair set: the same cuts."""
-    from engine.kernels.hf_bpe import METASPACE_CP, cut_pieces
+    from engine.kernels.hf_bpe import cut_pieces
 
     vocab = {t: i for i, t in enumerate(["a", "b", "▁", " ", "c", ".", "é", "\x7f", "\x80", "ab", "▁a", "b.",
                                           "é▁", "a\x80", "\x7fb", "▁▁c"])}
@@ -337,8 +337,7 @@ def test_cut_pieces_matches_naive_twin(chars, cuts):
     ends = sorted({min(c, len(text)) for c in cuts} - {0} | {len(text)}) if text else []
     cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     out = np.empty(len(text) + 1, dtype=np.int64)
-    count = cut_pieces(cps, np.array(ends, dtype=np.int64), ours._char_ids, ours._pair_set, ours._ascii_cuts,
-                       METASPACE_CP, out)
+    count = cut_pieces(cps, np.array(ends, dtype=np.int64), ours._char_ids, ours._pair_set, ours._ascii_cuts, out)
     assert out[:count].tolist() == naive_cut_pieces(text, ends, vocab)
 
 

@@ -302,32 +302,32 @@ def _cut_between(a, b, char_ids, pair_set):
 
 
 @kernel(inline="always")
-def _dense(c, extra):
-    """Row of code point ``c`` in an ``ascii_cuts`` table: itself for ASCII, 128 for ``extra``, else 129."""
+def _dense(c):
+    """Row of code point ``c`` in an ``ascii_cuts`` table: itself for ASCII, 128 for ``METASPACE_CP``, else 129."""
     if c < 128:
         return c
-    return 128 if c == extra else 129
+    return 128 if c == METASPACE_CP else 129
 
 
 @kernel
-def ascii_cuts(char_ids, pair_set, extra):
+def ascii_cuts(char_ids, pair_set):
     """``cut[a, b]`` (uint8, 130 x 130) = ``_cut_between(a, b)`` for two code points that are ASCII
-    or ``extra`` (row and column 128; SentencePiece's U+2581 in Llama 2's and Mistral's files, a
+    or ``METASPACE_CP`` (row and column 128; SentencePiece's U+2581 in Llama 2's and Mistral's files, a
     space's stand-in, so as common as a space): ``cut_pieces`` answers those pairs with one load from
     this table, no hashing. Row and column 129 stand for any other code point and are never read."""
     cut = np.zeros((130, 130), dtype=np.uint8)
     for a in range(129):
         for b in range(129):
-            cut[a, b] = _cut_between(np.int64(a if a < 128 else extra), np.int64(b if b < 128 else extra), char_ids,
-                                     pair_set)
+            cut[a, b] = _cut_between(np.int64(a if a < 128 else METASPACE_CP), np.int64(b if b < 128 else METASPACE_CP),
+                                     char_ids, pair_set)
     return cut
 
 
 @kernel(leaf=True)
-def cut_pieces(cps, ends, char_ids, pair_set, cut, extra, out):
+def cut_pieces(cps, ends, char_ids, pair_set, cut, out):
     """Write the ends of the pieces ``ends`` cut wherever no merge can cross (see the module docstring)
     into ``out`` (int64, ``len(cps) + 1`` entries); returns how many. ``cut``: ``ascii_cuts(char_ids,
-    pair_set, extra)``. Two characters that are ASCII or ``extra`` are looked up in it and their end
+    pair_set)``. Two characters that are ASCII or ``METASPACE_CP`` are looked up in it and their end
     written whether or not it is kept (the count moves only for a cut: no branch to mispredict)."""
     count = 0
     start = np.int64(0)
@@ -335,10 +335,10 @@ def cut_pieces(cps, ends, char_ids, pair_set, cut, extra, out):
         end = ends[p]
         if start < end:
             a = np.int64(cps[start])
-            da = _dense(a, extra)
+            da = _dense(a)
             for i in range(start + 1, end):
                 b = np.int64(cps[i])
-                db = _dense(b, extra)
+                db = _dense(b)
                 if max(da, db) < 129:
                     out[count] = i
                     count += np.int64(cut[da, db])

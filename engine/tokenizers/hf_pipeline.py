@@ -50,15 +50,14 @@ from engine.checks import JSONLimitError, parse_json
 from engine.errors import TokenizerError
 from engine.kernels.bpe_encode import build_pair_table, build_piece_table, new_piece_cache, self_merging_tokens
 from engine.kernels.bpe_merge import first_entry_table, merge_long_pieces
-from engine.kernels.hf_bpe import (METASPACE_CP, ascii_cuts, build_pair_set, build_span_table, cut_pieces,
+from engine.kernels.hf_bpe import (ascii_cuts, build_pair_set, build_span_table, cut_pieces,
                                    char_scratch, encode_byte_pieces, encode_char_pieces, new_char_cache)
-from engine.kernels.hf_split import spaces_replaced
 from engine.tokenizers.base import MAX_VOCAB_SIZE, Tokenizer, check_file_id, check_ids, register_tokenizer
 from engine.tokenizers.byte_bpe import bytes_to_unicode
 from engine.tokenizers.interop import _added_tokens, load_hf_tokenizer_json, load_tekken, looks_like_tekken
 from engine.tokenizers.hf_components import (AddedToken, AddedVocabulary, build_decoder, build_normalizer,
                                              parse_pre_tokenizer, post_processor_wrappers, space_normalizer)
-from engine.tokenizers.hf_steps import run_steps, whole_code_points
+from engine.tokenizers.hf_steps import replaced_code_points, run_steps, whole_code_points
 from engine.tokenizers.pretokenize import utf8_bytes
 
 __all__ = ["HfBpeTokenizer", "load_hf_pipeline", "load_hf_file", "is_hf_file", "read_model_folder", "encode_with_specials"]
@@ -297,7 +296,7 @@ class HfBpeTokenizer(Tokenizer):
         np.cumsum(np.array([len(t) for t in longer], dtype=np.int64), out=offsets[1:])
         self._pair_set = build_pair_set(np.frombuffer(pool, dtype=np.uint32) if pool else np.zeros(0, np.uint32),
                                         offsets)
-        self._ascii_cuts = ascii_cuts(self._char_ids, self._pair_set, METASPACE_CP)
+        self._ascii_cuts = ascii_cuts(self._char_ids, self._pair_set)
         table = bytes_to_unicode()
         self._mapped_cps = np.array([ord(table[b]) for b in range(256)], dtype=np.uint32)
         self._char_caches: list = []  # idle caches of merged pieces (a call takes one: threads never share one)
@@ -334,8 +333,8 @@ class HfBpeTokenizer(Tokenizer):
             segment = text[start:stop]
             if self._space_normalizer is not None:
                 if segment:
-                    cps = spaces_replaced(np.frombuffer(segment.encode("utf-8"), dtype=np.uint8), len(segment),
-                                          self._space_normalizer[1], self._space_normalizer[0])
+                    prefix, replacement = self._space_normalizer
+                    cps = replaced_code_points(segment, replacement, prefix)
                     parts.append(self._encode_chars(cps, np.array([cps.shape[0]], dtype=np.int64)))
                 continue
             normalized = self.normalize(segment) if self.normalize is not None else segment
@@ -386,7 +385,7 @@ class HfBpeTokenizer(Tokenizer):
         pairs, nexts, made, priorities = self._merge_table
         if not self.ignore_merges:
             cut = np.empty(cps.shape[0] + 1, dtype=np.int64)
-            cp_ends = cut[:cut_pieces(cps, cp_ends, self._char_ids, self._pair_set, self._ascii_cuts, METASPACE_CP, cut)]
+            cp_ends = cut[:cut_pieces(cps, cp_ends, self._char_ids, self._pair_set, self._ascii_cuts, cut)]
         out = np.empty(4 * cps.shape[0] + 1, dtype=np.uint32)
         scratch = char_scratch(out.shape[0])
         try:

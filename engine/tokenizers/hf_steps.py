@@ -24,7 +24,7 @@ from engine.tokenizers.hf_components import WHITE, WORD, byte_flags, char_flags
 from engine.tokenizers.pretokenize import pattern_code
 from engine.tokenizers.unicode_tables import code_point_classes
 
-__all__ = ["run_steps", "whole_code_points"]
+__all__ = ["run_steps", "whole_code_points", "replaced_code_points"]
 
 
 def _starts_with(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, prefix: np.ndarray) -> np.ndarray:
@@ -47,9 +47,14 @@ def whole_code_points(steps: list[tuple], text: str, first: bool) -> np.ndarray 
         _, replacement, scheme, _ = steps[0]
         rep = ord(replacement)
         prepend = (scheme == "always" or scheme == "first" and first) and not text.startswith((" ", replacement))
-        return spaces_replaced(np.frombuffer(text.encode("utf-8"), dtype=np.uint8), len(text), rep,
-                               rep if prepend else -1)
+        return replaced_code_points(text, rep, rep if prepend else -1)
     return None
+
+
+def replaced_code_points(text: str, replacement: int, prefix: int) -> np.ndarray:
+    """The code points (uint32) of ``text`` with its spaces as ``replacement``, after ``prefix`` (-1:
+    none): ``hf_split.spaces_replaced`` over the text's UTF-8."""
+    return spaces_replaced(np.frombuffer(text.encode("utf-8"), dtype=np.uint8), len(text), replacement, prefix)
 
 
 def run_steps(steps: list[tuple], text: str, first: bool, mapped_cps: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:

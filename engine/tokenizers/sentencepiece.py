@@ -32,8 +32,8 @@ The rules (the file is read by ``engine.tokenizers.spm_model``, the hot loops ar
   normalized ``t`` (spaces for ``▁``) when nothing in ``t`` is unknown to a model without byte fallback.
 - **Batches and threads**: ``encode_batch`` / ``encode_documents`` take texts in batches of a
   quarter of the characters on one thread (64k to 4M), of a sixteenth of a thread's share on more
-  (64k to 1M: the last batches keep every thread busy); the same ids for any number; a document is one sentence,
-  normalized and merged whole (scratch of about 15 bytes per byte of the longest batch).
+  (64k to 1M: the last batches keep every thread busy); the same ids for any number; a document is
+  one sentence, normalized and merged whole (scratch of about 15 bytes per byte of the longest batch).
 - **Wrappers**: documents are wrapped in the model's ``bos_piece`` / ``eos_piece`` (``<s>``,
   ``</s>``) unless other pieces are named; a model without one has no BOS (or EOS).
 
