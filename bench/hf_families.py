@@ -1,5 +1,5 @@
 """Tokenizer.json files with the components of each model family (Llama 3, Qwen2, StarCoder, DeepSeek,
-Falcon, MPT, Command-R, Llama 2, Mistral, Phi-3, GPT-2), built through the ``tokenizers`` API and trained
+DeepSeek Coder, Falcon, MPT, Command-R, Llama 2, Mistral, Phi-3, GPT-2), built through the ``tokenizers`` API and trained
 on Tiny Shakespeare (or given texts): what the benchmark of tokenizer.json pipelines times and the
 tests compare with (tests/naive_hf.py re-exports them)."""
 
@@ -17,6 +17,9 @@ LLAMA3_REGEX = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{
 QWEN2_REGEX = LLAMA3_REGEX.replace(r"\p{N}{1,3}", r"\p{N}")
 DEEPSEEK_SPLITS = [r"[\r\n]", r"\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕ]+",
                    r"\s?[!-/:-~！-／：-～‘-‟　-。]+", r"\s+$", r"[一-龥ࠀ-一가-퟿]+", r"\p{N}+"]
+# DeepSeek Coder's Split regexes: newlines, letters, punctuation (each with an optional leading space),
+# CJK runs and single digits
+DEEPSEEK_CODER_SPLITS = [r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", r"[一-龥ࠀ-一가-퟿]+", r"\p{N}"]
 BYTE_FALLBACKS = [f"<0x{b:02X}>" for b in range(256)]
 
 
@@ -51,9 +54,10 @@ def build_family(name: str, vocab_size: int = 500, texts: list[str] | None = Non
         elif name == "starcoder":
             tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
                                                          pre_tokenizers.ByteLevel(add_prefix_space=False)])
-        elif name == "deepseek":
+        elif name in ("deepseek", "deepseek-coder"):
+            splits = DEEPSEEK_SPLITS if name == "deepseek" else DEEPSEEK_CODER_SPLITS
             tok.pre_tokenizer = pre_tokenizers.Sequence(
-                [pre_tokenizers.Split(Regex(r), "isolated") for r in DEEPSEEK_SPLITS] + [byte_level_step])
+                [pre_tokenizers.Split(Regex(r), "isolated") for r in splits] + [byte_level_step])
         elif name == "falcon":
             tok.pre_tokenizer = pre_tokenizers.Sequence([
                 pre_tokenizers.Punctuation("contiguous"), pre_tokenizers.ByteLevel(add_prefix_space=False),
@@ -99,5 +103,5 @@ def build_family(name: str, vocab_size: int = 500, texts: list[str] | None = Non
     return tok
 
 
-FAMILIES = ["gpt2", "llama3", "qwen2", "starcoder", "deepseek", "falcon", "mpt", "command-r", "llama2", "llama2-sp",
-            "mistral", "phi3"]
+FAMILIES = ["gpt2", "llama3", "qwen2", "starcoder", "deepseek", "deepseek-coder", "falcon", "mpt", "command-r", "llama2",
+            "llama2-sp", "mistral", "phi3"]

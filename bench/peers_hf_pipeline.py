@@ -2,10 +2,13 @@
 
 Each family's file has exactly that family's components (tests/naive_hf.py builds them through the
 ``tokenizers`` API): Llama 2 (Prepend + Replace normalizer, byte fallback, one piece per text),
-Mistral (Metaspace, prepended to the first piece only), Qwen2 (NFC + Split regex + ByteLevel),
-Llama 3 (Split regex + ByteLevel, ignore_merges), StarCoder (Digits + ByteLevel), DeepSeek (six
-Split regexes + ByteLevel), Falcon (Punctuation, ByteLevel, Digits, Split regex), MPT (NFC +
-ByteLevel). Vocabularies of 8,000 are trained by Hugging Face on the first 0.5 MB of the standard
+Mistral (Metaspace, prepended to the first piece only), Phi-3 (Llama 2's, with added tokens, one of
+them ``rstrip``), Qwen2 (NFC + Split regex + ByteLevel), Llama 3 (Split regex + ByteLevel,
+ignore_merges), StarCoder (Digits + ByteLevel; Refact's file has the same components), DeepSeek
+(six Split regexes + ByteLevel), DeepSeek Coder (five Split regexes + ByteLevel), Falcon
+(Punctuation, ByteLevel, Digits, Split regex), MPT (NFC + ByteLevel), Command-R (NFC + ByteLevel
+with a prefix space), GPT-2 (ByteLevel, with an added token, so the file is a pipeline and not
+engine's own byte-level kind). Vocabularies of 8,000 are trained by Hugging Face on the first 0.5 MB of the standard
 library's sources (the Llama 2 and Mistral ones as SentencePiece trains them: no token crosses a
 word's leading ``▁``); the rows encode the following files (2 MB; 0.5 MB with ``quick``), text the
 encoders have not met: both caches are emptied and warmed on Tiny Shakespeare before each run
@@ -23,7 +26,8 @@ from pathlib import Path
 from timing import hf_parallelism, median, row as bench_row, runs_interleaved, shakespeare_path
 
 ROOT = Path(__file__).resolve().parents[1]
-FAMILIES = ["llama2-sp", "mistral-sp", "qwen2", "llama3", "starcoder", "deepseek", "falcon", "mpt"]
+FAMILIES = ["llama2-sp", "mistral-sp", "phi3-sp", "qwen2", "llama3", "starcoder", "deepseek", "deepseek-coder", "falcon",
+            "mpt", "command-r", "gpt2"]
 
 
 def rows(quick: bool = False) -> list[dict]:
