@@ -1,7 +1,7 @@
 """Tokenizer.json files with the components of each model family (Llama 3, Qwen2, StarCoder, DeepSeek,
-DeepSeek Coder, Falcon, MPT, Command-R, Llama 2, Mistral, Phi-3, GPT-2), built through the ``tokenizers`` API and trained
-on Tiny Shakespeare (or given texts): what the benchmark of tokenizer.json pipelines times and the
-tests compare with (tests/naive_hf.py re-exports them)."""
+DeepSeek Coder, Falcon, MPT, Command-R, Llama 2, Mistral, Phi-3, GPT-2), built through the
+``tokenizers`` API and trained on Tiny Shakespeare (or given texts): what the benchmark of
+tokenizer.json pipelines times and the tests compare with (tests/naive_hf.py re-exports them)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ DEEPSEEK_SPLITS = [r"[\r\n]", r"\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳ�
 # DeepSeek Coder's Split regexes: newlines, letters, punctuation (each with an optional leading space),
 # CJK runs and single digits
 DEEPSEEK_CODER_SPLITS = [r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", r"[一-龥ࠀ-一가-퟿]+", r"\p{N}"]
+SPLIT_SEQUENCES = {"deepseek": DEEPSEEK_SPLITS, "deepseek-coder": DEEPSEEK_CODER_SPLITS}  # Split steps, then ByteLevel
 BYTE_FALLBACKS = [f"<0x{b:02X}>" for b in range(256)]
 
 
@@ -54,10 +55,9 @@ def build_family(name: str, vocab_size: int = 500, texts: list[str] | None = Non
         elif name == "starcoder":
             tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
                                                          pre_tokenizers.ByteLevel(add_prefix_space=False)])
-        elif name in ("deepseek", "deepseek-coder"):
-            splits = DEEPSEEK_SPLITS if name == "deepseek" else DEEPSEEK_CODER_SPLITS
+        elif name in SPLIT_SEQUENCES:
             tok.pre_tokenizer = pre_tokenizers.Sequence(
-                [pre_tokenizers.Split(Regex(r), "isolated") for r in splits] + [byte_level_step])
+                [pre_tokenizers.Split(Regex(r), "isolated") for r in SPLIT_SEQUENCES[name]] + [byte_level_step])
         elif name == "falcon":
             tok.pre_tokenizer = pre_tokenizers.Sequence([
                 pre_tokenizers.Punctuation("contiguous"), pre_tokenizers.ByteLevel(add_prefix_space=False),

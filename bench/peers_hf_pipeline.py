@@ -8,9 +8,9 @@ ignore_merges), StarCoder (Digits + ByteLevel; Refact's file has the same compon
 (six Split regexes + ByteLevel), DeepSeek Coder (five Split regexes + ByteLevel), Falcon
 (Punctuation, ByteLevel, Digits, Split regex), MPT (NFC + ByteLevel), Command-R (NFC + ByteLevel
 with a prefix space), GPT-2 (ByteLevel, with an added token, so the file is a pipeline and not
-engine's own byte-level kind). Vocabularies of 8,000 are trained by Hugging Face on the first 0.5 MB of the standard
-library's sources (the Llama 2 and Mistral ones as SentencePiece trains them: no token crosses a
-word's leading ``▁``); the rows encode the following files (2 MB; 0.5 MB with ``quick``), text the
+engine's own byte-level kind). Vocabularies of 8,000 are trained by Hugging Face on the first
+0.5 MB of the standard library's sources (the Llama 2, Mistral and Phi-3 ones as SentencePiece
+trains them: no token crosses a word's leading ``▁``); the rows encode the following files (2 MB; 0.5 MB with ``quick``), text the
 encoders have not met: both caches are emptied and warmed on Tiny Shakespeare before each run
 (``clear_piece_caches``; HF's ``model._clear_cache``), as ``peers_byte_bpe`` does. Ids are checked
 equal on every timed text first. Both sides encode text by text on one thread, in turns; a row
