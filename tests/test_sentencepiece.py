@@ -149,11 +149,29 @@ def test_many_documents_in_one_call_equal_one_by_one(pairs):
 
 def test_unknown_runs_are_one_unk_without_byte_fallback(pairs):
     tok, sp = pairs["nfkc"]
-    for text in ["😀😀😀", "a 😀😀 b", "日本語 日本語", "😀 😀"]:
+    # a long run is one unknown, beside ASCII and spaces too
+    for text in ["😀😀😀", "a 😀😀 b", "日本語 日本語", "😀 😀", "😀" * 100, "a" + "日本語" * 40 + " b " + "😀" * 33]:
         ids = tok.encode(text).tolist()
         assert ids == sp.encode(text)
         assert tok.unk_id in ids
     assert tok.encode("😀😀😀").tolist().count(tok.unk_id) == 1
+    assert tok.encode("😀" * 100).tolist().count(tok.unk_id) == 1
+
+
+def test_a_full_cache_of_chunks_starts_afresh_with_the_same_ids(models, shakespeare_text):
+    """A cache that fills (here one of 64 slots and a few hundred bytes and ids) is emptied and
+    refilled many times over a text; the ids stay the library's."""
+    from engine.kernels.bpe_encode import new_piece_cache
+
+    for name in ("nfkc_user", "llama_like"):
+        tok = load_sentencepiece(models[name])
+        sp = spm.SentencePieceProcessor(model_file=str(models[name]))
+        tok._caches = [new_piece_cache(64, 300, 200)]
+        text = shakespeare_text[:60_000]
+        assert tok.encode(text).tolist() == sp.encode(text)
+        table, _, _, state = tok._caches[0]
+        assert 0 < state[0] <= 48 and state[1] <= 300 and state[2] <= 200
+        assert int((table[:, 0] != 0).sum()) == state[0]
 
 
 def test_byte_fallback_gives_byte_pieces(pairs):
