@@ -302,7 +302,8 @@ class PrepareOptions:
                 raise ConfigurationError("--bos and --eos apply to a tokenizer file (--tokenizer FILE or DIR); a "
                                          "fitted tokenizer wraps documents with its own <bos>/<eos>")
             if self.fit is None and self.executor == "ray" and self.without_bos:
-                raise ConfigurationError("documents without BOS (--bos none, or bos_token null) run on --executor "
+                raise ConfigurationError("documents whose BOS is dropped (--bos none, or bos_token null / "
+                                         "add_bos_token false in tokenizer_config.json) run on --executor "
                                          "local")
             if self.chat_template is not None or self.train_on != "assistant":
                 raise ConfigurationError("--chat-template and --train-on apply to chat data (--format messages or "
@@ -392,7 +393,8 @@ class PrepareOptions:
     def wrapper_names(self) -> tuple[str | None, str | None]:
         """The special tokens that wrap each document, by name, before any tokenizer is read: ``bos`` /
         ``eos`` as given, else what the tokenizer_config.json beside the tokenizer names (its
-        ``bos_token: null`` is no BOS), else ``""`` (the tokenizer's own). BOS None: ``--bos none``."""
+        ``bos_token: null`` or ``add_bos_token: false`` is no BOS), else ``""`` (the tokenizer's own).
+        BOS None: ``--bos none``."""
         config = None
         if self.tokenizer_config is not None:
             from engine.chat.template import read_tokenizer_config
@@ -400,7 +402,9 @@ class PrepareOptions:
             config = read_tokenizer_config(self.tokenizer_config)
         names = []
         for name, given in (("bos", self.bos), ("eos", self.eos)):
-            if given is None and config is not None and f"{name}_token" in config:
+            if given is None and name == "bos" and config is not None and config.get("add_bos_token") is False:
+                given = "none"
+            elif given is None and config is not None and f"{name}_token" in config:
                 value = config[f"{name}_token"]
                 given = value.get("content") if isinstance(value, dict) else value
                 given = "none" if given is None else given
@@ -412,8 +416,9 @@ class PrepareOptions:
 
     @property
     def without_bos(self) -> bool:
-        """True when documents are ``[content..., EOS]`` (``--bos none``, or a tokenizer_config.json
-        with ``bos_token: null``)."""
+        """True when documents are ``[content..., EOS]`` by the options (``--bos none``, or a
+        tokenizer_config.json with ``bos_token: null`` or ``add_bos_token: false``); a tokenizer without
+        BOS (``bos_id`` None) gives them so itself."""
         return self.fit is None and self.wrapper_names()[0] is None
 
     def load_tokenizer(self) -> Tokenizer:

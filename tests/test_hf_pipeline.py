@@ -143,7 +143,10 @@ def test_save_load_pickle_threads(family, tmp_path):
     with ThreadPoolExecutor(4) as pool:
         assert list(pool.map(lambda t: again.encode(t).tolist(), texts)) == want
     values, offsets = ours.encode_documents(texts[:3], ["a", "b", "c"])
-    assert values[offsets[1]:offsets[2]].tolist() == [ours.bos_id, *want[1], ours.eos_id]
+    # a BOS exactly where Hugging Face's post_processor writes one before a text; else [content..., EOS]
+    hf_bos = hf.encode("a", add_special_tokens=True).ids[:-len(hf.encode("a", add_special_tokens=False).ids)]
+    assert hf_bos == ([] if ours.bos_id is None else [ours.bos_id])
+    assert values[offsets[1]:offsets[2]].tolist() == [*hf_bos, *want[1], ours.eos_id]
 
 
 # -- components one by one -------------------------------------------------------------------
@@ -365,14 +368,22 @@ def test_model_folder_wrappers(tmp_path):
                           {"eos_token": "<|endoftext|>"})
     tok = load_tokenizer(folder)
     assert tok.default_bos is None and tok.default_eos == "<|im_end|>"  # tokenizer_config.json first
-    assert tok.bos_id == tok.eos_id == qwen.token_to_id("<|im_end|>")
-    assert "adds no BOS" in " ".join(tok.notes)
+    end = qwen.token_to_id("<|im_end|>")
+    assert tok.bos is tok.bos_id is None and tok.eos_id == end
+    assert "the tokenizer adds no BOS token: documents are [content..., '<|im_end|>']" in tok.notes
+    assert tok.encode_document("hi").tolist() == [*qwen.encode("hi", add_special_tokens=False).ids, end]
+    assert tok.encode_document("").tolist() == [end]
     alone = load_tokenizer(folder / "tokenizer.json")  # the file alone: its post_processor, a conventional end
-    assert alone.default_bos is None and alone.default_eos == "<|endoftext|>"
+    assert alone.default_bos is None and alone.default_eos == "<|endoftext|>" and alone.bos_id is None
     named = load_hf_pipeline(folder, bos="<|im_start|>", eos="<|im_end|>")
     assert (named.bos, named.eos) == ("<|im_start|>", "<|im_end|>")
     with pytest.raises(TokenizerError, match="bos token '<|im_start|>' given without eos"):
         load_hf_pipeline(folder, bos="<|im_start|>")
+    eos_only = load_hf_pipeline(folder / "tokenizer.json", eos="<|im_end|>")  # no BOS to name
+    assert eos_only.bos_id is None and eos_only.eos_id == end
+    assert load_tokenizer(eos_only.save(tmp_path / "saved.json")) == eos_only
+    with pytest.raises(TokenizerError, match="eos token '<unk>' given without bos: .* own BOS is '<s>'"):
+        load_hf_pipeline(folder.parent / "llama", eos="<unk>")
     llama3 = HfBpeTokenizer(json.loads(build_family("llama3", 300).to_str()))
     assert llama3.default_bos == "<|begin_of_text|>" and llama3.default_eos == "<|end_of_text|>"
 
@@ -382,22 +393,27 @@ def test_model_folder_wrappers(tmp_path):
     (["<EOT>", "<META>", "<SOS>"], "<EOT>", None),  # Anthropic's
     (["<BOS_TOKEN>", "<EOS_TOKEN>", "</s>"], "</s>", None),  # the first of the conventional ones
     (["<a>", "<b>"], "<|endoftext|>", "none of the file's 2 special tokens is a conventional end token (<|endoftext|>, "
-                                      "</s>, <eos>, <|end_of_text|>...): <|endoftext|> added as id 402, wrapping every "
+                                      "</s>, <eos>, <|end_of_text|>...): <|endoftext|> added as id 402, ending every "
                                       "document (--bos/--eos name the file's own)"),
+    ([], "<|endoftext|>", "the file names no special tokens: <|endoftext|> added as id 400, ending every document"),
 ])
-def test_a_file_alone_ends_documents_with_a_conventional_end_token(specials, eos, note):
+def test_a_file_alone_ends_documents_with_a_conventional_end_token(specials, eos, note, tmp_path):
     """No post_processor and no tokenizer_config.json: the end token is a conventional one the file has;
-    a file with none gets <|endoftext|> after its last id, and the note says why."""
+    a file with none gets <|endoftext|> after its last id, and the note says why. Without a BOS,
+    documents are [content..., EOS], also once the tokenizer is saved and read again."""
     data = base_file()
     size = max(data["model"]["vocab"].values()) + 1
     data["added_tokens"] = [{"id": size + k, "content": name, "special": True, "single_word": False, "lstrip": False,
                              "rstrip": False, "normalized": False} for k, name in enumerate(specials)]
     tok = HfBpeTokenizer(data)
-    assert tok.default_eos == eos and tok.eos == eos
+    assert tok.default_eos == eos and tok.eos == eos and tok.bos is tok.bos_id is None
     if note is None:
         assert tok.eos_id == size + specials.index(eos)
     else:
-        assert size + len(specials) == 402 and tok.eos_id == 402 and tok.notes[0] == note
+        assert size + len(specials) == tok.eos_id == tok.vocab_size - 1 and tok.notes[0] == note
+    again = load_tokenizer(tok.save(tmp_path / "tok.json"))
+    assert again == tok and (again.bos_id, again.eos_id, again.vocab_size) == (None, tok.eos_id, tok.vocab_size)
+    assert again.encode_document("ab").tolist() == [*tok.encode("ab").tolist(), tok.eos_id]
 
 
 def test_gpt2_shaped_files_stay_byte_bpe(tmp_path):

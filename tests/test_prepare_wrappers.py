@@ -118,3 +118,39 @@ def test_a_sentencepiece_model_without_bos_stores_content_then_eos(tmp_path):
     epoch = MiniBatchEpoch.build(store, "train", windows=CausalWindowConfig(2, 1),
                                  batches=MiniBatchConfig(2, BatchOrder.shuffled(3)))
     assert audit_epoch(epoch).ok
+
+
+def test_a_tokenizer_json_alone_without_bos_stores_content_then_eos(tmp_path):
+    """A Qwen2-shaped tokenizer.json alone (its post_processor writes no BOS, no tokenizer_config.json):
+    prepare stores [content..., <|endoftext|>] with Hugging Face's ids, the saved tokenizer reads
+    back the same, and windows and packing audit clean; --eos alone names another end."""
+    pytest.importorskip("tokenizers", reason="needs the test extra (pip install -e '.[test]')")
+    from tests.naive_hf import build_family
+
+    hf = build_family("qwen2", 300)
+    path = tmp_path / "tokenizer.json"
+    hf.save(str(path))
+    corpus = _corpus(tmp_path)
+    code, output = _prepare(corpus, "--tokenizer", path, "--out", tmp_path / "out")
+    assert code == 0, output
+    end = hf.token_to_id("<|endoftext|>")
+    assert f"wrappers: bos none, eos <|endoftext|> ({end})" in output
+    store = TokenStore.open(tmp_path / "out")
+    assert store.bos_id is None and store.eos_id == end
+    hf.encode_special_tokens = True
+    for doc, text in zip(store.documents("train"), TEXTS):
+        assert doc.tokens.tolist() == [*hf.encode(text, add_special_tokens=False).ids, end]
+    saved = load_tokenizer(tmp_path / "out" / "tokenizer.json")
+    assert saved.bos_id is None and saved.eos_id == end and saved == load_tokenizer(path)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["wrappers"] == {"bos": None, "bos_id": None, "eos": "<|endoftext|>", "eos_id": end}
+    epoch = MiniBatchEpoch.build(store, "train", windows=CausalWindowConfig(3, 1),
+                                 batches=MiniBatchConfig(2, BatchOrder.shuffled(1)))
+    assert audit_epoch(epoch).ok
+    assert epoch.window_count == sum(max(len(hf.encode(t, add_special_tokens=False).ids) + 1 - 3, 0) for t in TEXTS)
+    assert PackedEpoch.build(store, "train", row_length=8, batches=MiniBatchConfig(2)).audit().every_transition_once
+    code, output = _prepare(corpus, "--tokenizer", path, "--out", tmp_path / "named", "--eos", "<|im_end|>")
+    assert code == 0, output
+    im_end = hf.token_to_id("<|im_end|>")
+    doc = TokenStore.open(tmp_path / "named").documents("train")[0]
+    assert doc.tokens.tolist() == [*hf.encode(TEXTS[0], add_special_tokens=False).ids, im_end]

@@ -165,10 +165,12 @@ class ChatEncoder:
         if ordinary:
             wrapped, wrapped_offsets = self.tokenizer.encode_documents(ordinary, **self._span_limits)
             keep = np.ones(wrapped.shape[0], bool)
-            keep[wrapped_offsets[:-1]] = False
+            has_bos = self.tokenizer.bos_id is not None  # documents are [BOS, ids..., EOS], or [ids..., EOS]
+            if has_bos:
+                keep[wrapped_offsets[:-1]] = False
             keep[wrapped_offsets[1:] - 1] = False
             ordinary_ids = wrapped[keep]
-            ordinary_counts = np.diff(wrapped_offsets) - 2
+            ordinary_counts = np.diff(wrapped_offsets) - (2 if has_bos else 1)
         else:
             ordinary_ids, ordinary_counts = np.empty(0, np.uint32), np.empty(0, np.int64)
         is_ordinary = kinds_array < 0

@@ -53,7 +53,8 @@ def canonical_json(obj: Any) -> bytes:
 
 
 class Tokenizer(ABC):
-    """A frozen tokenizer. Ids are uint32; ``bos_id``/``eos_id`` wrap every encoded document."""
+    """A frozen tokenizer. Ids are uint32; ``bos_id``/``eos_id`` wrap every encoded document
+    (``bos_id`` None: a tokenizer without BOS, whose documents are ``[content..., EOS]``)."""
 
     kind: ClassVar[str] = ""
     #: The name ``prepare --tokenizer NAME`` fits this kind under; None: it is only loaded from files.
@@ -64,7 +65,7 @@ class Tokenizer(ABC):
     #: Several threads may call ``encode_documents`` at once (it only reads frozen tables).
     thread_safe_encode: ClassVar[bool] = False
 
-    bos_id: int = BOS_ID
+    bos_id: int | None = BOS_ID
     eos_id: int = EOS_ID
     #: The names of the wrapping tokens (the kinds engine fits: ``<bos>`` = 0, ``<eos>`` = 1; imported
     #: kinds set their file's).
@@ -137,11 +138,14 @@ class Tokenizer(ABC):
         return [self.encode(text) for text in texts]
 
     def encode_document(self, text: str, document_id: str | None = None) -> np.ndarray:
-        """``[BOS, content..., EOS]`` as uint32; an empty text gives ``[BOS, EOS]``."""
+        """``[BOS, content..., EOS]`` as uint32; an empty text gives ``[BOS, EOS]`` (``[content...,
+        EOS]`` and ``[EOS]`` for a tokenizer without BOS, ``bos_id`` None)."""
         content = self._content(check_text(text, self.kind, document_id), document_id)
-        out = np.empty(content.shape[0] + 2, dtype=np.uint32)
-        out[0] = self.bos_id
-        out[1:-1] = content
+        first = 0 if self.bos_id is None else 1
+        out = np.empty(content.shape[0] + first + 1, dtype=np.uint32)
+        if first:
+            out[0] = self.bos_id
+        out[first:-1] = content
         out[-1] = self.eos_id
         return out
 

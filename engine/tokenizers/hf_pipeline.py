@@ -23,16 +23,18 @@ Model options ``dropout`` (other than null or 0), ``continuing_subword_prefix`` 
 ``Metaspace`` with ``prepend_scheme: first`` is refused after a ``Strip``, ``Prepend`` or
 ``Replace`` normalizer (Hugging Face then decides "first" from alignments these rules do not keep).
 
-Documents are wrapped by the tokens the caller names (``bos=`` and ``eos=``, both or neither),
-else by the file's: ``default_bos`` is the ``bos_token`` of ``tokenizer_config.json`` when its
-``add_bos_token`` is true, none when it is false, else the special token the ``post_processor``
-writes before a text (None: the tokenizer adds no BOS, as Qwen's); ``default_eos`` is the
-``eos_token`` of ``tokenizer_config.json`` / ``special_tokens_map.json``, else the token the
-``post_processor`` writes after a text, else a conventional end token among the specials
-(``<|endoftext|>``, ``</s>``, ``<eos>``, ``<|end_of_text|>``, DeepSeek's ``<｜end▁of▁sentence｜>``,
-``<EOS_TOKEN>``, ``<EOT>``: the first of these the file has), else the only special token.
-Without a BOS, documents start with the EOS token (GPT-2 style); a file with no special token at
-all gets ``<|endoftext|>`` after its last id. ``decode(ids)`` runs the file's decoder (special
+Documents are wrapped by the tokens the caller names (``bos=`` and ``eos=``: both, neither, or
+``eos`` alone for a file without BOS), else by the file's. ``default_bos`` is none when
+``tokenizer_config.json`` says ``add_bos_token: false``, else the ``bos_token`` it names (``null``:
+none, as Qwen's), else the special token the ``post_processor`` writes before a text (none: the
+tokenizer adds no BOS, as a Qwen or StarCoder file alone). ``default_eos`` is the ``eos_token`` of
+``tokenizer_config.json`` / ``special_tokens_map.json``, else the token the ``post_processor`` writes
+after a text, else a conventional end token among the specials (``<|endoftext|>``, ``</s>``,
+``<eos>``, ``<|end_of_text|>``, DeepSeek's ``<｜end▁of▁sentence｜>``, ``<EOS_TOKEN>``, ``<EOT>``: the
+first of these the file has), else the only special token. Without a BOS the tokenizer has none
+(``bos_id`` None) and documents are ``[content..., EOS]``; with a BOS but no end token, the BOS ends
+them too. A file with no special token to end documents with gets ``<|endoftext|>`` after its last
+id (also when a saved file names it). ``decode(ids)`` runs the file's decoder (special
 tokens decode to nothing), so ``decode(encode(t))`` is ``t`` as normalized, byte for byte.
 """
 
@@ -185,10 +187,10 @@ class HfBpeTokenizer(Tokenizer):
     def _choose_wrappers(self, bos: str | None, eos: str | None, source: str) -> None:
         pp_bos, pp_eos = post_processor_wrappers(self.data.get("post_processor"), source)
         config = self.config
-        if config.get("add_bos_token", _NO_BOOL) is True:
-            default_bos = _token_name(config.get("bos_token"))
-        elif config.get("add_bos_token", _NO_BOOL) is False:
+        if config.get("add_bos_token", _NO_BOOL) is False:
             default_bos = None
+        elif "bos_token" in config or config.get("add_bos_token", _NO_BOOL) is True:
+            default_bos = _token_name(config.get("bos_token"))
         else:
             default_bos = pp_bos
         default_eos = _token_name(config.get("eos_token")) or pp_eos
@@ -197,8 +199,10 @@ class HfBpeTokenizer(Tokenizer):
         if default_eos is None and len(self.specials) == 1:
             default_eos = next(iter(self.specials))
         notes: list[str] = []
-        if default_eos is None and default_bos is None and bos is None and eos is None:
-            self.extra_token = len(self.id_to_token)  # like a tiktoken rank file: documents need a wrapping token
+        if default_eos is None and default_bos is None and (bos, eos) in ((None, None), (None, ENDOFTEXT),
+                                                                          (ENDOFTEXT, ENDOFTEXT)):
+            # like a tiktoken rank file: documents need an end token (also when a saved file names it)
+            self.extra_token = len(self.id_to_token)
             self.id_to_token.append(ENDOFTEXT)
             self._special_ids = np.append(self._special_ids, True)
             self.specials[ENDOFTEXT] = self.extra_token
@@ -206,29 +210,31 @@ class HfBpeTokenizer(Tokenizer):
             if self.specials.keys() - {ENDOFTEXT}:
                 notes.append(f"none of the file's {len(self.specials) - 1} special tokens is a conventional end token "
                              f"({', '.join(_END_TOKENS[:4])}...): {ENDOFTEXT} added as id {self.extra_token}, "
-                             "wrapping every document (--bos/--eos name the file's own)")
+                             "ending every document (--bos/--eos name the file's own)")
             else:
                 notes.append(f"the file names no special tokens: {ENDOFTEXT} added as id {self.extra_token}, "
-                             "wrapping every document")
+                             "ending every document")
         else:
             self.extra_token = None
         self.default_bos, self.default_eos = default_bos, default_eos
-        if (bos is None) != (eos is None):
-            given, missing = ("bos", "eos") if eos is None else ("eos", "bos")
-            value = bos if eos is None else eos
-            raise TokenizerError(f"{source}: {given} token {value!r} given without {missing}: name both (CLI: --bos "
-                                 f"and --eos; the same token twice, e.g. --bos {value!r} --eos {value!r}, wraps "
-                                 "documents GPT-2 style)")
-        if bos is None:
-            bos, eos = default_bos or default_eos, default_eos or default_bos
-            if default_bos is None:
-                notes.append(f"the tokenizer adds no BOS token: documents start with {eos!r}")
+        if bos is not None and eos is None:
+            raise TokenizerError(f"{source}: bos token {bos!r} given without eos: name both (CLI: --bos and --eos; the "
+                                 f"same token twice, e.g. --bos {bos!r} --eos {bos!r}, wraps documents GPT-2 style)")
+        if bos is None and eos is not None and default_bos is not None:
+            raise TokenizerError(f"{source}: eos token {eos!r} given without bos: name both (CLI: --bos and --eos; "
+                                 f"the file's own BOS is {default_bos!r}; --bos none stores no BOS)")
+        if eos is None:
+            bos, eos = default_bos, default_eos
+            if eos is None:  # a BOS but no end token: the BOS ends documents too
+                eos = bos
+            if bos is None:
+                notes.append(f"the tokenizer adds no BOS token: documents are [content..., {eos!r}]")
         ids = {name: i for i, name in enumerate(self.id_to_token) if name is not None}
         for name, value in (("bos", bos), ("eos", eos)):
-            if value not in ids:
+            if value is not None and value not in ids:
                 raise TokenizerError(f"{source}: {name} token {value!r} is not a token of the file")
         self.bos, self.eos = bos, eos
-        self.bos_id, self.eos_id = ids[bos], ids[eos]
+        self.bos_id, self.eos_id = (None if bos is None else ids[bos]), ids[eos]
         self.notes = tuple(notes)
 
     # -- model tables -------------------------------------------------------------------------

@@ -61,7 +61,7 @@ def _count_with_unknowns(tokenizer, text: str, alphabet: str) -> tuple[int, int]
     """(tokens, unknown tokens) of ``text`` under the char/bpe rule in the module docstring."""
     segments, unknown = _segments_without(text, alphabet)
     values, offsets = tokenizer.encode_documents(segments)
-    content = int(values.shape[0]) - 2 * len(segments)
+    content = int(values.shape[0]) - (1 if tokenizer.bos_id is None else 2) * len(segments)  # less the wrappers
     return content + unknown, unknown
 
 
