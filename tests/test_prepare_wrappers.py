@@ -154,3 +154,11 @@ def test_a_tokenizer_json_alone_without_bos_stores_content_then_eos(tmp_path):
     im_end = hf.token_to_id("<|im_end|>")
     doc = TokenStore.open(tmp_path / "named").documents("train")[0]
     assert doc.tokens.tolist() == [*hf.encode(TEXTS[0], add_special_tokens=False).ids, im_end]
+    # the Python API: such a tokenizer's documents go to a store as they are
+    from engine.buffers import EncodedDocument
+
+    tok = load_tokenizer(path)
+    docs = [EncodedDocument(f"d{i}", "train", tok.encode_document(t)) for i, t in enumerate(TEXTS + [""])]
+    written = TokenStore.write(tmp_path / "api", {"train": docs}, tok)
+    assert written.bos_id is None and written.verify() >= 1 and len(written.documents("train")) == 4
+    assert [d.tokens.tolist() for d in written.documents("train")][-1] == [end]

@@ -48,7 +48,9 @@ def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str
     tekken.json, or a SentencePiece BPE .model) as an engine tokenizer.
 
     The tokenizer keeps the ids of FILE; --bos and --eos name the special tokens that wrap each
-    document: give both (they may be the same token) or neither (then the file's: post_processor, tokenizer_config.json).
+    document: give both (they may be the same token) or neither (then the file's: post_processor,
+    tokenizer_config.json; a tokenizer.json that adds no BOS, as Qwen's, wraps as [content..., EOS]
+    and takes --eos alone).
 
     \b
     Example:
@@ -88,7 +90,8 @@ def _import(file: Path, fmt: str | None, pattern: str, bos: str | None, eos: str
     tokenizer.save(out)
     click.echo(
         f"imported {fmt} {file} -> {out}: {tokenizer.kind}, vocab_size {tokenizer.vocab_size}, "
-        f"pattern {getattr(tokenizer, 'pattern', 'of the file')}, bos {tokenizer.bos!r}={tokenizer.bos_id}, "
+        f"pattern {getattr(tokenizer, 'pattern', 'of the file')}, "
+        f"bos {'none' if tokenizer.bos_id is None else f'{tokenizer.bos!r}={tokenizer.bos_id}'}, "
         f"eos {tokenizer.eos!r}={tokenizer.eos_id}, hash {tokenizer.hash[:12]}")
 
 
@@ -102,7 +105,8 @@ import_command = click.command("import")(
                          help=f"Pre-tokenizer of a tiktoken file (tokenizer.json names its own): {', '.join(PATTERN_NAMES)} "
                               "or any regex, e.g. --pattern '\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+|\\s+'.")(
                 click.option("--bos", default=None, help="Special token written before each document (with --eos).")(
-                    click.option("--eos", default=None, help="Special token written after each document (with --bos).")(
+                    click.option("--eos", default=None, help="Special token written after each document (with "
+                                 "--bos; alone for a tokenizer.json without BOS).")(
                         click.option("--special", multiple=True, metavar="TOKEN=ID",
                                      help="A special token of a tiktoken file (repeatable).")(
                             click.option("--out", type=click.Path(path_type=Path), required=True,

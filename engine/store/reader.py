@@ -113,7 +113,8 @@ class TokenStore:
         caller writes the rest. Written the same way, the result equals a fresh run's store.
         ``check_unique=False``: the caller has checked the ids unique (``prepare`` does, reading).
         ``roles=True``: a store of chat / instruction data, one role flag per token (format version 2).
-        ``bos=False``: documents are ``[content..., EOS]`` (the manifest's ``bos_id`` is null).
+        ``bos=False`` (or a tokenizer whose ``bos_id`` is None): documents are ``[content..., EOS]``
+        (the manifest's ``bos_id`` is null).
         ``id_buffer``: recent id hashes the duplicate check holds in a set (``engine.corpus.unique``).
         ``encoding``: the caller's rules that decide ids beyond the tokenizer (JSON values), recorded for a
         resumed run to compare (``writer.resumed_encoding``: an interrupted run's, None if it recorded none).

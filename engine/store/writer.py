@@ -101,9 +101,9 @@ class TokenStoreWriter(ResumableWriter):
         self.row_group_size = int(row_group_size)
         self.max_rows_per_file = max_rows_per_file
         self.chunk_documents = int(chunk_documents)
-        # bos=False: documents are [content..., EOS] (a model whose tokenizer has no BOS, e.g. Qwen);
-        # the manifest's bos_id is then null.
-        self.bos_id = int(tokenizer.bos_id) if bos else None
+        # bos=False, or a tokenizer without BOS (bos_id None, e.g. Qwen's): documents are
+        # [content..., EOS]; the manifest's bos_id is then null.
+        self.bos_id = int(tokenizer.bos_id) if bos and tokenizer.bos_id is not None else None
         self.eos_id = int(tokenizer.eos_id)
         fields = [pa.field("id", pa.string()), pa.field("tokens", TOKENS_TYPE)]
         if self.roles:
