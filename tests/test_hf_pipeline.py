@@ -589,3 +589,27 @@ def test_small_char_cache_evicts_and_keeps_ids():
     ours._char_caches[:] = [new_char_cache(64, 300, 200)]
     assert [ours.encode(t).tolist() for t in texts] == want
     check_same(hf, ours, texts[:50])
+
+
+def test_a_config_bos_token_the_file_lacks_leaves_the_post_processors(tmp_path):
+    """tokenizer_config.json naming a bos_token the file does not hold (without add_bos_token) does not
+    stop loading: the post_processor decides (here none); with add_bos_token true it is an error."""
+    qwen = build_family("qwen2", 300)
+    tok = load_tokenizer(write_folder(tmp_path / "a", qwen, {"bos_token": "<s>", "eos_token": "<|im_end|>"}))
+    assert tok.bos_id is None and tok.eos == "<|im_end|>"
+    with_end = load_tokenizer(write_folder(tmp_path / "b", qwen, {"bos_token": "<|endoftext|>"}))
+    assert with_end.bos == with_end.eos == "<|endoftext|>"  # a token it holds: GPT-2's wrapping, as named
+    with pytest.raises(TokenizerError, match="bos token '<s>' is not a token of the file"):
+        load_tokenizer(write_folder(tmp_path / "c", qwen, {"add_bos_token": True, "bos_token": "<s>"}))
+
+
+def test_add_bos_token_of_a_model_folder_decides(tmp_path):
+    """add_bos_token false drops the post_processor's BOS, true adds the config's to a file whose
+    post_processor writes none (the flag is kept as read, not as a token name)."""
+    llama = build_family("llama2", 300)
+    off = load_tokenizer(write_folder(tmp_path / "off", llama, {"add_bos_token": False, "bos_token": "<s>"}))
+    assert off.config["add_bos_token"] is False and off.bos_id is None and off.eos == "</s>"
+    assert off.encode_document("hi").tolist() == [*llama.encode("hi", add_special_tokens=False).ids, 2]
+    qwen = build_family("qwen2", 300)
+    on = load_tokenizer(write_folder(tmp_path / "on", qwen, {"add_bos_token": True, "bos_token": "<|im_start|>"}))
+    assert on.config["add_bos_token"] is True and on.bos == "<|im_start|>" and on.eos == "<|endoftext|>"

@@ -26,8 +26,9 @@ Model options ``dropout`` (other than null or 0), ``continuing_subword_prefix`` 
 Documents are wrapped by the tokens the caller names (``bos=`` and ``eos=``: both, neither, or
 ``eos`` alone for a file without BOS), else by the file's. ``default_bos`` is none when
 ``tokenizer_config.json`` says ``add_bos_token: false``, else the ``bos_token`` it names (``null``:
-none, as Qwen's), else the special token the ``post_processor`` writes before a text (none: the
-tokenizer adds no BOS, as a Qwen or StarCoder file alone). ``default_eos`` is the ``eos_token`` of
+none, as Qwen's; one the file lacks counts only with ``add_bos_token: true``, which then fails),
+else the special token the ``post_processor`` writes before a text (none: the tokenizer adds no
+BOS, as a Qwen or StarCoder file alone). ``default_eos`` is the ``eos_token`` of
 ``tokenizer_config.json`` / ``special_tokens_map.json``, else the token the ``post_processor`` writes
 after a text, else a conventional end token among the specials (``<|endoftext|>``, ``</s>``,
 ``<eos>``, ``<|end_of_text|>``, DeepSeek's ``<｜end▁of▁sentence｜>``, ``<EOS_TOKEN>``, ``<EOT>``: the
@@ -187,11 +188,14 @@ class HfBpeTokenizer(Tokenizer):
     def _choose_wrappers(self, bos: str | None, eos: str | None, source: str) -> None:
         pp_bos, pp_eos = post_processor_wrappers(self.data.get("post_processor"), source)
         config = self.config
+        named_bos = _token_name(config.get("bos_token"))
         if config.get("add_bos_token", _NO_BOOL) is False:
             default_bos = None
-        elif "bos_token" in config or config.get("add_bos_token", _NO_BOOL) is True:
-            default_bos = _token_name(config.get("bos_token"))
-        else:
+        elif config.get("add_bos_token", _NO_BOOL) is True or ("bos_token" in config and named_bos is None):
+            default_bos = named_bos
+        elif named_bos is not None and named_bos in self.id_to_token:
+            default_bos = named_bos
+        else:  # no config, or one whose bos_token the file does not hold: the post_processor's
             default_bos = pp_bos
         default_eos = _token_name(config.get("eos_token")) or pp_eos
         if default_eos is None:
@@ -464,7 +468,7 @@ def read_model_folder(path: Path) -> tuple[Path, dict]:
         for key in _CONFIG_KEYS:
             if key in data and key not in config:
                 value = data[key]
-                config[key] = _token_name(value) if key.endswith("_token") else value
+                config[key] = _token_name(value) if key in ("bos_token", "eos_token") else value
     return tokenizer_json, config
 
 
