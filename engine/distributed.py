@@ -303,11 +303,12 @@ def _check_ids(docs, check: ManifestCheck) -> None:
 class _EncodeBatch:
     """Callable class: one tokenizer per actor, rebuilt from its JSON; kernels load once."""
 
-    def __init__(self, tokenizer_json: dict, stream_chars: int, piece_chars: int):
+    def __init__(self, tokenizer_json: dict, stream_chars: int, piece_chars: int, drop_bos: bool = False):
         from engine.tokenizers.base import tokenizer_from_json
 
         self.tokenizer = tokenizer_from_json(tokenizer_json, "tokenizer sent to a Ray actor")
         self.stream_chars, self.piece_chars = stream_chars, piece_chars
+        self.drop_bos = drop_bos  # --bos none: each document's BOS removed, as the local executor does
         self.tokenizer.encode_documents([""], ["warm-up"])
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -324,6 +325,11 @@ class _EncodeBatch:
             if exc.document_id not in ids:
                 raise
             raise exc.in_partition(splits[ids.index(exc.document_id)]) from None
+        if self.drop_bos:
+            kept = np.ones(values.shape[0], bool)
+            kept[kept_offsets[:-1]] = False
+            values = values[kept]
+            kept_offsets = kept_offsets - np.arange(kept_offsets.shape[0], dtype=np.int64)
         lengths = np.zeros(len(ids), dtype=np.int64)
         lengths[keep] = np.diff(kept_offsets)
         offsets = np.zeros(len(ids) + 1, dtype=np.int64)
@@ -334,13 +340,14 @@ class _EncodeBatch:
 
 
 def encode(dataset, tokenizer: Tokenizer, *, concurrency: int | None = None, stream_chars: int = STREAM_CHARS,
-           piece_chars: int = PIECE_CHARS):
+           piece_chars: int = PIECE_CHARS, drop_bos: bool = False):
     """Map ``id``/``text``/``split`` to ``id``/``tokens`` (large_list<uint32>)/``split`` (+ ``chars``);
     a document longer than ``stream_chars`` characters is encoded span by span (spans of at most
-    ``piece_chars`` characters)."""
+    ``piece_chars`` characters); ``drop_bos``: documents without their BOS, ``[content..., EOS]``."""
     return dataset.map_batches(_EncodeBatch, fn_constructor_kwargs={"tokenizer_json": tokenizer.to_json(),
                                                                    "stream_chars": stream_chars,
-                                                                   "piece_chars": piece_chars},
+                                                                   "piece_chars": piece_chars,
+                                                                   "drop_bos": drop_bos},
                                batch_format="pyarrow", batch_size=MAP_BATCH_ROWS, compute=_actor_pool(concurrency))
 
 
@@ -419,8 +426,9 @@ def _run(options: PrepareOptions, concurrency: int, outputs: StagedOutputs) -> N
         else:
             tok, capped, sample = options.load_tokenizer(), None, None
         fitted_on = {"fit_sample": None if sample is None else sample.summary(), "max_types": capped}
+        drop_bos = options.without_bos and tok.bos_id is not None
         write_store(encode(docs, tok, concurrency=concurrency, stream_chars=options.limits.stream_chars,
-                           piece_chars=options.limits.piece_chars), options, tok, check=check,
+                           piece_chars=options.limits.piece_chars, drop_bos=drop_bos), options, tok, check=check,
                     before_commit=lambda tallies: outputs.stage(
                         tok, tallies, read=require_ray().get(counts.merged.remote(str(options.corpus))),
                         extra={key: value for key, value in fitted_on.items() if value is not None} or None))

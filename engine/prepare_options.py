@@ -301,10 +301,6 @@ class PrepareOptions:
             if (self.bos is not None or self.eos is not None) and self.fit is not None:
                 raise ConfigurationError("--bos and --eos apply to a tokenizer file (--tokenizer FILE or DIR); a "
                                          "fitted tokenizer wraps documents with its own <bos>/<eos>")
-            if self.fit is None and self.executor == "ray" and self.without_bos:
-                raise ConfigurationError("documents whose BOS is dropped (--bos none, or bos_token null / "
-                                         "add_bos_token false in tokenizer_config.json) run on --executor "
-                                         "local")
             if self.chat_template is not None or self.train_on != "assistant":
                 raise ConfigurationError("--chat-template and --train-on apply to chat data (--format messages or "
                                          "prompt-completion)")

@@ -249,3 +249,26 @@ def test_ray_cuts_a_long_unbroken_piece_where_local_does(tmp_path):
     manifest = lambda r: json.loads((r.store_path / "_engine.json").read_text())  # noqa: E731
     assert manifest(on_ray) == manifest(local)
     assert manifest(local) != manifest(whole)  # the cut changed the long document's ids
+
+
+@pytest.mark.parametrize("bos, config_bos", [(None, None), ("none", "<|begin_of_text|>")])
+def test_ray_documents_without_bos_equal_local(tmp_path, bos, config_bos):
+    """A tokenizer without BOS (tokenizer_config.json's bos_token null), and --bos none dropping a
+    tokenizer's BOS: on Ray as locally, [content..., EOS], byte-identical stores."""
+    from tests.chat_helpers import model_folder
+
+    folder = model_folder(tmp_path / "model", "{{ messages }}", bos=config_bos, eos="<|endoftext|>")
+    corpus_path, splits_path = default_corpus_paths()
+    options = dict(tokenizer=str(folder), context_length=8, quiet=True, bos=bos)
+    on_ray = prepare_on_ray(corpus_path, splits_path, tmp_path / "ray", **options)
+    local = prepare(corpus_path, splits_path, tmp_path / "local", **options)
+    assert on_ray.report["wrappers"] == local.report["wrappers"]
+    assert local.report["wrappers"]["bos"] is None and local.report["wrappers"]["bos_id"] is None
+    manifest = lambda r: json.loads((r.store_path / "_engine.json").read_text())  # noqa: E731
+    assert manifest(on_ray) == manifest(local)
+    store = TokenStore.open(on_ray.store_path)
+    tok = store.tokenizer()
+    train = SplitManifest.from_json(splits_path).partition(Corpus.from_jsonl(corpus_path)).documents(Partition.TRAIN)
+    assert store.bos_id is None and len(train) == len(store.ids(Partition.TRAIN))
+    for doc, stored in zip(train, store.documents(Partition.TRAIN)):
+        assert stored.tokens.tolist() == [*tok.encode(doc.text).tolist(), tok.eos_id]
