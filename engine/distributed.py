@@ -51,7 +51,8 @@ from engine.tokenizers.streaming import training_batches
 from engine.tokenizers.type_table import TypeCounts, count_types as count_local_types
 from engine.prepare_options import PrepareOptions, check_option_names
 from engine.progress import Progress
-from engine.steps import Chunker, capped_table, chunk_tally, fit_from_table, open_store_writer, run_checked
+from engine.steps import (Chunker, capped_table, chunk_tally, drops_bos, fit_from_table, open_store_writer, run_checked,
+                          without_bos_ids)
 from engine.tokenizers.base import Tokenizer, Trainer, UnknownInputError
 from engine.tokenizers.limits import PIECE_CHARS, STREAM_CHARS
 
@@ -326,10 +327,7 @@ class _EncodeBatch:
                 raise
             raise exc.in_partition(splits[ids.index(exc.document_id)]) from None
         if self.drop_bos:
-            kept = np.ones(values.shape[0], bool)
-            kept[kept_offsets[:-1]] = False
-            values = values[kept]
-            kept_offsets = kept_offsets - np.arange(kept_offsets.shape[0], dtype=np.int64)
+            values, kept_offsets = without_bos_ids(values, kept_offsets)
         lengths = np.zeros(len(ids), dtype=np.int64)
         lengths[keep] = np.diff(kept_offsets)
         offsets = np.zeros(len(ids) + 1, dtype=np.int64)
@@ -426,9 +424,9 @@ def _run(options: PrepareOptions, concurrency: int, outputs: StagedOutputs) -> N
         else:
             tok, capped, sample = options.load_tokenizer(), None, None
         fitted_on = {"fit_sample": None if sample is None else sample.summary(), "max_types": capped}
-        drop_bos = options.without_bos and tok.bos_id is not None
         write_store(encode(docs, tok, concurrency=concurrency, stream_chars=options.limits.stream_chars,
-                           piece_chars=options.limits.piece_chars, drop_bos=drop_bos), options, tok, check=check,
+                           piece_chars=options.limits.piece_chars, drop_bos=drops_bos(options, tok)), options, tok,
+                    check=check,
                     before_commit=lambda tallies: outputs.stage(
                         tok, tallies, read=require_ray().get(counts.merged.remote(str(options.corpus))),
                         extra={key: value for key, value in fitted_on.items() if value is not None} or None))

@@ -38,7 +38,8 @@ from engine.parallel import OrderedPool, encode_lock, resolve_threads
 from engine.tokenizers.type_table import count_types
 from engine.prepare_options import PrepareLimits, PrepareOptions
 from engine.progress import Progress
-from engine.steps import Chunker, capped_table, chunk_tally, fit_from_table, iter_corpus_batches, open_store_writer, window_counts
+from engine.steps import (Chunker, capped_table, chunk_tally, drops_bos, fit_from_table, iter_corpus_batches,
+                          open_store_writer, window_counts, without_bos_ids)
 from engine.store.layout import source_digest
 from engine.utf8 import utf8_length
 from engine.testhook import stop_point
@@ -248,7 +249,7 @@ class _Encoder:
         # no BOS: asked (--bos none: each document's BOS is dropped) or the tokenizer has none (a
         # SentencePiece model without <s>: its documents come as [content..., EOS] already)
         self.no_bos = options.without_bos or tok.bos_id is None
-        self.without_bos = options.without_bos and tok.bos_id is not None
+        self.without_bos = drops_bos(options, tok)
 
     def _locked(self):
         return self.lock if self.lock is not None else contextlib.nullcontext()
@@ -277,10 +278,7 @@ class _Encoder:
                                                         stream_chars=self.options.limits.stream_chars,
                                                         piece_chars=self.options.limits.piece_chars)
         if self.without_bos:  # [content..., EOS]: each document's first id (its BOS) removed
-            keep = np.ones(values.shape[0], bool)
-            keep[offsets[:-1]] = False
-            values = values[keep]
-            offsets = offsets - np.arange(offsets.shape[0], dtype=np.int64)
+            values, offsets = without_bos_ids(values, offsets)
         return _EncodedChunk(part, ids, offsets, chunk_tally(offsets, sum(len(t) for t in texts), self.options),
                              [source_digest(d.id, d.text) for d in docs],
                              sum(utf8_length(t) for t in texts) - streamed, values=values)

@@ -7,6 +7,8 @@ on Ray); this module imports neither executor.
 - ``window_counts`` / ``chunk_tally``: what one encoded chunk adds to its partition's report row
   (``engine.outputs.PartitionTally``);
 - ``open_store_writer``: the store writer with the run's row-group and file sizes;
+- ``drops_bos`` / ``without_bos_ids``: whether each encoded document loses its BOS (``--bos none``
+  with a tokenizer that writes one), and the encoded chunk without them;
 - ``capped_table`` / ``fit_from_table``: the folded type table (its most frequent types, with
   ``--max-types``) and the tokenizer fitted from it;
 - ``run_checked``: an executor run after ``--out`` is checked, an interrupt during a kernel made a
@@ -34,7 +36,7 @@ _DEFAULT_LIMITS = PrepareLimits()
 
 __all__ = [
     "iter_corpus_batches", "Chunker", "window_counts", "chunk_tally", "PartitionTally", "open_store_writer",
-    "capped_table", "fit_from_table", "run_checked",
+    "drops_bos", "without_bos_ids", "capped_table", "fit_from_table", "run_checked",
 ]
 
 
@@ -95,6 +97,18 @@ def chunk_tally(offsets: np.ndarray, characters: int, options: PrepareOptions) -
     tally = window_counts(offsets, options.context_length, options.stride)
     tally.update(documents=int(offsets.shape[0] - 1), characters=int(characters), tokens=int(offsets[-1]))
     return tally
+
+
+def drops_bos(options: PrepareOptions, tok: Tokenizer) -> bool:
+    """True when the options ask for no BOS (``--bos none``, ``bos_token: null``) and ``tok`` writes one."""
+    return options.without_bos and tok.bos_id is not None
+
+
+def without_bos_ids(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, offsets)`` of encoded documents without each one's first id (its BOS)."""
+    keep = np.ones(values.shape[0], bool)
+    keep[offsets[:-1]] = False
+    return values[keep], offsets - np.arange(offsets.shape[0], dtype=np.int64)
 
 
 def open_store_writer(options: PrepareOptions, tok: Tokenizer, *, check_unique: bool = True):

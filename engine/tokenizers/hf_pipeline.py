@@ -188,12 +188,10 @@ class HfBpeTokenizer(Tokenizer):
     def _choose_wrappers(self, bos: str | None, eos: str | None, source: str) -> None:
         pp_bos, pp_eos = post_processor_wrappers(self.data.get("post_processor"), source)
         config = self.config
-        named_bos = _token_name(config.get("bos_token"))
-        if config.get("add_bos_token", _NO_BOOL) is False:
+        add_bos, named_bos = config.get("add_bos_token", _NO_BOOL), _token_name(config.get("bos_token"))
+        if add_bos is False:
             default_bos = None
-        elif config.get("add_bos_token", _NO_BOOL) is True or ("bos_token" in config and named_bos is None):
-            default_bos = named_bos
-        elif named_bos is not None and named_bos in self.id_to_token:
+        elif add_bos is True or ("bos_token" in config and (named_bos is None or named_bos in self.id_to_token)):
             default_bos = named_bos
         else:  # no config, or one whose bos_token the file does not hold: the post_processor's
             default_bos = pp_bos
